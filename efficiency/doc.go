@@ -1,0 +1,28 @@
+// Package efficiency provides Redis locks that stop two workers from doing the
+// same work at the same time, when an overlap costs duplicate work and nothing
+// worse.
+//
+// An efficiency lock is a lease: SET key owner NX PX ttl, released with a
+// compare-and-delete script. It guarantees that while Redis keeps the key, no
+// other owner is granted the lock. It does NOT guarantee that two holders never
+// act at once: a holder that pauses (a GC pause, a VM migration, SIGSTOP) past
+// its ttl wakes up still believing it holds the lock while another owner holds
+// it too, and no client-side check can prevent that, because the pause can land
+// after any check. A failover to a replica that missed the grant, or a restart
+// of a Redis without persistence, can also hand the lock out twice.
+//
+// Use it for cron-style jobs that should not run twice at once, cache rebuilds,
+// and other work where an overlap is waste, not damage. When an overlap would
+// corrupt data or spend money twice, use package correctness, whose fencing
+// tokens let the resource itself reject a stale holder.
+//
+// A Locker serves any number of locks over one go-redis client. TryObtain makes
+// one attempt; Obtain waits, woken by release notifications (one subscription
+// connection per Locker) with the holder's remaining ttl as a fallback, never
+// polling. Do holds a lock while a function runs and cancels the function's
+// context when the lease is lost; Once runs a function at most once per period
+// across replicas.
+//
+// Every operation is one round trip to Redis: an uncontended TryObtain and
+// Release cost two.
+package efficiency

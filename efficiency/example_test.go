@@ -1,0 +1,92 @@
+package efficiency_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/leasekit/leasekit/efficiency"
+	"github.com/redis/go-redis/v9"
+)
+
+// The examples run on an in-process miniredis; point the client at your Redis
+// instead.
+func newClient() (*redis.Client, func()) {
+	mr, err := miniredis.Run()
+	if err != nil {
+		panic(err)
+	}
+	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	return client, func() { _ = client.Close(); mr.Close() }
+}
+
+func ExampleLocker_TryObtain() {
+	client, done := newClient()
+	defer done()
+	locker := efficiency.New(client)
+	defer locker.Close()
+	ctx := context.Background()
+
+	lock, err := locker.TryObtain(ctx, "rebuild-cache", 10*time.Second)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer lock.Release(ctx) // safe even after an explicit Release
+
+	fmt.Println("obtained", lock.Key())
+	_, err = locker.TryObtain(ctx, "rebuild-cache", 10*time.Second)
+	fmt.Println("second try:", err, errors.Is(err, efficiency.ErrNotObtained))
+
+	if err := lock.Release(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("released")
+	// Output:
+	// obtained leasekit:{rebuild-cache}
+	// second try: efficiency: lock not obtained: "rebuild-cache" is held true
+	// released
+}
+
+func ExampleLocker_Do() {
+	client, done := newClient()
+	defer done()
+	locker := efficiency.New(client)
+	defer locker.Close()
+
+	err := locker.Do(context.Background(), "reindex", 30*time.Second, func(ctx context.Context) error {
+		// The lease is refreshed every 10s while this runs. If it is lost,
+		// ctx is cancelled with cause ErrLockLost: stop working then.
+		fmt.Println("reindexing")
+		return ctx.Err()
+	})
+	fmt.Println("done:", err)
+	// Output:
+	// reindexing
+	// done: <nil>
+}
+
+func ExampleLocker_Once() {
+	client, done := newClient()
+	defer done()
+	ctx := context.Background()
+
+	// Three replicas of a service fire the same hourly job.
+	for replica := 1; replica <= 3; replica++ {
+		locker := efficiency.New(client)
+		ran, err := locker.Once(ctx, "hourly-report", time.Hour, func(ctx context.Context) error {
+			fmt.Println("replica", replica, "sends the report")
+			return nil
+		})
+		fmt.Println("replica", replica, "ran:", ran, "err:", err)
+		locker.Close()
+	}
+	// Output:
+	// replica 1 sends the report
+	// replica 1 ran: true err: <nil>
+	// replica 2 ran: false err: <nil>
+	// replica 3 ran: false err: <nil>
+}

@@ -1,0 +1,169 @@
+package efficiency_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/iotest"
+	"time"
+
+	"github.com/leasekit/leasekit/efficiency"
+	"github.com/leasekit/leasekit/internal/redistest"
+)
+
+func TestBadInput(t *testing.T) {
+	b := redistest.Mini(t)
+	l := newLocker(t, b)
+	ctx := t.Context()
+	noop := func(context.Context) error { return nil }
+	cases := []struct {
+		name string
+		key  string
+		ttl  time.Duration
+		want error
+	}{
+		{"empty key", "", time.Second, efficiency.ErrInvalidKey},
+		{"hash tag breaker", "}x", time.Second, efficiency.ErrInvalidKey},
+		{"zero ttl", "k", 0, efficiency.ErrInvalidTTL},
+		{"sub-millisecond ttl", "k", 999 * time.Microsecond, efficiency.ErrInvalidTTL},
+		{"negative ttl", "k", -time.Second, efficiency.ErrInvalidTTL},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ops := map[string]func() error{
+				"TryObtain": func() error { _, err := l.TryObtain(ctx, tc.key, tc.ttl); return err },
+				"Obtain":    func() error { _, err := l.Obtain(ctx, tc.key, tc.ttl); return err },
+				"Do":        func() error { return l.Do(ctx, tc.key, tc.ttl, noop) },
+				"Once":      func() error { _, err := l.Once(ctx, tc.key, tc.ttl, noop); return err },
+			}
+			for op, call := range ops {
+				if err := call(); !errors.Is(err, tc.want) {
+					t.Errorf("%s: got %v, want %v", op, err, tc.want)
+				}
+			}
+		})
+	}
+	lock, err := l.TryObtain(ctx, "k", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lock.Refresh(ctx, 0); !errors.Is(err, efficiency.ErrInvalidTTL) {
+		t.Errorf("Refresh(0): got %v, want ErrInvalidTTL", err)
+	}
+}
+
+func TestNilLock(t *testing.T) {
+	var lock *efficiency.Lock
+	ctx := t.Context()
+	if err := lock.Release(ctx); !errors.Is(err, efficiency.ErrNotHeld) {
+		t.Errorf("Release: got %v, want ErrNotHeld", err)
+	}
+	if err := lock.Refresh(ctx, time.Second); !errors.Is(err, efficiency.ErrNotHeld) {
+		t.Errorf("Refresh: got %v, want ErrNotHeld", err)
+	}
+	if _, err := lock.TTL(ctx); !errors.Is(err, efficiency.ErrNotHeld) {
+		t.Errorf("TTL: got %v, want ErrNotHeld", err)
+	}
+	if lock.Key() != "" || !lock.Deadline().IsZero() {
+		t.Errorf("Key, Deadline: got %q, %v, want zero values", lock.Key(), lock.Deadline())
+	}
+}
+
+func TestOwnerSourceFailure(t *testing.T) {
+	b := redistest.Mini(t)
+	broken := errors.New("entropy gone")
+	l := newLocker(t, b, efficiency.WithOwnerSource(iotest.ErrReader(broken)))
+	if _, err := l.TryObtain(t.Context(), "k", time.Second); !errors.Is(err, broken) {
+		t.Fatalf("got %v, want the source's error", err)
+	}
+	if n := b.Client.DBSize(t.Context()).Val(); n != 0 {
+		t.Fatalf("got %d keys, want none: no lock may be granted without a strong owner id", n)
+	}
+}
+
+func TestScriptFlush(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		l := newLocker(t, b)
+		flush := func() {
+			t.Helper()
+			if err := b.Client.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		flush()
+		lock, err := l.TryObtain(ctx, "flush", time.Minute)
+		if err != nil {
+			t.Fatalf("TryObtain: %v", err)
+		}
+		flush()
+		if err := lock.Refresh(ctx, time.Minute); err != nil {
+			t.Fatalf("Refresh: %v", err)
+		}
+		flush()
+		if _, err := lock.TTL(ctx); err != nil {
+			t.Fatalf("TTL: %v", err)
+		}
+		flush()
+		if err := lock.Release(ctx); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		flush()
+		if err := l.Do(ctx, "flush", time.Minute, func(context.Context) error { return nil }); err != nil {
+			t.Fatalf("Do: %v", err)
+		}
+	})
+}
+
+func TestRoundTrips(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		l := newLocker(t, b)
+		// Warm the script cache: the first call of each script after a flush
+		// costs an extra EVAL.
+		lock, err := l.TryObtain(ctx, "budget", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lock.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		count := redistest.Count(b.Client)
+		lock, err = l.TryObtain(ctx, "budget", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lock.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := count.Total(); n != 2 {
+			t.Fatalf("uncontended TryObtain + Release: got %d round trips, want 2", n)
+		}
+
+		holder, err := l.TryObtain(ctx, "budget", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		count.Reset()
+		done := make(chan error, 1)
+		go func() {
+			lock, err := l.Obtain(ctx, "budget", time.Minute)
+			if err == nil {
+				err = lock.Release(ctx)
+			}
+			done <- err
+		}()
+		count.Await(t, "acquire", 1)
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		// The holder's release, the waiter's failed try, its woken retry and
+		// its release.
+		if n := count.Total() - 1; n > 3 {
+			t.Fatalf("handoff to one waiter: got %d round trips beyond the holder's release, want at most 3", n)
+		}
+	})
+}

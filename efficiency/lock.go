@@ -1,0 +1,64 @@
+package efficiency
+
+import (
+	"context"
+	"time"
+
+	"github.com/leasekit/leasekit/internal/lease"
+)
+
+// Lock is a granted efficiency lock. Its methods are safe on a nil *Lock, which
+// holds nothing, so `defer lock.Release(ctx)` is always safe.
+type Lock struct {
+	h *lease.Held
+}
+
+// Key returns the lock's Redis key, <prefix>{name}.
+func (l *Lock) Key() string {
+	if l == nil {
+		return ""
+	}
+	return l.h.Key()
+}
+
+// Deadline returns the conservative local expiry of the lease: when the last
+// acquire or refresh was sent, plus its ttl, minus the drift margin, on the
+// monotonic clock. Past it, Redis may already have handed the lock to another
+// owner. The zero time after Release, or on a nil *Lock.
+func (l *Lock) Deadline() time.Time {
+	if l == nil {
+		return time.Time{}
+	}
+	return l.h.Deadline()
+}
+
+// TTL asks Redis how long the lease has left. It returns ErrNotHeld when the
+// lease expired or another owner holds the lock, and -1 when the key has no
+// expiry (someone removed it with PERSIST).
+func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	if l == nil {
+		return 0, ErrNotHeld
+	}
+	return l.h.TTL(ctx)
+}
+
+// Refresh restarts the lease at ttl if the caller still holds it, and moves
+// Deadline. It returns ErrNotHeld when the lease expired or another owner holds
+// the lock (nothing is changed then), and ErrInvalidTTL for a ttl under 1 ms.
+func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
+	if l == nil {
+		return ErrNotHeld
+	}
+	return l.h.Refresh(ctx, ttl)
+}
+
+// Release deletes the lock if the caller still holds it and wakes a waiter of
+// each Locker waiting for it. It returns ErrNotHeld when the lease had expired
+// or another owner holds the lock (which is then left untouched), or when l is
+// nil.
+func (l *Lock) Release(ctx context.Context) error {
+	if l == nil {
+		return ErrNotHeld
+	}
+	return l.h.Release(ctx)
+}

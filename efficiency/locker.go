@@ -1,0 +1,107 @@
+package efficiency
+
+import (
+	"context"
+	"time"
+
+	"github.com/leasekit/leasekit/internal/lease"
+	"github.com/leasekit/leasekit/scripts"
+	"github.com/redis/go-redis/v9"
+)
+
+// Locker grants efficiency locks. It is safe for concurrent use; create one per
+// process and Close it when done.
+type Locker struct {
+	core *lease.Core
+}
+
+// New returns a Locker that runs its locks through client, which may be a
+// *redis.Client, *redis.ClusterClient or any other UniversalClient.
+func New(client redis.UniversalClient, opts ...Option) *Locker {
+	o := newOptions(opts)
+	_, sharded := client.(*redis.ClusterClient)
+	return &Locker{core: lease.New(lease.Config{
+		Client:      client,
+		Prefix:      o.prefix,
+		DriftFactor: o.drift,
+		Owners:      o.owners,
+		Logger:      o.logger,
+		Sharded:     sharded,
+		Errors: lease.Errors{
+			NotObtained: ErrNotObtained,
+			NotHeld:     ErrNotHeld,
+			LockLost:    ErrLockLost,
+			InvalidKey:  ErrInvalidKey,
+			InvalidTTL:  ErrInvalidTTL,
+		},
+		Acquire: acquire(client, o.prefix),
+	})}
+}
+
+// acquire runs the acquire script: one round trip.
+func acquire(client redis.Scripter, prefix string) lease.AcquireFunc {
+	return func(ctx context.Context, name, owner string, ttl time.Duration) (lease.Attempt, error) {
+		key := lease.LockKey(prefix, name)
+		ms, err := scripts.Acquire.Run(ctx, client, []string{key}, owner, lease.Millis(ttl)).Int64()
+		if err != nil {
+			return lease.Attempt{}, lease.WrapRedis("acquire", key, err)
+		}
+		if ms == 0 {
+			return lease.Attempt{Granted: true, Value: owner}, nil
+		}
+		return lease.Attempt{HolderTTL: time.Duration(ms) * time.Millisecond}, nil
+	}
+}
+
+// Close ends the Locker's wake-up subscription. Obtain calls still waiting
+// return ErrNotObtained. Held locks are not released. Close does not close
+// the client.
+func (l *Locker) Close() error { return l.core.Close() }
+
+// TryObtain makes one attempt to take the lock called key for ttl. It returns
+// ErrNotObtained when another owner holds it, ErrInvalidKey or ErrInvalidTTL
+// for bad input, and a Redis failure wrapped with the key's name.
+func (l *Locker) TryObtain(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+	h, err := l.core.Try(ctx, key, ttl)
+	if err != nil {
+		return nil, err
+	}
+	return &Lock{h: h}, nil
+}
+
+// Obtain takes the lock called key for ttl, waiting while another owner holds
+// it. A waiter is woken by the holder's release (one waiter per release, per
+// Locker) or, if the holder never releases, when its ttl runs out. When ctx ends
+// first, the error matches both ErrNotObtained and ctx.Err().
+func (l *Locker) Obtain(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
+	h, err := l.core.Obtain(ctx, key, ttl)
+	if err != nil {
+		return nil, err
+	}
+	return &Lock{h: h}, nil
+}
+
+// Do obtains the lock called key (waiting like Obtain), runs fn while
+// refreshing the lease every ttl/3, and releases the lock when fn returns.
+//
+// fn's context is cancelled, with a cause matching ErrLockLost, as soon as the
+// lease can no longer be confirmed before its Deadline: a refresh found the key
+// deleted or taken, or Redis could not be reached in time. fn should stop its
+// work then; Do's error matches ErrLockLost. Cancellation only narrows the
+// window: a holder can still pause right after its last check.
+func (l *Locker) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error) error {
+	return l.core.Do(ctx, key, ttl, func(ctx context.Context, _ *lease.Held) error { return fn(ctx) })
+}
+
+// Once runs fn at most once per period for key across every process sharing
+// the Redis: cron-style deduplication. The first caller takes the lock for
+// period and runs fn, and Once returns true with fn's error. A caller that
+// finds the lock taken returns false, nil.
+//
+// The lock is not released when fn returns, so a replica whose timer fires late
+// for the same tick still skips. While fn runs past the period the lock is kept
+// alive (and released as soon as that long run ends); losing it cancels fn's
+// context with cause ErrLockLost, as in Do.
+func (l *Locker) Once(ctx context.Context, key string, period time.Duration, fn func(ctx context.Context) error) (ran bool, err error) {
+	return l.core.Once(ctx, key, period, func(ctx context.Context, _ *lease.Held) error { return fn(ctx) })
+}

@@ -1,0 +1,97 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/leasekit/leasekit/scripts"
+)
+
+// Held is a granted lease.
+type Held struct {
+	core  *Core
+	name  string
+	key   string
+	value string
+	token uint64
+
+	mu       sync.Mutex
+	deadline time.Time
+}
+
+// Name is the lock's name, as the caller gave it.
+func (h *Held) Name() string { return h.name }
+
+// Key is the lock's Redis key.
+func (h *Held) Key() string { return h.key }
+
+// Token is the grant's fencing token (0 for efficiency locks).
+func (h *Held) Token() uint64 { return h.token }
+
+// Owner is the redacted owner id, for logs.
+func (h *Held) Owner() string { return Redact(h.value) }
+
+// Deadline is the conservative local expiry of the lease.
+func (h *Held) Deadline() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.deadline
+}
+
+func (h *Held) setDeadline(d time.Time) {
+	h.mu.Lock()
+	h.deadline = d
+	h.mu.Unlock()
+}
+
+// Refresh restarts the lease at ttl if it is still held.
+func (h *Held) Refresh(ctx context.Context, ttl time.Duration) error {
+	errs := h.core.cfg.Errors
+	if err := CheckTTL(errs.InvalidTTL, ttl); err != nil {
+		return err
+	}
+	sent := time.Now()
+	n, err := scripts.Refresh.Run(ctx, h.core.cfg.Client, []string{h.key}, h.value, Millis(ttl)).Int64()
+	if err != nil {
+		return wrap("refresh", h.key, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("%w: %s expired or has another holder", errs.NotHeld, Quote(h.key))
+	}
+	h.setDeadline(sent.Add(ttl - h.core.Drift(ttl)))
+	return nil
+}
+
+// Release deletes the lock if it is still held, waking one waiter per Locker.
+func (h *Held) Release(ctx context.Context) error {
+	sharded := "0"
+	if h.core.cfg.Sharded {
+		sharded = "1"
+	}
+	n, err := scripts.Release.Run(ctx, h.core.cfg.Client, []string{h.key}, h.value, WakeChannel(h.key), sharded).Int64()
+	if err != nil {
+		return wrap("release", h.key, err)
+	}
+	h.setDeadline(time.Time{})
+	if n != 1 {
+		return fmt.Errorf("%w: %s expired or has another holder", h.core.cfg.Errors.NotHeld, Quote(h.key))
+	}
+	return nil
+}
+
+// TTL asks Redis how long the lease has left.
+func (h *Held) TTL(ctx context.Context) (time.Duration, error) {
+	ms, err := scripts.PTTL.Run(ctx, h.core.cfg.Client, []string{h.key}, h.value).Int64()
+	if err != nil {
+		return 0, wrap("ttl", h.key, err)
+	}
+	switch {
+	case ms == -2:
+		return 0, fmt.Errorf("%w: %s expired or has another holder", h.core.cfg.Errors.NotHeld, Quote(h.key))
+	case ms < 0:
+		return -1, nil
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}

@@ -1,0 +1,88 @@
+package lease
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// DefaultPrefix is the key prefix of both kinds of lock unless an option sets
+// another.
+const DefaultPrefix = "leasekit:"
+
+// MinTTL is the shortest lease Redis can express (PX takes milliseconds).
+const MinTTL = time.Millisecond
+
+// LockKey is the Redis key of the lock called name. The hash tag keeps the lock
+// and every key derived from it in one Redis Cluster slot.
+func LockKey(prefix, name string) string { return prefix + "{" + name + "}" }
+
+// FenceKey is the key of the fencing-token counter of the lock called name.
+func FenceKey(prefix, name string) string { return LockKey(prefix, name) + ":fence" }
+
+// WakeChannel is the pub/sub channel on which releases of the lock are announced.
+func WakeChannel(lockKey string) string { return lockKey + ":wake" }
+
+// RegisterKey is the key of the fenced register of a resource.
+func RegisterKey(prefix, resource string) string { return LockKey(prefix, resource) + ":register" }
+
+// CheckName reports whether name can name a lock or resource. An empty name is
+// refused, and so is one starting with '}', which would give the key an empty
+// hash tag and scatter a lock's keys over Redis Cluster slots.
+func CheckName(invalid error, name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: the name is empty", invalid)
+	case strings.HasPrefix(name, "}"):
+		return fmt.Errorf("%w: the name %s starts with '}'", invalid, Quote(name))
+	}
+	return nil
+}
+
+// CheckTTL reports whether ttl is a lease length Redis can hold.
+func CheckTTL(invalid error, ttl time.Duration) error {
+	if ttl < MinTTL {
+		return fmt.Errorf("%w: %v is shorter than %v", invalid, ttl, MinTTL)
+	}
+	return nil
+}
+
+// Millis is ttl in whole milliseconds, at least 1.
+func Millis(ttl time.Duration) int64 { return max(ttl.Milliseconds(), 1) }
+
+// ownerBytes is the entropy of an owner id: 128 bits.
+const ownerBytes = 16
+
+// NewOwner draws an owner id from src. A short read is an error: an owner id is
+// what lets a holder release its lock, and a weak one would let another guess it.
+func NewOwner(src io.Reader) (string, error) {
+	if src == nil {
+		src = rand.Reader
+	}
+	var b [ownerBytes]byte
+	if _, err := io.ReadFull(src, b[:]); err != nil {
+		return "", fmt.Errorf("leasekit: owner id source failed: %w", err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// Redact shows the first characters of an owner id, enough to tell two apart
+// in a log, never enough to release a lock with.
+func Redact(owner string) string {
+	if len(owner) <= 4 {
+		return "…"
+	}
+	return owner[:4] + "…"
+}
+
+// Quote quotes a name for an error message, cut short if it is long.
+func Quote(name string) string {
+	const most = 64
+	if len(name) > most {
+		return fmt.Sprintf("%q…(%d bytes)", name[:most], len(name))
+	}
+	return fmt.Sprintf("%q", name)
+}

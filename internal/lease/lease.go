@@ -1,0 +1,221 @@
+// Package lease is the engine shared by leasekit's two kinds of lock: acquiring
+// with a one-round-trip script, waiting for a release, lease deadlines on the
+// monotonic clock, refresh, release, and holding a lease while a function runs.
+//
+// The public packages efficiency and correctness configure it with their own
+// acquire script and their own sentinel errors.
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/leasekit/leasekit/internal/notify"
+	"github.com/redis/go-redis/v9"
+)
+
+// Errors are the sentinel errors of the package using the engine, so that its
+// callers can test them with errors.Is.
+type Errors struct {
+	NotObtained error
+	NotHeld     error
+	LockLost    error
+	InvalidKey  error
+	InvalidTTL  error
+}
+
+// Attempt is what one acquire round trip found.
+type Attempt struct {
+	// Granted is true when the lock is the caller's.
+	Granted bool
+	// Value is what the grant stored in the lock key, when Granted.
+	Value string
+	// Token is the grant's fencing token (correctness locks only).
+	Token uint64
+	// HolderTTL is the holder's remaining ttl when not Granted; negative when
+	// the holder's key has no expiry.
+	HolderTTL time.Duration
+}
+
+// AcquireFunc runs one acquire round trip on the lock called name.
+type AcquireFunc func(ctx context.Context, name, owner string, ttl time.Duration) (Attempt, error)
+
+// Config configures a Core.
+type Config struct {
+	Client      redis.UniversalClient
+	Prefix      string
+	DriftFactor float64
+	Owners      io.Reader // nil: crypto/rand
+	Logger      *slog.Logger
+	Errors      Errors
+	Acquire     AcquireFunc
+	// Sharded publishes and subscribes wake-ups on sharded channels (Cluster).
+	Sharded bool
+}
+
+// Core runs locks of one kind for one Locker.
+type Core struct {
+	cfg      Config
+	notifier *notify.Notifier
+}
+
+// New returns a Core. The caller has validated cfg.
+func New(cfg Config) *Core {
+	return &Core{cfg: cfg, notifier: notify.New(cfg.Client, cfg.Sharded)}
+}
+
+// Config returns the configuration the Core runs with.
+func (c *Core) Config() Config { return c.cfg }
+
+// Close stops the wake-up subscription. Waiting Obtains return ErrNotObtained.
+func (c *Core) Close() error { return c.notifier.Close() }
+
+// Drift is the safety margin taken off a lease of length ttl: the clock drift
+// between client and server (DriftFactor of ttl) plus 2 ms for Redis's expiry
+// precision.
+func (c *Core) Drift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*c.cfg.DriftFactor) + 2*time.Millisecond
+}
+
+func (c *Core) check(name string, ttl time.Duration) error {
+	if err := CheckName(c.cfg.Errors.InvalidKey, name); err != nil {
+		return err
+	}
+	return CheckTTL(c.cfg.Errors.InvalidTTL, ttl)
+}
+
+// attempt runs one acquire and, when granted, returns the lease.
+func (c *Core) attempt(ctx context.Context, name, owner string, ttl time.Duration) (*Held, Attempt, error) {
+	sent := time.Now()
+	a, err := c.cfg.Acquire(ctx, name, owner, ttl)
+	if err != nil || !a.Granted {
+		return nil, a, err
+	}
+	h := &Held{
+		core:  c,
+		name:  name,
+		key:   LockKey(c.cfg.Prefix, name),
+		value: a.Value,
+		token: a.Token,
+	}
+	h.deadline = sent.Add(ttl - c.Drift(ttl))
+	return h, a, nil
+}
+
+// Try makes one attempt to acquire the lock called name.
+func (c *Core) Try(ctx context.Context, name string, ttl time.Duration) (*Held, error) {
+	if err := c.check(name, ttl); err != nil {
+		return nil, err
+	}
+	owner, err := NewOwner(c.cfg.Owners)
+	if err != nil {
+		return nil, err
+	}
+	h, _, err := c.attempt(ctx, name, owner, ttl)
+	if err != nil {
+		return nil, err
+	}
+	if h == nil {
+		return nil, fmt.Errorf("%w: %s is held", c.cfg.Errors.NotObtained, Quote(name))
+	}
+	return h, nil
+}
+
+// Obtain acquires the lock called name, waiting until it is free or ctx ends.
+//
+// The waiter first joins the lock's wake-up queue (its subscription confirmed),
+// then tries; when the lock is held it sleeps until a release wakes it or the
+// holder's ttl runs out, and tries again. Joining first means no release can
+// slip between a failed try and the wait.
+func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Held, error) {
+	if err := c.check(name, ttl); err != nil {
+		return nil, err
+	}
+	owner, err := NewOwner(c.cfg.Owners)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, errors.Join(c.cfg.Errors.NotObtained, err)
+	}
+	w, err := c.notifier.Join(ctx, WakeChannel(LockKey(c.cfg.Prefix, name)))
+	switch {
+	case err == nil:
+		defer w.Leave()
+	case ctx.Err() != nil:
+		return nil, errors.Join(c.cfg.Errors.NotObtained, ctx.Err())
+	case errors.Is(err, notify.ErrClosed):
+		return nil, fmt.Errorf("%w: the locker is closed", c.cfg.Errors.NotObtained)
+	default:
+		// Without wake-ups the holder's ttl still bounds the wait.
+		c.logger().Warn("leasekit: cannot subscribe to lock releases; waiting on ttl alone",
+			"key", LockKey(c.cfg.Prefix, name), "err", err)
+	}
+	for {
+		h, a, err := c.attempt(ctx, name, owner, ttl)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, errors.Join(c.cfg.Errors.NotObtained, ctx.Err(), err)
+			}
+			return nil, err
+		}
+		if h != nil {
+			return h, nil
+		}
+		if err := c.sleep(ctx, w, a.HolderTTL); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// sleep waits for a wake-up, the holder's ttl to run out, or ctx to end.
+func (c *Core) sleep(ctx context.Context, w *notify.Waiter, holderTTL time.Duration) error {
+	var expiry <-chan time.Time
+	if holderTTL >= 0 {
+		t := time.NewTimer(holderTTL)
+		defer t.Stop()
+		expiry = t.C
+	}
+	var wake <-chan struct{}
+	var closed <-chan struct{}
+	if w != nil {
+		wake, closed = w.Wake(), w.Done()
+	} else if holderTTL < 0 {
+		// No wake-ups and no expiry: check again after a second rather than
+		// waiting on ctx alone.
+		t := time.NewTimer(time.Second)
+		defer t.Stop()
+		expiry = t.C
+	}
+	select {
+	case <-wake:
+	case <-expiry:
+	case <-closed:
+		return fmt.Errorf("%w: the locker is closed", c.cfg.Errors.NotObtained)
+	case <-ctx.Done():
+		return errors.Join(c.cfg.Errors.NotObtained, ctx.Err())
+	}
+	return nil
+}
+
+func (c *Core) logger() *slog.Logger {
+	if c.cfg.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return c.cfg.Logger
+}
+
+// Logger is the logger the Core reports through (never nil).
+func (c *Core) Logger() *slog.Logger { return c.logger() }
+
+// wrap names the key in a Redis error.
+func wrap(op, key string, err error) error {
+	return fmt.Errorf("leasekit: %s %s: %w", op, Quote(key), err)
+}
+
+// WrapRedis names the operation and key in a Redis error.
+func WrapRedis(op, key string, err error) error { return wrap(op, key, err) }

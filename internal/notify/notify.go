@@ -1,0 +1,287 @@
+// Package notify turns lock releases into wake-ups for local waiters.
+//
+// A Notifier owns one Redis subscription connection, shared by every key a
+// Locker waits on. A waiter joins the queue of its lock's wake-up channel; the
+// release script publishes on that channel, and the Notifier wakes the first
+// waiter in the queue that has no wake-up pending: one waiter per release, in
+// arrival order, so a release does not stampede every local waiter into Redis.
+//
+// A channel stays subscribed while it has waiters, and for a while after (up to
+// idleCap idle channels), so a key that is contended again costs no new
+// subscription round trip.
+package notify
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrClosed is returned to waiters when the Notifier is closed under them.
+var ErrClosed = errors.New("notify: closed")
+
+// idleCap bounds how many channels without waiters stay subscribed.
+const idleCap = 1024
+
+// Notifier serves wake-ups for every lock one Locker waits on.
+type Notifier struct {
+	client  redis.UniversalClient
+	sharded bool
+
+	mu     sync.Mutex
+	ps     *redis.PubSub
+	subs   map[string]*channelSub
+	idle   *list.List // of channel names without waiters, oldest first
+	closed bool
+	done   chan struct{} // closed by Close
+	loop   chan struct{} // closed when the receive loop has ended
+}
+
+type channelSub struct {
+	ready     chan struct{} // closed when the subscription is confirmed or failed
+	confirmed bool
+	err       error // why the subscription failed, once ready is closed
+	waiters   []*Waiter
+	idleElem  *list.Element
+}
+
+// New returns a Notifier that subscribes through client. With sharded set it
+// uses SSUBSCRIBE, for the SPUBLISH of Redis Cluster. No connection is opened
+// until the first Join.
+func New(client redis.UniversalClient, sharded bool) *Notifier {
+	return &Notifier{
+		client:  client,
+		sharded: sharded,
+		subs:    make(map[string]*channelSub),
+		idle:    list.New(),
+		done:    make(chan struct{}),
+	}
+}
+
+// Waiter is one goroutine's place in the queue of a channel.
+type Waiter struct {
+	n       *Notifier
+	channel string
+	sub     *channelSub
+	wake    chan struct{}
+}
+
+// Wake returns the channel that receives this waiter's wake-ups.
+func (w *Waiter) Wake() <-chan struct{} { return w.wake }
+
+// Done returns a channel closed when the Notifier is closed.
+func (w *Waiter) Done() <-chan struct{} { return w.n.done }
+
+// Join queues a waiter on channel and returns once the server has confirmed the
+// subscription, so that every release published after Join returns reaches the
+// waiter. The caller must call Leave.
+func (n *Notifier) Join(ctx context.Context, channel string) (*Waiter, error) {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if n.ps == nil {
+		n.start()
+	}
+	sub, ok := n.subs[channel]
+	if !ok {
+		sub = &channelSub{ready: make(chan struct{})}
+		n.subs[channel] = sub
+	}
+	if sub.idleElem != nil {
+		n.idle.Remove(sub.idleElem)
+		sub.idleElem = nil
+	}
+	w := &Waiter{n: n, channel: channel, sub: sub, wake: make(chan struct{}, 1)}
+	sub.waiters = append(sub.waiters, w)
+	ps := n.ps
+	n.mu.Unlock()
+
+	if !ok {
+		if err := n.subscribe(ctx, ps, channel); err != nil {
+			n.fail(channel, sub, err)
+		}
+	}
+	select {
+	case <-sub.ready:
+		if sub.err != nil {
+			w.Leave()
+			return nil, sub.err
+		}
+		return w, nil
+	case <-ctx.Done():
+		w.Leave()
+		return nil, ctx.Err()
+	case <-n.done:
+		w.Leave()
+		return nil, ErrClosed
+	}
+}
+
+// fail ends a subscription that could not be made: its waiters get err, and the
+// next Join for the channel tries again.
+func (n *Notifier) fail(channel string, sub *channelSub, err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.subs[channel] == sub {
+		delete(n.subs, channel)
+	}
+	if !sub.confirmed {
+		sub.confirmed = true
+		sub.err = err
+		close(sub.ready)
+	}
+}
+
+func (n *Notifier) subscribe(ctx context.Context, ps *redis.PubSub, channel string) error {
+	if n.sharded {
+		return ps.SSubscribe(ctx, channel)
+	}
+	return ps.Subscribe(ctx, channel)
+}
+
+func (n *Notifier) unsubscribe(ps *redis.PubSub, channel string) {
+	ctx := context.Background()
+	if n.sharded {
+		_ = ps.SUnsubscribe(ctx, channel)
+		return
+	}
+	_ = ps.Unsubscribe(ctx, channel)
+}
+
+// Leave removes the waiter from its queue. A wake-up it received but did not
+// act on passes to the next waiter, so no release is lost.
+func (w *Waiter) Leave() {
+	n := w.n
+	n.mu.Lock()
+	sub := w.sub
+	for i, other := range sub.waiters {
+		if other == w {
+			sub.waiters = append(sub.waiters[:i], sub.waiters[i+1:]...)
+			break
+		}
+	}
+	select {
+	case <-w.wake:
+		sub.wakeOne()
+	default:
+	}
+	var evict string
+	if len(sub.waiters) == 0 && n.subs[w.channel] == sub && sub.idleElem == nil {
+		sub.idleElem = n.idle.PushBack(w.channel)
+		if n.idle.Len() > idleCap {
+			evict = n.idle.Remove(n.idle.Front()).(string)
+			delete(n.subs, evict)
+		}
+	}
+	ps, closed := n.ps, n.closed
+	n.mu.Unlock()
+	if evict != "" && !closed {
+		n.unsubscribe(ps, evict)
+	}
+}
+
+// wakeOne signals the first waiter with no wake-up pending. Called with n.mu held.
+func (s *channelSub) wakeOne() {
+	for _, w := range s.waiters {
+		select {
+		case w.wake <- struct{}{}:
+			return
+		default:
+		}
+	}
+}
+
+// wakeAll signals every waiter of every channel, after the subscription
+// connection dropped and releases may have gone unheard.
+func (n *Notifier) wakeAll() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, sub := range n.subs {
+		for _, w := range sub.waiters {
+			select {
+			case w.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// start opens the subscription and its receive loop. Called with n.mu held.
+func (n *Notifier) start() {
+	n.ps = n.client.Subscribe(context.Background())
+	n.loop = make(chan struct{})
+	go n.receive(n.ps)
+}
+
+func (n *Notifier) receive(ps *redis.PubSub) {
+	defer close(n.loop)
+	backoff := time.Duration(0)
+	for {
+		msg, err := ps.Receive(context.Background())
+		if err != nil {
+			select {
+			case <-n.done:
+				return
+			default:
+			}
+			// Messages published while the connection was down are lost:
+			// let every waiter check the lock again.
+			n.wakeAll()
+			backoff = min(max(2*backoff, 10*time.Millisecond), time.Second)
+			select {
+			case <-n.done:
+				return
+			case <-time.After(backoff):
+			}
+			continue
+		}
+		backoff = 0
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if m.Kind == "subscribe" || m.Kind == "ssubscribe" {
+				n.confirm(m.Channel)
+			}
+		case *redis.Message:
+			n.mu.Lock()
+			if sub := n.subs[m.Channel]; sub != nil {
+				sub.wakeOne()
+			}
+			n.mu.Unlock()
+		}
+	}
+}
+
+func (n *Notifier) confirm(channel string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if sub := n.subs[channel]; sub != nil && !sub.confirmed {
+		sub.confirmed = true
+		close(sub.ready)
+	}
+}
+
+// Close ends the subscription and releases every waiter with ErrClosed. It
+// waits for the receive loop to end.
+func (n *Notifier) Close() error {
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return nil
+	}
+	n.closed = true
+	close(n.done)
+	ps, loop := n.ps, n.loop
+	n.mu.Unlock()
+	if ps == nil {
+		return nil
+	}
+	err := ps.Close()
+	<-loop
+	return err
+}

@@ -1,0 +1,173 @@
+package redistest
+
+import (
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasekit/leasekit/scripts"
+	"github.com/redis/go-redis/v9"
+)
+
+// Counter is a go-redis hook that counts the round trips a client makes, by
+// operation: a script is named after its .lua file ("acquire", "release", ...),
+// any other command by its lowercase name, and an EVALSHA the server answered
+// NOSCRIPT (go-redis then sends EVAL) as "noscript". A pipeline counts once, as
+// "pipeline". The handshake of a new connection (HELLO, CLIENT SETINFO) is
+// counted as "handshake" and left out of Total. Commands on pub/sub
+// connections do not pass through hooks.
+type Counter struct {
+	mu      sync.Mutex
+	counts  map[string]int
+	total   int
+	changed chan struct{}
+}
+
+// Count installs a Counter on client.
+func Count(client *redis.Client) *Counter {
+	h := &Counter{counts: make(map[string]int), changed: make(chan struct{})}
+	client.AddHook(h)
+	return h
+}
+
+var scriptNames = map[string]string{
+	scripts.Acquire.Hash():       "acquire",
+	scripts.Release.Hash():       "release",
+	scripts.Refresh.Hash():       "refresh",
+	scripts.PTTL.Hash():          "pttl",
+	scripts.FencedAcquire.Hash(): "fenced_acquire",
+	scripts.RegisterWrite.Hash(): "register_write",
+}
+
+func opName(cmd redis.Cmder) string {
+	name := strings.ToLower(cmd.Name())
+	args := cmd.Args()
+	switch name {
+	case "evalsha", "evalsha_ro":
+		if len(args) > 1 {
+			if s, ok := args[1].(string); ok && scriptNames[s] != "" {
+				return scriptNames[s]
+			}
+		}
+	case "eval", "eval_ro":
+		if len(args) > 1 {
+			if s, ok := args[1].(string); ok {
+				for _, sc := range []*redis.Script{scripts.Acquire, scripts.Release, scripts.Refresh, scripts.PTTL, scripts.FencedAcquire, scripts.RegisterWrite} {
+					if hashOf(sc, s) {
+						return scriptNames[sc.Hash()]
+					}
+				}
+			}
+		}
+	}
+	return name
+}
+
+func hashOf(sc *redis.Script, src string) bool {
+	return redis.NewScript(src).Hash() == sc.Hash()
+}
+
+// handshake reports whether a pipeline is a new connection's setup.
+func handshake(cmds []redis.Cmder) bool {
+	for _, c := range cmds {
+		switch strings.ToLower(c.Name()) {
+		case "hello", "auth", "select", "client", "readonly":
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+func (h *Counter) record(name string) {
+	h.mu.Lock()
+	h.counts[name]++
+	if name != "handshake" {
+		h.total++
+	}
+	close(h.changed)
+	h.changed = make(chan struct{})
+	h.mu.Unlock()
+}
+
+// DialHook passes dials through.
+func (h *Counter) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return next(ctx, network, addr)
+	}
+}
+
+// ProcessHook counts one round trip per command.
+func (h *Counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		switch name := opName(cmd); {
+		case err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT"):
+			h.record("noscript")
+		case name == "hello" || name == "auth" || name == "select":
+			h.record("handshake")
+		default:
+			h.record(name)
+		}
+		return err
+	}
+}
+
+// ProcessPipelineHook counts one round trip per pipeline.
+func (h *Counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if handshake(cmds) {
+			h.record("handshake")
+		} else {
+			h.record("pipeline")
+		}
+		return err
+	}
+}
+
+// Of returns how many round trips of the named operation were counted.
+func (h *Counter) Of(name string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.counts[name]
+}
+
+// Total returns how many round trips were counted, handshakes left out.
+func (h *Counter) Total() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.total
+}
+
+// Reset sets every count to zero.
+func (h *Counter) Reset() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	clear(h.counts)
+	h.total = 0
+}
+
+// Await blocks until the named operation has been counted at least n times,
+// failing the test after 30 seconds: a bound for a hung test, not a timing
+// assertion.
+func (h *Counter) Await(t testing.TB, name string, n int) {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		h.mu.Lock()
+		got, changed := h.counts[name], h.changed
+		h.mu.Unlock()
+		if got >= n {
+			return
+		}
+		select {
+		case <-changed:
+		case <-timeout:
+			t.Fatalf("waited 30s for %d %q round trips, saw %d", n, name, got)
+		}
+	}
+}

@@ -1,0 +1,258 @@
+// Package redistest gives leasekit's tests a Redis: an in-process miniredis,
+// and a real redis-server that it starts on a free loopback port in a temp dir.
+//
+// The same test body runs on both through Run. Without a redis-server binary
+// the real-server subtests skip with a message; with LEASEKIT_REQUIRE_REDIS=1
+// (set by scripts/test.sh and CI) they fail instead.
+package redistest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// RequireEnv is the environment variable that turns a missing redis-server
+// from a skip into a failure.
+const RequireEnv = "LEASEKIT_REQUIRE_REDIS"
+
+// Backend is one Redis a test runs against.
+type Backend struct {
+	// Name is "miniredis" or "redis-server".
+	Name string
+	// Client is connected to the backend and closed when the test ends.
+	Client *redis.Client
+	// Mini is the miniredis server, nil on a real redis-server.
+	Mini *miniredis.Miniredis
+	// Server is the real server, nil on miniredis.
+	Server *Server
+}
+
+// Real reports whether the backend is a real redis-server.
+func (b *Backend) Real() bool { return b.Server != nil }
+
+// Pass lets d go by for key expiry: FastForward on miniredis, a sleep on a real
+// server (keep d short there).
+func (b *Backend) Pass(d time.Duration) {
+	if b.Mini != nil {
+		b.Mini.FastForward(d)
+		return
+	}
+	time.Sleep(d)
+}
+
+// Run runs body once on miniredis and once on a real redis-server, as subtests
+// named after the backend.
+func Run(t *testing.T, body func(t *testing.T, b *Backend)) {
+	t.Helper()
+	t.Run("miniredis", func(t *testing.T) { body(t, Mini(t)) })
+	t.Run("redis-server", func(t *testing.T) { body(t, Real(t)) })
+}
+
+// Mini returns a backend on a fresh miniredis, closed when the test ends.
+func Mini(t testing.TB) *Backend {
+	t.Helper()
+	m := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = c.Close() })
+	return &Backend{Name: "miniredis", Client: c, Mini: m}
+}
+
+var shared struct {
+	sync.Mutex
+	server *Server
+	err    error
+}
+
+// Real returns a backend on the package's shared redis-server, emptied for this
+// test (FLUSHALL, SCRIPT FLUSH). The server starts on first use and stops in
+// Main. Tests that restart or reconfigure a server use Start instead.
+func Real(t testing.TB) *Backend {
+	t.Helper()
+	RequireBinary(t)
+	shared.Lock()
+	if shared.server == nil && shared.err == nil {
+		shared.server, shared.err = start()
+	}
+	s, err := shared.server, shared.err
+	shared.Unlock()
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	c := s.Client(t)
+	if err := c.FlushAll(context.Background()).Err(); err != nil {
+		t.Fatalf("redistest: FLUSHALL: %v", err)
+	}
+	if err := c.ScriptFlush(context.Background()).Err(); err != nil {
+		t.Fatalf("redistest: SCRIPT FLUSH: %v", err)
+	}
+	return &Backend{Name: "redis-server", Client: c, Server: s}
+}
+
+// Main runs a package's tests and then stops its shared redis-server. Call it
+// from TestMain: os.Exit(redistest.Main(m)).
+func Main(m *testing.M) int {
+	code := m.Run()
+	shared.Lock()
+	if shared.server != nil {
+		shared.server.Stop()
+	}
+	shared.Unlock()
+	return code
+}
+
+// RequireBinary skips the test when redis-server is not installed, or fails it
+// when LEASEKIT_REQUIRE_REDIS=1.
+func RequireBinary(t testing.TB) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err == nil {
+		return
+	}
+	const msg = "redis-server not found in PATH: install it (Debian: apt-get install redis-server) or run scripts/test.sh"
+	if os.Getenv(RequireEnv) == "1" {
+		t.Fatalf("%s; %s=1 requires it", msg, RequireEnv)
+	}
+	t.Skip(msg)
+}
+
+// Server is a redis-server process on a loopback port.
+type Server struct {
+	Addr string
+	Dir  string
+	args []string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+// Start starts a dedicated redis-server for one test, with extra config
+// arguments (such as "--appendonly", "yes"), and stops it when the test ends.
+func Start(t testing.TB, args ...string) *Server {
+	t.Helper()
+	RequireBinary(t)
+	s, err := start(args...)
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+func start(args ...string) (*Server, error) {
+	dir, err := os.MkdirTemp("", "leasekit-redis-")
+	if err != nil {
+		return nil, err
+	}
+	var lastErr error
+	for range 5 {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Dir: dir, args: args}
+		if lastErr = s.launch(); lastErr == nil {
+			return s, nil
+		}
+	}
+	_ = os.RemoveAll(dir)
+	return nil, fmt.Errorf("starting redis-server: %w", lastErr)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// launch starts the process on s.Addr and waits until it answers PING.
+func (s *Server) launch() error {
+	_, port, _ := net.SplitHostPort(s.Addr)
+	argv := append([]string{
+		"--port", port, "--bind", "127.0.0.1", "--dir", s.Dir,
+		"--save", "", "--appendonly", "no", "--daemonize", "no",
+		"--logfile", filepath.Join(s.Dir, "redis-"+port+".log"),
+	}, s.args...)
+	cmd := exec.Command("redis-server", argv...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	s.cmd, s.done = cmd, done
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	defer c.Close()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		select {
+		case <-done:
+			log, _ := os.ReadFile(filepath.Join(s.Dir, "redis-"+port+".log"))
+			return fmt.Errorf("redis-server on %s exited: %s", s.Addr, lastLines(log))
+		default:
+		}
+		if c.Ping(context.Background()).Err() == nil {
+			return nil
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	s.Kill()
+	return errors.New("redis-server on " + s.Addr + " did not answer PING within 10s")
+}
+
+func lastLines(b []byte) string {
+	const most = 400
+	if len(b) > most {
+		b = b[len(b)-most:]
+	}
+	return string(b)
+}
+
+// Client returns a client of the server, closed when the test ends.
+func (s *Server) Client(t testing.TB) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Kill ends the server with SIGKILL, as a crash would, and waits for it.
+func (s *Server) Kill() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGKILL)
+	<-s.done
+	s.cmd = nil
+}
+
+// Restart kills the server and starts it again on the same port and dir, with
+// the same arguments: whatever it had not persisted is gone.
+func (s *Server) Restart() error {
+	s.Kill()
+	var err error
+	for range 50 { // the port can take a moment to be free again
+		if err = s.launch(); err == nil {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return err
+}
+
+// Stop kills the server and removes its directory.
+func (s *Server) Stop() {
+	s.Kill()
+	_ = os.RemoveAll(s.Dir)
+}

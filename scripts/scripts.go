@@ -1,0 +1,59 @@
+// Package scripts holds every Lua script leasekit runs on Redis: the only place
+// that knows what the server executes.
+//
+// Each script lives in its own .lua file whose header comment names its KEYS,
+// ARGV and reply. The scripts are embedded at build time and exported as
+// *redis.Script values; call them with Run, which sends EVALSHA and falls back to
+// EVAL when the server does not have the script cached (after SCRIPT FLUSH or a
+// restart).
+//
+// Every script is idempotent under a client retry: go-redis resends a command
+// whose reply was lost, and the same owner acquiring again gets the same grant
+// (and, for fenced locks, the same token) back.
+package scripts
+
+import (
+	_ "embed"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed acquire.lua
+	acquireSrc string
+	//go:embed release.lua
+	releaseSrc string
+	//go:embed refresh.lua
+	refreshSrc string
+	//go:embed pttl.lua
+	pttlSrc string
+	//go:embed fenced_acquire.lua
+	fencedAcquireSrc string
+	//go:embed register_write.lua
+	registerWriteSrc string
+)
+
+var (
+	// Acquire takes a free efficiency lock (SET PX when the key is free or
+	// already the caller's) or replies with the holder's remaining ttl.
+	// See acquire.lua.
+	Acquire = redis.NewScript(acquireSrc)
+
+	// Release deletes a lock the caller holds and publishes a wake-up on the
+	// lock's channel. See release.lua.
+	Release = redis.NewScript(releaseSrc)
+
+	// Refresh restarts the ttl of a lock the caller holds. See refresh.lua.
+	Refresh = redis.NewScript(refreshSrc)
+
+	// PTTL reports the remaining ttl of a lock the caller holds. See pttl.lua.
+	PTTL = redis.NewScript(pttlSrc)
+
+	// FencedAcquire takes a free correctness lock with a new fencing token, or
+	// replies with the holder's remaining ttl. See fenced_acquire.lua.
+	FencedAcquire = redis.NewScript(fencedAcquireSrc)
+
+	// RegisterWrite stores a value in a fenced register if the writer's token is
+	// at least the highest one accepted before. See register_write.lua.
+	RegisterWrite = redis.NewScript(registerWriteSrc)
+)
