@@ -1,0 +1,190 @@
+package correctness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Status is the outcome of one audit check.
+type Status int
+
+const (
+	// StatusOK means the check ran and found nothing that threatens tokens or
+	// leases.
+	StatusOK Status = iota
+	// StatusRisk means the check found a setting under which tokens can go
+	// back or a lease can be granted twice.
+	StatusRisk
+	// StatusUnverified means the check could not run (miniredis, or an ACL
+	// that denies CONFIG or INFO). It is never reported as OK.
+	StatusUnverified
+)
+
+// String returns "ok", "risk" or "could not verify".
+func (s Status) String() string {
+	switch s {
+	case StatusOK:
+		return "ok"
+	case StatusRisk:
+		return "risk"
+	case StatusUnverified:
+		return "could not verify"
+	}
+	return "Status(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Finding is the result of one audit check.
+type Finding struct {
+	// Check names what was inspected: "persistence", "eviction",
+	// "replication" or "clock-floor".
+	Check string
+	// Status says whether it threatens token monotonicity or lease safety.
+	Status Status
+	// Detail says what was found and what it means.
+	Detail string
+}
+
+// Audit inspects the live deployment, in one round trip, for what threatens
+// token monotonicity or lease safety:
+//
+//   - persistence: only AOF with appendfsync always is OK; otherwise a restart
+//     loses the counter or recent grants.
+//   - eviction: only maxmemory-policy noeviction is OK; otherwise a lock or
+//     its counter can be evicted.
+//   - replication: replicas are replicated asynchronously, so a failover can
+//     lose grants.
+//   - clock-floor: disabled is a risk; enabled, tokens depend on the server
+//     clock never going back further than an outage lasted.
+//
+// A check that cannot run (miniredis, an ACL that denies CONFIG or INFO) is
+// StatusUnverified, never OK. The error is for a Redis that cannot be reached.
+func (l *Locker) Audit(ctx context.Context) ([]Finding, error) {
+	pipe := l.client.Pipeline()
+	aof := pipe.ConfigGet(ctx, "appendonly")
+	fsync := pipe.ConfigGet(ctx, "appendfsync")
+	policy := pipe.ConfigGet(ctx, "maxmemory-policy")
+	repl := pipe.Info(ctx, "replication")
+	_, err := pipe.Exec(ctx)
+	for _, cmd := range []redis.Cmder{aof, fsync, policy, repl} {
+		if e := cmd.Err(); e != nil && !isServerReply(e) {
+			return nil, fmt.Errorf("leasekit: audit: %w", e)
+		}
+	}
+	_ = err // per-command errors are findings, not failures
+	return []Finding{
+		persistence(aof, fsync),
+		eviction(policy),
+		replication(repl, l.opts.replicas, l.opts.replicaWait),
+		l.clockFloor(),
+	}, nil
+}
+
+// isServerReply reports whether err is an error reply from the server (an
+// unknown command, NOPERM) rather than a failure to reach it.
+func isServerReply(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && !errors.Is(err, redis.ErrClosed)
+}
+
+func unverified(check string, err error) Finding {
+	return Finding{check, StatusUnverified, "could not verify: " + err.Error()}
+}
+
+func configValue(cmd *redis.MapStringStringCmd, name string) (string, error) {
+	m, err := cmd.Result()
+	if err != nil {
+		return "", err
+	}
+	v, ok := m[name]
+	if !ok {
+		return "", fmt.Errorf("CONFIG GET %s returned nothing", name)
+	}
+	return v, nil
+}
+
+func persistence(aof, fsync *redis.MapStringStringCmd) Finding {
+	const check = "persistence"
+	on, err := configValue(aof, "appendonly")
+	if err != nil {
+		return unverified(check, err)
+	}
+	if on != "yes" {
+		return Finding{check, StatusRisk, "appendonly is " + on + ": a restart loses the fence counters and the held locks " +
+			"(the clock floor keeps tokens increasing unless the server clock goes back); set appendonly yes, appendfsync always"}
+	}
+	mode, err := configValue(fsync, "appendfsync")
+	if err != nil {
+		return unverified(check, err)
+	}
+	if mode != "always" {
+		return Finding{check, StatusRisk, "appendfsync is " + mode + ": a crash can lose the last grants and counter increments; set appendfsync always"}
+	}
+	return Finding{check, StatusOK, "AOF with appendfsync always"}
+}
+
+func eviction(policy *redis.MapStringStringCmd) Finding {
+	const check = "eviction"
+	p, err := configValue(policy, "maxmemory-policy")
+	if err != nil {
+		return unverified(check, err)
+	}
+	if p != "noeviction" {
+		return Finding{check, StatusRisk, "maxmemory-policy is " + p + ": under memory pressure Redis can evict a held lock " +
+			"(granting it twice) or a fence counter; set noeviction"}
+	}
+	return Finding{check, StatusOK, "noeviction: a full server refuses writes instead of evicting locks"}
+}
+
+func replication(info *redis.StringCmd, want int, wait time.Duration) Finding {
+	const check = "replication"
+	text, err := info.Result()
+	if err != nil {
+		return unverified(check, err)
+	}
+	fields := infoFields(text)
+	role, replicas := fields["role"], fields["connected_slaves"]
+	if role == "" {
+		return unverified(check, errors.New("INFO replication has no role"))
+	}
+	if role != "master" {
+		return Finding{check, StatusRisk, "this server is a " + role + ": writes go to its master, and a failover can lose grants that were not replicated yet"}
+	}
+	n, _ := strconv.Atoi(replicas)
+	if n == 0 {
+		return Finding{check, StatusOK, "master without replicas: no failover can lose a grant (a restart still can; see persistence)"}
+	}
+	detail := fmt.Sprintf("%d replicas, replicated asynchronously: a failover can lose the last grants and counter increments", n)
+	if want > 0 {
+		detail += fmt.Sprintf("; WithReplicas(%d, %v) makes each grant wait for replicas, which narrows but does not close that window", want, wait)
+	} else {
+		detail += "; WithReplicas(n, timeout) makes each grant wait for n replicas"
+	}
+	return Finding{check, StatusRisk, detail}
+}
+
+func infoFields(text string) map[string]string {
+	fields := make(map[string]string)
+	for line := range strings.Lines(text) {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok {
+			fields[k] = v
+		}
+	}
+	return fields
+}
+
+func (l *Locker) clockFloor() Finding {
+	const check = "clock-floor"
+	if !l.opts.clockFloor {
+		return Finding{check, StatusRisk, "disabled: a lost counter (restart, eviction, failover) starts tokens again from 1, " +
+			"and a superseded holder's old token can then pass every fence"}
+	}
+	return Finding{check, StatusOK, "enabled: tokens are at least the server clock in µs, so they stay increasing after a lost counter " +
+		"unless the server clock goes back further than the outage lasted"}
+}

@@ -1,0 +1,55 @@
+package correctness
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrNotObtained means the lock is held by another owner: TryAcquire found
+	// it taken, or Acquire's context ended first (then the error also matches
+	// ctx.Err()).
+	ErrNotObtained = errors.New("correctness: lock not obtained")
+
+	// ErrNotHeld means the caller no longer holds the lease: it expired,
+	// another owner holds the lock now, or the *Lease is nil.
+	ErrNotHeld = errors.New("correctness: lock not held")
+
+	// ErrLockLost means a lease held by Do was lost while its function ran. It
+	// is the cause of the function's context and part of Do's error.
+	ErrLockLost = errors.New("correctness: lock lost")
+
+	// ErrInvalidKey means a lock or resource name was empty or started with '}'.
+	ErrInvalidKey = errors.New("correctness: invalid key")
+
+	// ErrInvalidTTL means a ttl was shorter than one millisecond.
+	ErrInvalidTTL = errors.New("correctness: invalid ttl")
+
+	// ErrInvalidToken means a fencing token was 0, which no grant carries, or
+	// could not be parsed.
+	ErrInvalidToken = errors.New("correctness: invalid token")
+
+	// ErrStaleToken means a fence rejected a write because it had already
+	// accepted a newer token: the writer's lease was superseded. The writer
+	// must stop; retrying with the same token cannot succeed.
+	ErrStaleToken = errors.New("correctness: stale fencing token")
+
+	// ErrNotReplicated means WithReplicas was set and fewer replicas than
+	// required confirmed the grant in time. The grant was released.
+	ErrNotReplicated = errors.New("correctness: grant not replicated")
+)
+
+// StaleTokenError is the error of a fence that rejected a write: Token is the
+// writer's token, Highest the newer one the fence had accepted. It matches
+// ErrStaleToken with errors.Is.
+type StaleTokenError struct {
+	Token   uint64
+	Highest uint64
+}
+
+func (e *StaleTokenError) Error() string {
+	return fmt.Sprintf("correctness: stale fencing token %d: %d was accepted before", e.Token, e.Highest)
+}
+
+// Is makes errors.Is(err, ErrStaleToken) hold.
+func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken }

@@ -1,0 +1,77 @@
+package correctness
+
+import (
+	"context"
+	"time"
+
+	"github.com/leasekit/leasekit/internal/lease"
+)
+
+// Lease is a granted correctness lock with its fencing token. Its methods are
+// safe on a nil *Lease, which holds nothing.
+type Lease struct {
+	h *lease.Held
+}
+
+// Key returns the lock's Redis key, <prefix>{name}.
+func (l *Lease) Key() string {
+	if l == nil {
+		return ""
+	}
+	return l.h.Key()
+}
+
+// Token returns the grant's fencing token: strictly greater than every token
+// granted before for this lock, as long as Redis kept its counter (see the
+// package doc for what can lose it, and the clock floor that guards against
+// that).
+//
+// The token protects nothing by itself. This lock is only as safe as the
+// checks at the resource: every write the holder makes must carry the token,
+// and the resource must reject a token older than the newest it has accepted,
+// in the same atomic step as the write (Register, ExecFenced, FencingProxy).
+func (l *Lease) Token() uint64 {
+	if l == nil {
+		return 0
+	}
+	return l.h.Token()
+}
+
+// Deadline returns the conservative local expiry of the lease: when the last
+// acquire or refresh was sent, plus its ttl, minus the drift margin, on the
+// monotonic clock. The zero time after Release, or on a nil *Lease.
+func (l *Lease) Deadline() time.Time {
+	if l == nil {
+		return time.Time{}
+	}
+	return l.h.Deadline()
+}
+
+// TTL asks Redis how long the lease has left. It returns ErrNotHeld when the
+// lease expired or another owner holds the lock.
+func (l *Lease) TTL(ctx context.Context) (time.Duration, error) {
+	if l == nil {
+		return 0, ErrNotHeld
+	}
+	return l.h.TTL(ctx)
+}
+
+// Refresh restarts the lease at ttl if the caller still holds it; the token
+// does not change. It returns ErrNotHeld when the lease expired or another
+// owner holds the lock, and ErrInvalidTTL for a ttl under 1 ms.
+func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
+	if l == nil {
+		return ErrNotHeld
+	}
+	return l.h.Refresh(ctx, ttl)
+}
+
+// Release deletes the lock if the caller still holds it and wakes a waiter of
+// each Locker waiting for it. It returns ErrNotHeld when the lease had expired
+// or another owner holds the lock, or when l is nil.
+func (l *Lease) Release(ctx context.Context) error {
+	if l == nil {
+		return ErrNotHeld
+	}
+	return l.h.Release(ctx)
+}
