@@ -186,4 +186,3 @@ func (l *Locker) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 	l.auditOnce(ctx)
 	return l.core.Do(ctx, key, ttl, func(ctx context.Context, h *lease.Held) error { return fn(ctx, h.Token()) })
 }
-
