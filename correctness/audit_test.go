@@ -1,0 +1,165 @@
+package correctness_test
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasekit/leasekit/correctness"
+	"github.com/leasekit/leasekit/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+func findings(t *testing.T, l *correctness.Locker) map[string]correctness.Finding {
+	t.Helper()
+	fs, err := l.Audit(t.Context())
+	if err != nil {
+		t.Fatalf("Audit: %v", err)
+	}
+	m := make(map[string]correctness.Finding)
+	for _, f := range fs {
+		m[f.Check] = f
+	}
+	return m
+}
+
+func TestAuditMiniredisIsUnverified(t *testing.T) {
+	b := redistest.Mini(t)
+	got := findings(t, newLocker(t, b))
+	for _, check := range []string{"persistence", "eviction", "replication"} {
+		if got[check].Status != correctness.StatusUnverified {
+			t.Errorf("%s on miniredis: got %v (%s), want could not verify", check, got[check].Status, got[check].Detail)
+		}
+	}
+	if got["clock-floor"].Status != correctness.StatusOK {
+		t.Errorf("clock-floor: got %v, want ok", got["clock-floor"].Status)
+	}
+}
+
+func TestAuditRealServer(t *testing.T) {
+	cases := []struct {
+		name   string
+		args   []string
+		opts   []correctness.Option
+		expect map[string]correctness.Status
+	}{
+		{"default", nil, nil, map[string]correctness.Status{
+			"persistence": correctness.StatusRisk, "eviction": correctness.StatusOK,
+			"replication": correctness.StatusOK, "clock-floor": correctness.StatusOK,
+		}},
+		{"aof always, lru, no floor", []string{"--appendonly", "yes", "--appendfsync", "always", "--maxmemory-policy", "allkeys-lru"},
+			[]correctness.Option{correctness.WithClockFloor(false)}, map[string]correctness.Status{
+				"persistence": correctness.StatusOK, "eviction": correctness.StatusRisk, "clock-floor": correctness.StatusRisk,
+			}},
+		{"aof everysec", []string{"--appendonly", "yes", "--appendfsync", "everysec"}, nil, map[string]correctness.Status{
+			"persistence": correctness.StatusRisk,
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := redistest.Start(t, tc.args...)
+			l := correctness.New(s.Client(t), append(tc.opts, correctness.WithLogger(quiet))...)
+			defer l.Close()
+			got := findings(t, l)
+			for check, want := range tc.expect {
+				if got[check].Status != want {
+					t.Errorf("%s: got %v (%s), want %v", check, got[check].Status, got[check].Detail, want)
+				}
+			}
+		})
+	}
+}
+
+func TestAuditReplica(t *testing.T) {
+	primary := redistest.Start(t)
+	replica := redistest.Start(t, "--replicaof", "127.0.0.1", primary.Addr[len("127.0.0.1:"):])
+	l := correctness.New(primary.Client(t), correctness.WithLogger(quiet))
+	defer l.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got := findings(t, l)["replication"]
+		if got.Status == correctness.StatusRisk {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("replication with a connected replica: got %v (%s), want risk", got.Status, got.Detail)
+		}
+		time.Sleep(20 * time.Millisecond) // the replica connects in the background
+	}
+	onReplica := correctness.New(replica.Client(t), correctness.WithLogger(quiet))
+	defer onReplica.Close()
+	if got := findings(t, onReplica)["replication"]; got.Status != correctness.StatusRisk {
+		t.Fatalf("audit of a replica: got %v, want risk", got.Status)
+	}
+}
+
+func TestAuditDeniedByACL(t *testing.T) {
+	b := redistest.Real(t)
+	ctx := t.Context()
+	if err := b.Client.Do(ctx, "ACL", "SETUSER", "nocfg", "on", ">pw", "~*", "&*", "+@all", "-config", "-info").Err(); err != nil {
+		t.Fatal(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: b.Server.Addr, Username: "nocfg", Password: "pw"})
+	defer c.Close()
+	l := correctness.New(c, correctness.WithLogger(quiet))
+	defer l.Close()
+	got := findings(t, l)
+	for _, check := range []string{"persistence", "eviction", "replication"} {
+		if got[check].Status != correctness.StatusUnverified {
+			t.Errorf("%s without CONFIG/INFO: got %v, want could not verify", check, got[check].Status)
+		}
+	}
+}
+
+// recorder is a slog.Handler that keeps what it is given.
+type recorder struct {
+	mu      sync.Mutex
+	records []slog.Record
+}
+
+func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.records = append(r.records, rec)
+	return nil
+}
+func (r *recorder) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *recorder) WithGroup(string) slog.Handler      { return r }
+
+func TestFirstAcquireLogsAudit(t *testing.T) {
+	b := redistest.Mini(t)
+	rec := &recorder{}
+	l := correctness.New(b.Client, correctness.WithLogger(slog.New(rec)))
+	defer l.Close()
+	for range 3 {
+		lease, err := l.TryAcquire(t.Context(), "logged", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = lease.Release(t.Context())
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	// miniredis: persistence, eviction and replication cannot be verified.
+	if len(rec.records) != 3 {
+		t.Fatalf("got %d log records over three acquires, want 3 (one per unverified check, once)", len(rec.records))
+	}
+	for _, r := range rec.records {
+		if r.Level != slog.LevelWarn {
+			t.Errorf("got level %v, want Warn", r.Level)
+		}
+	}
+
+	silent := &recorder{}
+	off := correctness.New(b.Client, correctness.WithLogger(slog.New(silent)), correctness.WithAudit(false))
+	defer off.Close()
+	if _, err := off.TryAcquire(t.Context(), "unlogged", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if len(silent.records) != 0 {
+		t.Fatalf("WithAudit(false): got %d log records, want 0", len(silent.records))
+	}
+}

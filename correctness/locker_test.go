@@ -1,0 +1,285 @@
+package correctness_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasekit/leasekit/correctness"
+	"github.com/leasekit/leasekit/internal/redistest"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+func newLocker(t *testing.T, b *redistest.Backend, opts ...correctness.Option) *correctness.Locker {
+	t.Helper()
+	l := correctness.New(b.Client, append([]correctness.Option{correctness.WithLogger(quiet)}, opts...)...)
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+func TestTokensIncrease(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		l := newLocker(t, b)
+		const workers, grants = 32, 10_000
+		var mu sync.Mutex
+		var tokens []uint64 // appended inside the critical section: grant order
+		errs := make(chan error, workers)
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for range grants / workers {
+					lease, err := l.Acquire(t.Context(), "counter", 10*time.Second)
+					if err != nil {
+						errs <- err
+						return
+					}
+					mu.Lock()
+					tokens = append(tokens, lease.Token())
+					mu.Unlock()
+					if err := lease.Release(t.Context()); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("grant: %v", err)
+		}
+		if len(tokens) != grants/workers*workers {
+			t.Fatalf("got %d grants, want %d", len(tokens), grants/workers*workers)
+		}
+		for i := 1; i < len(tokens); i++ {
+			if tokens[i] <= tokens[i-1] {
+				t.Fatalf("grant %d got token %d after %d: tokens must strictly increase", i, tokens[i], tokens[i-1])
+			}
+		}
+		if floor := uint64(time.Now().Add(-time.Hour).UnixMicro()); tokens[0] < floor {
+			t.Errorf("first token %d is below the server clock in µs (~%d): the clock floor did not apply", tokens[0], floor)
+		}
+	})
+}
+
+func TestTokensWithoutClockFloor(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		l := newLocker(t, b, correctness.WithClockFloor(false))
+		var got []uint64
+		for range 3 {
+			lease, err := l.TryAcquire(t.Context(), "small", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, lease.Token())
+			if err := lease.Release(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if want := []uint64{1, 2, 3}; !slices.Equal(got, want) {
+			t.Fatalf("got tokens %v, want %v", got, want)
+		}
+	})
+}
+
+func TestLeaseLifecycle(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		l := newLocker(t, b)
+		stale, err := l.TryAcquire(ctx, "life", 50*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.TryAcquire(ctx, "life", time.Minute); !errors.Is(err, correctness.ErrNotObtained) {
+			t.Fatalf("second TryAcquire: got %v, want ErrNotObtained", err)
+		}
+		b.Pass(100 * time.Millisecond)
+		holder, err := l.TryAcquire(ctx, "life", time.Minute)
+		if err != nil {
+			t.Fatalf("TryAcquire after expiry: %v", err)
+		}
+		if holder.Token() <= stale.Token() {
+			t.Fatalf("got token %d after %d, want a greater one", holder.Token(), stale.Token())
+		}
+		if err := stale.Refresh(ctx, time.Hour); !errors.Is(err, correctness.ErrNotHeld) {
+			t.Errorf("stale Refresh: got %v, want ErrNotHeld", err)
+		}
+		if err := stale.Release(ctx); !errors.Is(err, correctness.ErrNotHeld) {
+			t.Errorf("stale Release: got %v, want ErrNotHeld", err)
+		}
+		if err := holder.Refresh(ctx, 2*time.Minute); err != nil {
+			t.Errorf("Refresh: %v", err)
+		}
+		if ttl, err := holder.TTL(ctx); err != nil || ttl <= time.Minute {
+			t.Errorf("TTL after Refresh: got %v, %v, want over 1m", ttl, err)
+		}
+		if err := holder.Release(ctx); err != nil {
+			t.Errorf("Release: %v", err)
+		}
+		var none *correctness.Lease
+		if none.Token() != 0 || !errors.Is(none.Release(ctx), correctness.ErrNotHeld) {
+			t.Errorf("nil *Lease: want token 0 and ErrNotHeld")
+		}
+	})
+}
+
+func TestAcquireWaits(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		count := redistest.Count(b.Client)
+		l := newLocker(t, b, correctness.WithAudit(false))
+		holder, err := l.TryAcquire(ctx, "wait", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan *correctness.Lease, 1)
+		errs := make(chan error, 1)
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			lease, err := l.Acquire(wctx, "wait", time.Minute)
+			if err != nil {
+				errs <- err
+				return
+			}
+			got <- lease
+		}()
+		count.Await(t, "fenced_acquire", 2)
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case lease := <-got:
+			if lease.Token() <= holder.Token() {
+				t.Errorf("waiter's token %d, want above the holder's %d", lease.Token(), holder.Token())
+			}
+		case err := <-errs:
+			t.Fatalf("waiter: %v", err)
+		}
+		dctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		defer cancel()
+		_, err = l.Acquire(dctx, "wait", time.Second)
+		if !errors.Is(err, correctness.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Acquire past its deadline: got %v, want ErrNotObtained and DeadlineExceeded", err)
+		}
+	})
+}
+
+func TestDoPassesTokenAndCancelsOnLoss(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		l := newLocker(t, b)
+		var seen uint64
+		cause := make(chan error, 1)
+		err := l.Do(t.Context(), "do", 300*time.Millisecond, func(ctx context.Context, token uint64) error {
+			seen = token
+			if err := b.Client.Del(ctx, "leasekit:{do}").Err(); err != nil {
+				return err
+			}
+			<-ctx.Done()
+			cause <- context.Cause(ctx)
+			return nil
+		})
+		if seen == 0 {
+			t.Errorf("fn got token 0")
+		}
+		if !errors.Is(err, correctness.ErrLockLost) {
+			t.Errorf("Do: got %v, want ErrLockLost", err)
+		}
+		if c := <-cause; !errors.Is(c, correctness.ErrLockLost) {
+			t.Errorf("cause: got %v, want ErrLockLost", c)
+		}
+	})
+}
+
+func TestWithReplicasWithoutReplica(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		l := newLocker(t, b, correctness.WithReplicas(1, 100*time.Millisecond))
+		_, err := l.TryAcquire(t.Context(), "replicated", time.Minute)
+		if !errors.Is(err, correctness.ErrNotReplicated) {
+			t.Fatalf("got %v, want ErrNotReplicated", err)
+		}
+		if n := b.Client.Exists(t.Context(), "leasekit:{replicated}").Val(); n != 0 {
+			t.Fatalf("the unreplicated grant is still there")
+		}
+	})
+}
+
+func TestBadInput(t *testing.T) {
+	b := redistest.Mini(t)
+	l := newLocker(t, b)
+	reg := correctness.NewRegister(b.Client)
+	ctx := t.Context()
+	noop := func(context.Context, uint64) error { return nil }
+	cases := []struct {
+		name string
+		call func() error
+		want error
+	}{
+		{"TryAcquire empty key", func() error { _, err := l.TryAcquire(ctx, "", time.Second); return err }, correctness.ErrInvalidKey},
+		{"Acquire empty key", func() error { _, err := l.Acquire(ctx, "", time.Second); return err }, correctness.ErrInvalidKey},
+		{"Do empty key", func() error { return l.Do(ctx, "", time.Second, noop) }, correctness.ErrInvalidKey},
+		{"TryAcquire short ttl", func() error { _, err := l.TryAcquire(ctx, "k", time.Microsecond); return err }, correctness.ErrInvalidTTL},
+		{"Acquire zero ttl", func() error { _, err := l.Acquire(ctx, "k", 0); return err }, correctness.ErrInvalidTTL},
+		{"Do negative ttl", func() error { return l.Do(ctx, "k", -time.Second, noop) }, correctness.ErrInvalidTTL},
+		{"Write token 0", func() error { return reg.Write(ctx, "r", 0, []byte("v")) }, correctness.ErrInvalidToken},
+		{"Write empty resource", func() error { return reg.Write(ctx, "", 1, []byte("v")) }, correctness.ErrInvalidKey},
+		{"Read empty resource", func() error { _, _, err := reg.Read(ctx, ""); return err }, correctness.ErrInvalidKey},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.call(); !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestRoundTrips(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		l := newLocker(t, b)
+		reg := correctness.NewRegister(b.Client)
+		// The first acquire runs the audit; the first call of each script
+		// after a flush costs an extra EVAL. Warm both.
+		lease, err := l.TryAcquire(ctx, "budget", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := reg.Write(ctx, "budget", lease.Token(), []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		if err := lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		count := redistest.Count(b.Client)
+		lease, err = l.TryAcquire(ctx, "budget", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := count.Total(); n != 2 {
+			t.Fatalf("TryAcquire + Release: got %d round trips, want 2", n)
+		}
+		count.Reset()
+		if err := reg.Write(ctx, "budget", lease.Token(), []byte("y")); err != nil {
+			t.Fatal(err)
+		}
+		if n := count.Total(); n != 1 {
+			t.Fatalf("Register.Write: got %d round trips, want 1", n)
+		}
+		count.Reset()
+		if _, _, err := reg.Read(ctx, "budget"); err != nil {
+			t.Fatal(err)
+		}
+		if n := count.Total(); n != 1 {
+			t.Fatalf("Register.Read: got %d round trips, want 1", n)
+		}
+	})
+}
