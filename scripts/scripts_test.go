@@ -1,0 +1,167 @@
+package scripts_test
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/leasekit/leasekit/internal/redistest"
+	"github.com/leasekit/leasekit/scripts"
+)
+
+// The scripts run on gopher-lua in miniredis and on Lua 5.1 in Redis, which
+// differ (number formatting above all): every case runs on both.
+
+func TestAcquireIsIdempotentForItsOwner(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		keys := []string{"lock"}
+		for i := range 2 { // the second call is a client retry after a lost reply
+			if got, err := scripts.Acquire.Run(ctx, b.Client, keys, "owner-a", 60000).Int64(); err != nil || got != 0 {
+				t.Fatalf("call %d by the owner: got %d, %v, want 0 (granted)", i+1, got, err)
+			}
+		}
+		got, err := scripts.Acquire.Run(ctx, b.Client, keys, "owner-b", 60000).Int64()
+		if err != nil || got <= 0 || got > 60000 {
+			t.Fatalf("another owner: got %d, %v, want the holder's ttl in (0, 60000]", got, err)
+		}
+		if v := b.Client.Get(ctx, "lock").Val(); v != "owner-a" {
+			t.Fatalf("value: got %q, want owner-a", v)
+		}
+		b.Client.Persist(ctx, "lock")
+		if got, _ := scripts.Acquire.Run(ctx, b.Client, keys, "owner-b", 60000).Int64(); got != -1 {
+			t.Fatalf("holder without expiry: got %d, want -1", got)
+		}
+	})
+}
+
+func TestCompareAndChange(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		keys := []string{"lock"}
+		b.Client.Set(ctx, "lock", "owner-a", time.Minute)
+		cases := []struct {
+			name string
+			run  func(owner string) (int64, error)
+			miss int64
+		}{
+			{"refresh", func(o string) (int64, error) { return scripts.Refresh.Run(ctx, b.Client, keys, o, 3600000).Int64() }, 0},
+			{"pttl", func(o string) (int64, error) { return scripts.PTTL.Run(ctx, b.Client, keys, o).Int64() }, -2},
+			{"release", func(o string) (int64, error) {
+				return scripts.Release.Run(ctx, b.Client, keys, o, "lock:wake", "0").Int64()
+			}, 0},
+		}
+		for _, tc := range cases {
+			got, err := tc.run("owner-b")
+			if err != nil || got != tc.miss {
+				t.Errorf("%s by a non-owner: got %d, %v, want %d", tc.name, got, err, tc.miss)
+			}
+			if ttl := b.Client.PTTL(ctx, "lock").Val(); ttl <= 0 || ttl > time.Minute {
+				t.Fatalf("%s by a non-owner changed the ttl to %v", tc.name, ttl)
+			}
+		}
+		if got, _ := scripts.Refresh.Run(ctx, b.Client, keys, "owner-a", 3600000).Int64(); got != 1 {
+			t.Errorf("refresh by the owner: got %d, want 1", got)
+		}
+		if got, _ := scripts.PTTL.Run(ctx, b.Client, keys, "owner-a").Int64(); got <= 60000 {
+			t.Errorf("pttl by the owner after refresh: got %d, want over 60000", got)
+		}
+		if got, _ := scripts.Release.Run(ctx, b.Client, keys, "owner-a", "lock:wake", "0").Int64(); got != 1 {
+			t.Errorf("release by the owner: got %d, want 1", got)
+		}
+		if b.Client.Exists(ctx, "lock").Val() != 0 {
+			t.Errorf("the key survived its release")
+		}
+	})
+}
+
+func fencedAcquire(t *testing.T, b *redistest.Backend, owner, floor string) any {
+	t.Helper()
+	reply, err := scripts.FencedAcquire.Run(t.Context(), b.Client, []string{"lock", "lock:fence"}, owner, 60000, floor).Result()
+	if err != nil {
+		t.Fatalf("fenced acquire: %v", err)
+	}
+	return reply
+}
+
+func TestFencedAcquireTokens(t *testing.T) {
+	cases := []struct {
+		name    string
+		counter string // "" for none
+		floor   string
+		want    func(token string) bool
+		explain string
+	}{
+		{"first grant", "", "0", func(s string) bool { return s == "1" }, "1"},
+		{"16 digits stay exact", "1795974129470711", "0", func(s string) bool { return s == "1795974129470712" }, "1795974129470712, not %.14g's 1.7959741294707e+15"},
+		{"beyond 2^53 stays exact", "123456789012345678", "0", func(s string) bool { return s == "123456789012345679" }, "123456789012345679"},
+		{"counter above the clock wins", "123456789012345678", "1", func(s string) bool { return s == "123456789012345679" }, "123456789012345679"},
+		{"clock floor lifts a small counter", "5", "1", func(s string) bool {
+			n, err := strconv.ParseUint(s, 10, 64)
+			return err == nil && n > uint64(time.Now().Add(-time.Hour).UnixMicro()) && len(s) == 16
+		}, "the server clock in µs"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+				if tc.counter != "" {
+					b.Client.Set(t.Context(), "lock:fence", tc.counter, 0)
+				}
+				reply := fencedAcquire(t, b, "owner-a", tc.floor)
+				token, ok := reply.(string)
+				if !ok || !tc.want(token) {
+					t.Fatalf("got token %v (%T), want %s", reply, reply, tc.explain)
+				}
+				if c := b.Client.Get(t.Context(), "lock:fence").Val(); c != token {
+					t.Fatalf("counter: got %q, want it to hold the token %q", c, token)
+				}
+				if v := b.Client.Get(t.Context(), "lock").Val(); v != "owner-a:"+token {
+					t.Fatalf("lock value: got %q, want %q", v, "owner-a:"+token)
+				}
+				// A client retry after a lost reply gets the same token back.
+				if again := fencedAcquire(t, b, "owner-a", tc.floor); again != token {
+					t.Fatalf("retry by the same owner: got %v, want the same token %s", again, token)
+				}
+				if c := b.Client.Get(t.Context(), "lock:fence").Val(); c != token {
+					t.Fatalf("counter after the retry: got %q, want %q: a retry must not draw a second token", c, token)
+				}
+				ttl, ok := fencedAcquire(t, b, "owner-b", tc.floor).(int64)
+				if !ok || ttl <= 0 || ttl > 60000 {
+					t.Fatalf("another owner: got %v, want the holder's ttl", ttl)
+				}
+			})
+		})
+	}
+}
+
+func TestRegisterWrite(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		write := func(token, value string) any {
+			t.Helper()
+			reply, err := scripts.RegisterWrite.Run(t.Context(), b.Client, []string{"reg"}, token, value).Result()
+			if err != nil {
+				t.Fatalf("register write: %v", err)
+			}
+			return reply
+		}
+		steps := []struct {
+			token string
+			want  any
+		}{
+			{"9", int64(1)},
+			{"9", int64(1)},  // equal: the same grant again
+			{"10", int64(1)}, // longer is larger, though "10" < "9" as text
+			{"9", "10"},
+			{"1795974129470712", int64(1)},
+			{"1795974129470711", "1795974129470712"},
+		}
+		for _, s := range steps {
+			if got := write(s.token, "v"+s.token); got != s.want {
+				t.Fatalf("write with token %s: got %v (%T), want %v (%T)", s.token, got, got, s.want, s.want)
+			}
+		}
+		if got := b.Client.HGetAll(t.Context(), "reg").Val(); got["token"] != "1795974129470712" || got["value"] != "v1795974129470712" {
+			t.Fatalf("register: got %v", got)
+		}
+	})
+}
