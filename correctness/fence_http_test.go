@@ -1,0 +1,410 @@
+package correctness_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/leasekit/leasekit/correctness"
+)
+
+// backendLog is a protected handler that records, in the order it served
+// them, the tokens of the requests that reached it.
+type backendLog struct {
+	mu     sync.Mutex
+	tokens []uint64
+}
+
+func (b *backendLog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	token, err := strconv.ParseUint(r.Header.Get(correctness.TokenHeader), 10, 64)
+	if err != nil {
+		// The proxy let through a token it should have refused.
+		http.Error(w, "backend: "+err.Error(), http.StatusTeapot)
+		return
+	}
+	b.mu.Lock()
+	b.tokens = append(b.tokens, token)
+	b.mu.Unlock()
+	fmt.Fprintf(w, "served %d", token)
+}
+
+func (b *backendLog) served() []uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.tokens)
+}
+
+// fencedRequest builds a request for path with token as its Fencing-Token;
+// an empty token sends no header.
+func fencedRequest(ctx context.Context, path, token string) *http.Request {
+	r := httptest.NewRequestWithContext(ctx, http.MethodPut, path, strings.NewReader("value"))
+	if token != "" {
+		r.Header.Set(correctness.TokenHeader, token)
+	}
+	return r
+}
+
+func serve(h http.Handler, r *http.Request) (status int, body string) {
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w.Code, w.Body.String()
+}
+
+func TestFencingProxySequence(t *testing.T) {
+	backend := &backendLog{}
+	proxy := correctness.NewFencingProxy(backend)
+
+	// Each step runs against the state the previous steps left behind.
+	steps := []struct {
+		name        string
+		token       string
+		wantStatus  int
+		wantBody    []string // substrings
+		wantHighest uint64
+	}{
+		{name: "first token", token: "33", wantStatus: http.StatusOK, wantBody: []string{"served 33"}, wantHighest: 33},
+		{name: "equal token", token: "33", wantStatus: http.StatusOK, wantBody: []string{"served 33"}, wantHighest: 33},
+		{name: "newer token", token: "34", wantStatus: http.StatusOK, wantBody: []string{"served 34"}, wantHighest: 34},
+		{name: "older token", token: "33", wantStatus: http.StatusConflict, wantBody: []string{"33", "34", "stale"}, wantHighest: 34},
+		{name: "much older token", token: "1", wantStatus: http.StatusConflict, wantBody: []string{"1", "34"}, wantHighest: 34},
+		{name: "largest token", token: "18446744073709551615", wantStatus: http.StatusOK, wantHighest: 1<<64 - 1},
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			status, body := serve(proxy, fencedRequest(t.Context(), "/ledger", s.token))
+			if status != s.wantStatus {
+				t.Errorf("got status %d, want %d (body %q)", status, s.wantStatus, body)
+			}
+			for _, want := range s.wantBody {
+				if !strings.Contains(body, want) {
+					t.Errorf("got body %q, want it to contain %q", body, want)
+				}
+			}
+			if got := proxy.Highest("/ledger"); got != s.wantHighest {
+				t.Errorf("got Highest %d, want %d", got, s.wantHighest)
+			}
+		})
+	}
+	want := []uint64{33, 33, 34, 1<<64 - 1}
+	if got := backend.served(); !slices.Equal(got, want) {
+		t.Errorf("backend served %v, want %v", got, want)
+	}
+}
+
+func TestFencingProxyBadToken(t *testing.T) {
+	tests := []struct {
+		name   string
+		header []string // values of Fencing-Token
+	}{
+		{name: "missing"},
+		{name: "empty", header: []string{""}},
+		{name: "zero", header: []string{"0"}},
+		{name: "zeros", header: []string{"000"}},
+		{name: "negative", header: []string{"-1"}},
+		{name: "plus sign", header: []string{"+5"}},
+		{name: "fraction", header: []string{"1.5"}},
+		{name: "hex", header: []string{"0x10"}},
+		{name: "garbage", header: []string{"abc"}},
+		{name: "spaces", header: []string{" 5 "}},
+		{name: "overflow", header: []string{"18446744073709551616"}},
+		{name: "two values", header: []string{"40", "41"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			backend := &backendLog{}
+			proxy := correctness.NewFencingProxy(backend)
+			r := fencedRequest(t.Context(), "/ledger", "")
+			for _, v := range tt.header {
+				r.Header.Add(correctness.TokenHeader, v)
+			}
+			status, body := serve(proxy, r)
+			if status != http.StatusBadRequest {
+				t.Errorf("got status %d, want %d (body %q)", status, http.StatusBadRequest, body)
+			}
+			if got := backend.served(); len(got) != 0 {
+				t.Errorf("backend served %v, want nothing", got)
+			}
+			if got := proxy.Highest("/ledger"); got != 0 {
+				t.Errorf("got Highest %d, want 0", got)
+			}
+		})
+	}
+}
+
+func TestFencingProxyResource(t *testing.T) {
+	byQuery := correctness.WithResource(func(r *http.Request) string { return r.URL.Query().Get("id") })
+	tests := []struct {
+		name       string
+		opts       []correctness.ProxyOption
+		first      string // path written with token 10
+		second     string // path then written with token 1
+		wantStatus int    // of the second write
+	}{
+		{name: "other path", first: "/a", second: "/b", wantStatus: http.StatusOK},
+		{name: "same path", first: "/a", second: "/a", wantStatus: http.StatusConflict},
+		{name: "same path after cleaning", first: "/a/b", second: "/a/x/../b", wantStatus: http.StatusConflict},
+		{name: "same path, other query", first: "/a?id=1", second: "/a?id=2", wantStatus: http.StatusConflict},
+		{name: "WithResource, other id", opts: []correctness.ProxyOption{byQuery}, first: "/a?id=1", second: "/a?id=2", wantStatus: http.StatusOK},
+		{name: "WithResource, same id", opts: []correctness.ProxyOption{byQuery}, first: "/a?id=1", second: "/b?id=1", wantStatus: http.StatusConflict},
+		{name: "WithResource, no id", opts: []correctness.ProxyOption{byQuery}, first: "/a?id=1", second: "/a", wantStatus: http.StatusBadRequest},
+		{name: "WithResource(nil) keeps the path", opts: []correctness.ProxyOption{correctness.WithResource(nil), nil}, first: "/a", second: "/b", wantStatus: http.StatusOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			proxy := correctness.NewFencingProxy(&backendLog{}, tt.opts...)
+			if status, body := serve(proxy, fencedRequest(t.Context(), tt.first, "10")); status != http.StatusOK {
+				t.Fatalf("first write: got status %d, want %d (body %q)", status, http.StatusOK, body)
+			}
+			status, body := serve(proxy, fencedRequest(t.Context(), tt.second, "1"))
+			if status != tt.wantStatus {
+				t.Errorf("second write: got status %d, want %d (body %q)", status, tt.wantStatus, body)
+			}
+		})
+	}
+}
+
+// TestFencingProxyResourcesDoNotWait holds a request for /a inside the
+// backend until a request for /b has been served: if /b waited for /a, the
+// test would never finish.
+func TestFencingProxyResourcesDoNotWait(t *testing.T) {
+	inA := make(chan struct{})
+	bServed := make(chan struct{})
+	backend := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/a" {
+			close(inA)
+			<-bServed
+		}
+	})
+	proxy := correctness.NewFencingProxy(backend)
+
+	aStatus := make(chan int, 1)
+	go func() {
+		status, _ := serve(proxy, fencedRequest(t.Context(), "/a", "10"))
+		aStatus <- status
+	}()
+	<-inA
+	status, body := serve(proxy, fencedRequest(t.Context(), "/b", "1"))
+	close(bServed)
+	if status != http.StatusOK {
+		t.Errorf("/b: got status %d, want %d (body %q)", status, http.StatusOK, body)
+	}
+	if got := <-aStatus; got != http.StatusOK {
+		t.Errorf("/a: got status %d, want %d", got, http.StatusOK)
+	}
+}
+
+// TestFencingProxyWaitCanceled shows that a request queued behind a busy
+// resource gives up when its context ends, and never reaches the backend.
+func TestFencingProxyWaitCanceled(t *testing.T) {
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	backend := &backendLog{}
+	blocking := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(correctness.TokenHeader) == "5" {
+			close(entered)
+			<-release
+		}
+		backend.ServeHTTP(w, r)
+	})
+	proxy := correctness.NewFencingProxy(blocking)
+
+	first := make(chan int, 1)
+	go func() {
+		status, _ := serve(proxy, fencedRequest(t.Context(), "/a", "5"))
+		first <- status
+	}()
+	<-entered
+	// The resource is held, so the only way out for this request is its
+	// context, which has already ended.
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	status, body := serve(proxy, fencedRequest(ctx, "/a", "6"))
+	close(release)
+	if status != http.StatusServiceUnavailable {
+		t.Errorf("got status %d, want %d (body %q)", status, http.StatusServiceUnavailable, body)
+	}
+	if got := <-first; got != http.StatusOK {
+		t.Errorf("first request: got status %d, want %d", got, http.StatusOK)
+	}
+	if got, want := backend.served(), []uint64{5}; !slices.Equal(got, want) {
+		t.Errorf("backend served %v, want %v", got, want)
+	}
+	if got := proxy.Highest("/a"); got != 5 {
+		t.Errorf("got Highest %d, want 5", got)
+	}
+}
+
+// TestFencingProxyPanicUnlocks shows that a backend that panics (as
+// httputil.ReverseProxy does to abort a response) leaves the resource usable.
+func TestFencingProxyPanicUnlocks(t *testing.T) {
+	backend := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(correctness.TokenHeader) == "1" {
+			panic(http.ErrAbortHandler)
+		}
+	})
+	proxy := correctness.NewFencingProxy(backend)
+	func() {
+		defer func() {
+			if got := recover(); got != http.ErrAbortHandler {
+				t.Errorf("got panic %v, want %v", got, http.ErrAbortHandler)
+			}
+		}()
+		serve(proxy, fencedRequest(t.Context(), "/a", "1"))
+	}()
+	if status, body := serve(proxy, fencedRequest(t.Context(), "/a", "2")); status != http.StatusOK {
+		t.Errorf("got status %d, want %d (body %q)", status, http.StatusOK, body)
+	}
+}
+
+func TestFencingProxyNilBackend(t *testing.T) {
+	proxy := correctness.NewFencingProxy(nil)
+	if status, body := serve(proxy, fencedRequest(t.Context(), "/a", "1")); status != http.StatusBadGateway {
+		t.Errorf("got status %d, want %d (body %q)", status, http.StatusBadGateway, body)
+	}
+}
+
+func TestFencingProxyConcurrentWriters(t *testing.T) {
+	const writers = 32
+	backend := &backendLog{}
+	front := httptest.NewServer(correctness.NewFencingProxy(backend))
+	t.Cleanup(front.Close)
+
+	tokens := make([]uint64, writers)
+	for i, n := range rand.Perm(1000)[:writers] {
+		tokens[i] = uint64(n) + 1
+	}
+	maxToken := slices.Max(tokens)
+
+	type outcome struct {
+		token  uint64
+		status int
+		err    error
+	}
+	start := make(chan struct{})
+	results := make(chan outcome, writers)
+	var wg sync.WaitGroup
+	for _, token := range tokens {
+		wg.Go(func() {
+			<-start
+			status, err := put(t.Context(), front.URL+"/ledger", token)
+			results <- outcome{token, status, err}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(results)
+
+	var accepted []uint64
+	for r := range results {
+		switch {
+		case r.err != nil:
+			t.Errorf("token %d: %v", r.token, r.err)
+		case r.status == http.StatusOK:
+			accepted = append(accepted, r.token)
+		case r.status == http.StatusConflict:
+			if r.token >= maxToken {
+				t.Errorf("token %d rejected: got status %d, want %d as the highest of %v", r.token, r.status, http.StatusOK, tokens)
+			}
+		default:
+			t.Errorf("token %d: got status %d, want %d or %d", r.token, r.status, http.StatusOK, http.StatusConflict)
+		}
+	}
+	served := backend.served()
+	if !slices.IsSorted(served) {
+		t.Errorf("backend served %v, want a non-decreasing sequence", served)
+	}
+	if len(served) == 0 || served[len(served)-1] != maxToken {
+		t.Errorf("backend served %v, want it to end with %d (the highest of %v)", served, maxToken, tokens)
+	}
+	slices.Sort(accepted)
+	if got := slices.Sorted(slices.Values(served)); !slices.Equal(got, accepted) {
+		t.Errorf("backend served %v, want the accepted tokens %v", got, accepted)
+	}
+}
+
+// put sends a fenced PUT and drains the response, so the connection is reused.
+func put(ctx context.Context, target string, token uint64) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, target, strings.NewReader("value"))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set(correctness.TokenHeader, strconv.FormatUint(token, 10))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return 0, err
+	}
+	return resp.StatusCode, nil
+}
+
+// TestFencingProxyReverseProxy fences a remote service that knows nothing of
+// tokens: the proxy fronts it through httputil.ReverseProxy.
+func TestFencingProxyReverseProxy(t *testing.T) {
+	remote := &backendLog{}
+	remoteSrv := httptest.NewServer(remote)
+	t.Cleanup(remoteSrv.Close)
+	remoteURL, err := url.Parse(remoteSrv.URL)
+	if err != nil {
+		t.Fatalf("parse %q: %v", remoteSrv.URL, err)
+	}
+	front := httptest.NewServer(correctness.NewFencingProxy(httputil.NewSingleHostReverseProxy(remoteURL)))
+	t.Cleanup(front.Close)
+
+	steps := []struct {
+		name       string
+		token      uint64
+		wantStatus int
+	}{
+		{name: "holder B", token: 34, wantStatus: http.StatusOK},
+		{name: "paused holder A", token: 33, wantStatus: http.StatusConflict},
+		{name: "holder B again", token: 34, wantStatus: http.StatusOK},
+		{name: "holder C", token: 35, wantStatus: http.StatusOK},
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			status, err := put(t.Context(), front.URL+"/ledger", s.token)
+			if err != nil {
+				t.Fatalf("put: %v", err)
+			}
+			if status != s.wantStatus {
+				t.Errorf("got status %d, want %d", status, s.wantStatus)
+			}
+		})
+	}
+	if got, want := remote.served(), []uint64{34, 34, 35}; !slices.Equal(got, want) {
+		t.Errorf("remote served %v, want %v", got, want)
+	}
+}
+
+func ExampleFencingProxy() {
+	// The protected handler knows nothing of tokens; for a remote service it
+	// would be httputil.NewSingleHostReverseProxy(url).
+	ledger := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "written")
+	})
+	proxy := correctness.NewFencingProxy(ledger)
+
+	for _, token := range []string{"34", "33"} { // B writes, then paused A wakes up
+		r := httptest.NewRequest(http.MethodPut, "/ledger/invoice-7", nil)
+		r.Header.Set(correctness.TokenHeader, token)
+		w := httptest.NewRecorder()
+		proxy.ServeHTTP(w, r)
+		fmt.Print(w.Code, " ", w.Body.String())
+	}
+	// Output:
+	// 200 written
+	// 409 correctness: stale fencing token 33: 34 was accepted before
+}

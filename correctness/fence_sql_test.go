@@ -1,0 +1,345 @@
+package correctness_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/leasekit/leasekit/correctness"
+	_ "modernc.org/sqlite"
+)
+
+// The schema and statements the README shows: the tests run them verbatim.
+const (
+	fenceSchema = `CREATE TABLE protected_resource (
+    resource_id   TEXT PRIMARY KEY,
+    value         TEXT NOT NULL,
+    fencing_token BIGINT NOT NULL DEFAULT 0
+)`
+	fenceCreateRow = `INSERT INTO protected_resource (resource_id, value, fencing_token)
+VALUES ($1, '', 0)
+ON CONFLICT (resource_id) DO NOTHING`
+	fenceUpdate = `UPDATE protected_resource
+SET value = $1,
+    fencing_token = $2
+WHERE resource_id = $3
+  AND fencing_token <= $2`
+)
+
+// openFenceDB returns a file database with the schema, so that concurrent
+// writers go through SQLite's real locking rather than one shared in-memory
+// connection. busy_timeout makes a writer wait for the write lock instead of
+// failing with SQLITE_BUSY; WAL lets readers run beside the writer.
+func openFenceDB(t *testing.T) *sql.DB {
+	t.Helper()
+	dsn := "file:" + filepath.Join(t.TempDir(), "fence.db") +
+		"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	// SQLite runs one writer at a time anyway; a few connections are enough
+	// to make writers contend inside the database, not only in the pool.
+	db.SetMaxOpenConns(8)
+	if _, err := db.ExecContext(t.Context(), fenceSchema); err != nil {
+		t.Fatalf("create table: %v", err)
+	}
+	return db
+}
+
+func createRow(t *testing.T, db *sql.DB, id string) {
+	t.Helper()
+	if _, err := db.ExecContext(t.Context(), fenceCreateRow, id); err != nil {
+		t.Fatalf("create row %q: %v", id, err)
+	}
+}
+
+func readRow(t *testing.T, db *sql.DB, id string) (value string, token uint64) {
+	t.Helper()
+	err := db.QueryRowContext(t.Context(),
+		`SELECT value, fencing_token FROM protected_resource WHERE resource_id = $1`, id).Scan(&value, &token)
+	if err != nil {
+		t.Fatalf("read row %q: %v", id, err)
+	}
+	return value, token
+}
+
+func TestExecFencedSequence(t *testing.T) {
+	db := openFenceDB(t)
+	createRow(t, db, "job")
+
+	// Each step runs on the row the previous steps left behind.
+	steps := []struct {
+		name      string
+		token     uint64
+		value     string
+		wantStale bool
+		wantValue string
+		wantToken uint64
+	}{
+		{name: "first token", token: 5, value: "a", wantValue: "a", wantToken: 5},
+		{name: "equal token", token: 5, value: "b", wantValue: "b", wantToken: 5},
+		{name: "newer token", token: 7, value: "c", wantValue: "c", wantToken: 7},
+		{name: "older token", token: 6, value: "d", wantStale: true, wantValue: "c", wantToken: 7},
+		{name: "much older token", token: 1, value: "e", wantStale: true, wantValue: "c", wantToken: 7},
+		{name: "newer after a rejection", token: 8, value: "f", wantValue: "f", wantToken: 8},
+	}
+	for _, s := range steps {
+		t.Run(s.name, func(t *testing.T) {
+			err := correctness.ExecFenced(t.Context(), db, fenceUpdate, s.value, s.token, "job")
+			if got := errors.Is(err, correctness.ErrStaleToken); got != s.wantStale {
+				t.Errorf("errors.Is(%v, ErrStaleToken) = %v, want %v", err, got, s.wantStale)
+			}
+			if !s.wantStale && err != nil {
+				t.Errorf("got %v, want nil", err)
+			}
+			value, token := readRow(t, db, "job")
+			if value != s.wantValue || token != s.wantToken {
+				t.Errorf("got row (%q, %d), want (%q, %d)", value, token, s.wantValue, s.wantToken)
+			}
+		})
+	}
+}
+
+func TestExecFencedMissingRow(t *testing.T) {
+	db := openFenceDB(t)
+	err := correctness.ExecFenced(t.Context(), db, fenceUpdate, "v", uint64(1), "never-created")
+	if !errors.Is(err, correctness.ErrStaleToken) {
+		t.Errorf("got %v, want ErrStaleToken", err)
+	}
+	var n int
+	if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM protected_resource`).Scan(&n); err != nil {
+		t.Fatalf("count: %v", err)
+	}
+	if n != 0 {
+		t.Errorf("got %d rows, want 0: a fenced UPDATE must not create the row", n)
+	}
+}
+
+// TestExecFencedCreateRowKeepsToken shows why the row is created with ON
+// CONFLICT DO NOTHING: creating it again must not reset the stored token.
+func TestExecFencedCreateRowKeepsToken(t *testing.T) {
+	db := openFenceDB(t)
+	createRow(t, db, "job")
+	if err := correctness.ExecFenced(t.Context(), db, fenceUpdate, "new", uint64(9), "job"); err != nil {
+		t.Fatalf("fenced write: %v", err)
+	}
+	createRow(t, db, "job")
+	err := correctness.ExecFenced(t.Context(), db, fenceUpdate, "old", uint64(3), "job")
+	if !errors.Is(err, correctness.ErrStaleToken) {
+		t.Errorf("got %v, want ErrStaleToken", err)
+	}
+	if value, token := readRow(t, db, "job"); value != "new" || token != 9 {
+		t.Errorf("got row (%q, %d), want (%q, %d)", value, token, "new", 9)
+	}
+}
+
+func TestExecFencedInTx(t *testing.T) {
+	db := openFenceDB(t)
+	createRow(t, db, "job")
+	if err := correctness.ExecFenced(t.Context(), db, fenceUpdate, "current", uint64(4), "job"); err != nil {
+		t.Fatalf("fenced write: %v", err)
+	}
+
+	tests := []struct {
+		name      string
+		token     uint64
+		wantStale bool
+		wantValue string
+	}{
+		{name: "stale rolls back", token: 3, wantStale: true, wantValue: "current"},
+		{name: "newer commits", token: 5, wantValue: "tx 5"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tx, err := db.BeginTx(t.Context(), nil)
+			if err != nil {
+				t.Fatalf("begin: %v", err)
+			}
+			defer tx.Rollback()
+			// The fenced write goes first: once it passes, the rest of the
+			// transaction runs under the newest token or not at all.
+			err = correctness.ExecFenced(t.Context(), tx, fenceUpdate, fmt.Sprintf("tx %d", tt.token), tt.token, "job")
+			if got := errors.Is(err, correctness.ErrStaleToken); got != tt.wantStale {
+				t.Fatalf("errors.Is(%v, ErrStaleToken) = %v, want %v", err, got, tt.wantStale)
+			}
+			if err == nil {
+				if err := tx.Commit(); err != nil {
+					t.Fatalf("commit: %v", err)
+				}
+			}
+			if value, _ := readRow(t, db, "job"); value != tt.wantValue {
+				t.Errorf("got value %q, want %q", value, tt.wantValue)
+			}
+		})
+	}
+}
+
+func TestExecFencedConcurrentWriters(t *testing.T) {
+	const writers = 32
+	db := openFenceDB(t)
+	createRow(t, db, "job")
+
+	// Distinct tokens: two writers with one token would be one grant.
+	tokens := make([]uint64, writers)
+	for i, n := range rand.Perm(1000)[:writers] {
+		tokens[i] = uint64(n) + 1
+	}
+	maxToken := slices.Max(tokens)
+
+	type outcome struct {
+		token uint64
+		err   error
+	}
+	start := make(chan struct{})
+	results := make(chan outcome, writers)
+	var wg sync.WaitGroup
+	for _, token := range tokens {
+		wg.Go(func() {
+			<-start
+			err := correctness.ExecFenced(t.Context(), db, fenceUpdate, fmt.Sprintf("written by %d", token), token, "job")
+			results <- outcome{token, err}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(results)
+
+	accepted := 0
+	for r := range results {
+		switch {
+		case r.err == nil:
+			accepted++
+		case errors.Is(r.err, correctness.ErrStaleToken):
+			// A rejection is only right if a newer token was stored first,
+			// and every stored token is at most the maximum.
+			if r.token >= maxToken {
+				t.Errorf("token %d rejected: got %v, want it accepted as the highest of %v", r.token, r.err, tokens)
+			}
+		default:
+			t.Errorf("token %d: got %v, want nil or ErrStaleToken", r.token, r.err)
+		}
+	}
+	if accepted == 0 {
+		t.Errorf("got 0 writes accepted, want at least 1")
+	}
+	value, token := readRow(t, db, "job")
+	if token != maxToken {
+		t.Errorf("got stored token %d, want %d (the highest of %v)", token, maxToken, tokens)
+	}
+	if want := fmt.Sprintf("written by %d", maxToken); value != want {
+		t.Errorf("got value %q, want %q", value, want)
+	}
+}
+
+// fakeExecer stands in for a driver that fails in ways SQLite does not.
+type fakeExecer struct {
+	res sql.Result
+	err error
+}
+
+func (f fakeExecer) ExecContext(context.Context, string, ...any) (sql.Result, error) {
+	return f.res, f.err
+}
+
+type rowsAffected struct {
+	n   int64
+	err error
+}
+
+func (r rowsAffected) LastInsertId() (int64, error) { return 0, nil }
+func (r rowsAffected) RowsAffected() (int64, error) { return r.n, r.err }
+
+func TestExecFencedErrors(t *testing.T) {
+	errDriver := errors.New("driver: connection reset")
+	errNoCount := errors.New("driver: RowsAffected not supported")
+	tests := []struct {
+		name      string
+		db        correctness.Execer
+		wantErr   error // matched with errors.Is; nil means any non-nil error
+		wantStale bool
+	}{
+		{name: "nil Execer", db: nil},
+		{name: "nil *sql.DB", db: (*sql.DB)(nil)},
+		{name: "nil *sql.Tx", db: (*sql.Tx)(nil)},
+		{name: "nil *sql.Conn", db: (*sql.Conn)(nil)},
+		{name: "driver error", db: fakeExecer{err: errDriver}, wantErr: errDriver},
+		{name: "no result", db: fakeExecer{}},
+		{name: "rows affected unsupported", db: fakeExecer{res: rowsAffected{err: errNoCount}}, wantErr: errNoCount},
+		{name: "no row affected", db: fakeExecer{res: rowsAffected{n: 0}}, wantErr: correctness.ErrStaleToken, wantStale: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := correctness.ExecFenced(t.Context(), tt.db, fenceUpdate, "v", uint64(1), "job")
+			if err == nil {
+				t.Fatalf("got nil, want an error")
+			}
+			if tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
+				t.Errorf("got %v, want it to wrap %v", err, tt.wantErr)
+			}
+			if got := errors.Is(err, correctness.ErrStaleToken); got != tt.wantStale {
+				t.Errorf("errors.Is(%v, ErrStaleToken) = %v, want %v", err, got, tt.wantStale)
+			}
+		})
+	}
+}
+
+func TestExecFencedSQLError(t *testing.T) {
+	db := openFenceDB(t)
+	err := correctness.ExecFenced(t.Context(), db, `UPDATE no_such_table SET fencing_token = $1`, uint64(1))
+	if err == nil {
+		t.Fatalf("got nil, want the driver's error")
+	}
+	if errors.Is(err, correctness.ErrStaleToken) {
+		t.Errorf("got %v, want a driver error that does not match ErrStaleToken", err)
+	}
+}
+
+func TestExecFencedCanceledContext(t *testing.T) {
+	db := openFenceDB(t)
+	createRow(t, db, "job")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	err := correctness.ExecFenced(ctx, db, fenceUpdate, "v", uint64(1), "job")
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("got %v, want context.Canceled", err)
+	}
+	if errors.Is(err, correctness.ErrStaleToken) {
+		t.Errorf("got %v, want no ErrStaleToken: nothing was checked", err)
+	}
+}
+
+func ExampleExecFenced() {
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", ":memory:")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1) // each connection would get its own in-memory database
+	if _, err := db.ExecContext(ctx, fenceSchema); err != nil {
+		fmt.Println(err)
+		return
+	}
+	// The row exists, with token 0, before the first fenced write.
+	if _, err := db.ExecContext(ctx, fenceCreateRow, "invoice-7"); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	// Holder B (token 34) writes; then holder A, paused with token 33, wakes up.
+	fmt.Println(correctness.ExecFenced(ctx, db, fenceUpdate, "B's total", uint64(34), "invoice-7"))
+	err = correctness.ExecFenced(ctx, db, fenceUpdate, "A's total", uint64(33), "invoice-7")
+	fmt.Println(errors.Is(err, correctness.ErrStaleToken))
+	// Output:
+	// <nil>
+	// true
+}
