@@ -38,18 +38,41 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 	})}
 }
 
-// acquire runs the acquire script: one round trip.
-func acquire(client redis.Scripter, prefix string) lease.AcquireFunc {
-	return func(ctx context.Context, name, owner string, ttl time.Duration) (lease.Attempt, error) {
+// acquire runs SET NX PX GET: one round trip. A waiter also needs the
+// holder's ttl, so it pipelines PTTL with the SET: still one round trip.
+func acquire(client redis.UniversalClient, prefix string) lease.AcquireFunc {
+	return func(ctx context.Context, name, owner string, ttl time.Duration, wait bool) (lease.Attempt, error) {
 		key := lease.LockKey(prefix, name)
-		ms, err := scripts.Acquire.Run(ctx, client, []string{key}, owner, lease.Millis(ttl)).Int64()
-		if err != nil {
+		var set *redis.StatusCmd
+		var pttl *redis.DurationCmd
+		if wait {
+			pipe := client.Pipeline()
+			set = scripts.Acquire(ctx, pipe, key, owner, ttl)
+			pttl = pipe.PTTL(ctx, key)
+			_, _ = pipe.Exec(ctx) // each command's error is read below
+		} else {
+			set = scripts.Acquire(ctx, client, key, owner, ttl)
+		}
+		granted, err := scripts.Granted(set, owner)
+		switch {
+		case err != nil:
 			return lease.Attempt{}, lease.WrapRedis("acquire", key, err)
-		}
-		if ms == 0 {
+		case granted:
 			return lease.Attempt{Granted: true, Value: owner}, nil
+		case pttl == nil:
+			return lease.Attempt{HolderTTL: -1}, nil
 		}
-		return lease.Attempt{HolderTTL: time.Duration(ms) * time.Millisecond}, nil
+		left, err := pttl.Result()
+		switch {
+		case err != nil:
+			return lease.Attempt{}, lease.WrapRedis("acquire", key, err)
+		case left == -2:
+			// Released or expired between the SET and the PTTL: try again now.
+			return lease.Attempt{HolderTTL: 0}, nil
+		case left < 0:
+			return lease.Attempt{HolderTTL: -1}, nil
+		}
+		return lease.Attempt{HolderTTL: left}, nil
 	}
 }
 

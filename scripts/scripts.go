@@ -1,5 +1,5 @@
-// Package scripts holds every Lua script leasekit runs on Redis: the only place
-// that knows what the server executes.
+// Package scripts holds every script and command leasekit runs on Redis: the
+// only place that knows what the server executes.
 //
 // Each script lives in its own .lua file whose header comment names its KEYS,
 // ARGV and reply. The scripts are embedded at build time and exported as
@@ -7,9 +7,11 @@
 // EVAL when the server does not have the script cached (after SCRIPT FLUSH or a
 // restart).
 //
-// Every script is idempotent under a client retry: go-redis resends a command
-// whose reply was lost, and the same owner acquiring again gets the same grant
-// (and, for fenced locks, the same token) back.
+// The efficiency acquire is no script but a plain SET NX PX GET (acquire.go).
+//
+// Every operation is idempotent under a client retry: go-redis resends a
+// command whose reply was lost, and the same owner acquiring again gets the
+// same grant (and, for fenced locks, the same token) back.
 package scripts
 
 import (
@@ -19,8 +21,6 @@ import (
 )
 
 var (
-	//go:embed acquire.lua
-	acquireSrc string
 	//go:embed release.lua
 	releaseSrc string
 	//go:embed refresh.lua
@@ -34,11 +34,6 @@ var (
 )
 
 var (
-	// Acquire takes a free efficiency lock (SET PX when the key is free or
-	// already the caller's) or replies with the holder's remaining ttl.
-	// See acquire.lua.
-	Acquire = redis.NewScript(acquireSrc)
-
 	// Release deletes a lock the caller holds and publishes a wake-up on the
 	// lock's channel. See release.lua.
 	Release = redis.NewScript(releaseSrc)

@@ -15,22 +15,21 @@ import (
 func TestAcquireIsIdempotentForItsOwner(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
-		keys := []string{"lock"}
 		for i := range 2 { // the second call is a client retry after a lost reply
-			if got, err := scripts.Acquire.Run(ctx, b.Client, keys, "owner-a", 60000).Int64(); err != nil || got != 0 {
-				t.Fatalf("call %d by the owner: got %d, %v, want 0 (granted)", i+1, got, err)
+			granted, err := scripts.Granted(scripts.Acquire(ctx, b.Client, "lock", "owner-a", time.Minute), "owner-a")
+			if err != nil || !granted {
+				t.Fatalf("call %d by the owner: got %v, %v, want granted", i+1, granted, err)
 			}
 		}
-		got, err := scripts.Acquire.Run(ctx, b.Client, keys, "owner-b", 60000).Int64()
-		if err != nil || got <= 0 || got > 60000 {
-			t.Fatalf("another owner: got %d, %v, want the holder's ttl in (0, 60000]", got, err)
+		granted, err := scripts.Granted(scripts.Acquire(ctx, b.Client, "lock", "owner-b", time.Minute), "owner-b")
+		if err != nil || granted {
+			t.Fatalf("another owner: got %v, %v, want not granted", granted, err)
 		}
 		if v := b.Client.Get(ctx, "lock").Val(); v != "owner-a" {
 			t.Fatalf("value: got %q, want owner-a", v)
 		}
-		b.Client.Persist(ctx, "lock")
-		if got, _ := scripts.Acquire.Run(ctx, b.Client, keys, "owner-b", 60000).Int64(); got != -1 {
-			t.Fatalf("holder without expiry: got %d, want -1", got)
+		if ttl := b.Client.PTTL(ctx, "lock").Val(); ttl <= 0 || ttl > time.Minute {
+			t.Fatalf("ttl: got %v, want within (0, 1m]", ttl)
 		}
 	})
 }

@@ -41,8 +41,10 @@ type Attempt struct {
 	HolderTTL time.Duration
 }
 
-// AcquireFunc runs one acquire round trip on the lock called name.
-type AcquireFunc func(ctx context.Context, name, owner string, ttl time.Duration) (Attempt, error)
+// AcquireFunc runs one acquire round trip on the lock called name. With wait
+// set the caller will wait if the lock is held, and needs Attempt.HolderTTL;
+// without it HolderTTL may be left unknown (negative).
+type AcquireFunc func(ctx context.Context, name, owner string, ttl time.Duration, wait bool) (Attempt, error)
 
 // Config configures a Core.
 type Config struct {
@@ -89,9 +91,9 @@ func (c *Core) check(name string, ttl time.Duration) error {
 }
 
 // attempt runs one acquire and, when granted, returns the lease.
-func (c *Core) attempt(ctx context.Context, name, owner string, ttl time.Duration) (*Held, Attempt, error) {
+func (c *Core) attempt(ctx context.Context, name, owner string, ttl time.Duration, wait bool) (*Held, Attempt, error) {
 	sent := time.Now()
-	a, err := c.cfg.Acquire(ctx, name, owner, ttl)
+	a, err := c.cfg.Acquire(ctx, name, owner, ttl, wait)
 	if err != nil || !a.Granted {
 		return nil, a, err
 	}
@@ -115,7 +117,7 @@ func (c *Core) Try(ctx context.Context, name string, ttl time.Duration) (*Held, 
 	if err != nil {
 		return nil, err
 	}
-	h, _, err := c.attempt(ctx, name, owner, ttl)
+	h, _, err := c.attempt(ctx, name, owner, ttl, false)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +158,7 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 			"key", LockKey(c.cfg.Prefix, name), "err", err)
 	}
 	for {
-		h, a, err := c.attempt(ctx, name, owner, ttl)
+		h, a, err := c.attempt(ctx, name, owner, ttl, true)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, errors.Join(c.cfg.Errors.NotObtained, ctx.Err(), err)

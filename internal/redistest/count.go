@@ -15,8 +15,9 @@ import (
 // Counter is a go-redis hook that counts the round trips a client makes, by
 // operation: a script is named after its .lua file ("acquire", "release", ...),
 // any other command by its lowercase name, and an EVALSHA the server answered
-// NOSCRIPT (go-redis then sends EVAL) as "noscript". A pipeline counts once, as
-// "pipeline". The handshake of a new connection (HELLO, CLIENT SETINFO) is
+// NOSCRIPT (go-redis then sends EVAL) as "noscript". The efficiency acquire
+// (SET NX, alone or pipelined with PTTL) is "acquire". Another pipeline counts
+// once, as "pipeline". The handshake of a new connection (HELLO, CLIENT SETINFO) is
 // counted as "handshake" and left out of Total. Commands on pub/sub
 // connections do not pass through hooks.
 type Counter struct {
@@ -34,7 +35,6 @@ func Count(client *redis.Client) *Counter {
 }
 
 var scriptNames = map[string]string{
-	scripts.Acquire.Hash():       "acquire",
 	scripts.Release.Hash():       "release",
 	scripts.Refresh.Hash():       "refresh",
 	scripts.PTTL.Hash():          "pttl",
@@ -46,6 +46,12 @@ func opName(cmd redis.Cmder) string {
 	name := strings.ToLower(cmd.Name())
 	args := cmd.Args()
 	switch name {
+	case "set":
+		for _, a := range args[3:] {
+			if s, ok := a.(string); ok && strings.EqualFold(s, "nx") {
+				return "acquire"
+			}
+		}
 	case "evalsha", "evalsha_ro":
 		if len(args) > 1 {
 			if s, ok := args[1].(string); ok && scriptNames[s] != "" {
@@ -55,7 +61,7 @@ func opName(cmd redis.Cmder) string {
 	case "eval", "eval_ro":
 		if len(args) > 1 {
 			if s, ok := args[1].(string); ok {
-				for _, sc := range []*redis.Script{scripts.Acquire, scripts.Release, scripts.Refresh, scripts.PTTL, scripts.FencedAcquire, scripts.RegisterWrite} {
+				for _, sc := range []*redis.Script{scripts.Release, scripts.Refresh, scripts.PTTL, scripts.FencedAcquire, scripts.RegisterWrite} {
 					if hashOf(sc, s) {
 						return scriptNames[sc.Hash()]
 					}
@@ -120,9 +126,12 @@ func (h *Counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h *Counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
-		if handshake(cmds) {
+		switch {
+		case handshake(cmds):
 			h.record("handshake")
-		} else {
+		case len(cmds) > 0 && opName(cmds[0]) == "acquire":
+			h.record("acquire") // the waiter's SET NX + PTTL
+		default:
 			h.record("pipeline")
 		}
 		return err
