@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -280,6 +281,35 @@ func TestRoundTrips(t *testing.T) {
 		}
 		if n := count.Total(); n != 1 {
 			t.Fatalf("Register.Read: got %d round trips, want 1", n)
+		}
+	})
+}
+
+// sameOwner yields the same owner id every time, as a resent acquire (a
+// go-redis retry after a lost reply) carries the first call's owner id.
+type sameOwner struct{}
+
+func (sameOwner) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 7
+	}
+	return len(p), nil
+}
+
+func TestResentAcquireGetsTheSameToken(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		l := newLocker(t, b, correctness.WithOwnerSource(sameOwner{}))
+		first, err := l.TryAcquire(ctx, "resent", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := l.Acquire(ctx, "resent", time.Minute)
+		if err != nil || again.Token() != first.Token() {
+			t.Fatalf("resent Acquire: got token %d, %v, want the same token %d", again.Token(), err, first.Token())
+		}
+		if c := b.Client.Get(ctx, "leasekit:{resent}:fence").Val(); c != strconv.FormatUint(first.Token(), 10) {
+			t.Fatalf("counter: got %s, want %d: a resent acquire must not draw a token", c, first.Token())
 		}
 	})
 }

@@ -167,3 +167,36 @@ func TestRoundTrips(t *testing.T) {
 		}
 	})
 }
+
+// sameOwner yields the same owner id every time, as a resent acquire (a
+// go-redis retry after a lost reply) carries the first call's owner id.
+type sameOwner struct{}
+
+func (sameOwner) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 7
+	}
+	return len(p), nil
+}
+
+func TestResentAcquireIsGranted(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		l := newLocker(t, b, efficiency.WithOwnerSource(sameOwner{}))
+		if _, err := l.TryObtain(ctx, "resent", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		// The key now holds this owner id: a resent acquire must report the
+		// grant, never ErrNotObtained.
+		if _, err := l.TryObtain(ctx, "resent", time.Minute); err != nil {
+			t.Fatalf("resent TryObtain: got %v, want the grant", err)
+		}
+		if _, err := l.Obtain(ctx, "resent", time.Minute); err != nil {
+			t.Fatalf("resent Obtain: got %v, want the grant", err)
+		}
+		other := newLocker(t, b)
+		if _, err := other.TryObtain(ctx, "resent", time.Minute); !errors.Is(err, efficiency.ErrNotObtained) {
+			t.Fatalf("another owner: got %v, want ErrNotObtained", err)
+		}
+	})
+}

@@ -38,22 +38,29 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 	})}
 }
 
-// acquire runs SET NX PX GET: one round trip. A waiter also needs the
-// holder's ttl, so it pipelines PTTL with the SET: still one round trip.
+// acquire runs SET NX PX: one round trip when the lock is free. A waiter
+// pipelines GET and PTTL with it, for the holder's ttl and to recognise its own
+// grant after a client retry: still one round trip. A failed TryObtain reads
+// the holder in a second round trip, for the same reason.
 func acquire(client redis.UniversalClient, prefix string) lease.AcquireFunc {
 	return func(ctx context.Context, name, owner string, ttl time.Duration, wait bool) (lease.Attempt, error) {
 		key := lease.LockKey(prefix, name)
-		var set *redis.StatusCmd
+		var set *redis.BoolCmd
+		var holder *redis.StringCmd
 		var pttl *redis.DurationCmd
 		if wait {
 			pipe := client.Pipeline()
 			set = scripts.Acquire(ctx, pipe, key, owner, ttl)
+			holder = scripts.Holder(ctx, pipe, key)
 			pttl = pipe.PTTL(ctx, key)
 			_, _ = pipe.Exec(ctx) // each command's error is read below
 		} else {
 			set = scripts.Acquire(ctx, client, key, owner, ttl)
+			if ok, err := set.Result(); err == nil && !ok {
+				holder = scripts.Holder(ctx, client, key)
+			}
 		}
-		granted, err := scripts.Granted(set, owner)
+		granted, err := scripts.Granted(set, holder, owner)
 		switch {
 		case err != nil:
 			return lease.Attempt{}, lease.WrapRedis("acquire", key, err)
@@ -67,7 +74,7 @@ func acquire(client redis.UniversalClient, prefix string) lease.AcquireFunc {
 		case err != nil:
 			return lease.Attempt{}, lease.WrapRedis("acquire", key, err)
 		case left == -2:
-			// Released or expired between the SET and the PTTL: try again now.
+			// Released or expired within the pipeline: try again now.
 			return lease.Attempt{HolderTTL: 0}, nil
 		case left < 0:
 			return lease.Attempt{HolderTTL: -1}, nil

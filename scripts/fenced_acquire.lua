@@ -14,11 +14,14 @@
 -- back, never a second one. Otherwise the reply is an integer: the holder's
 -- remaining ttl in milliseconds (at least 1), or -1 when the key has no expiry.
 --
--- Tokens stay strings throughout: Lua numbers are doubles and print with %.14g,
--- which would round a 16-digit token.
+-- Tokens never pass through tostring(): Lua numbers are doubles and print with
+-- %.14g, which would round a 16-digit token. They stay decimal strings, compared
+-- by length and then by text.
+-- greater compares two decimal integers held as strings; b may be a
+-- (corrupt) negative counter.
 local function greater(a, b)
-  if string.sub(a, 1, 1) == '-' then
-    return false
+  if string.sub(b, 1, 1) == '-' then
+    return true
   end
   if #a ~= #b then
     return #a > #b
@@ -26,7 +29,19 @@ local function greater(a, b)
   return a > b
 end
 
-local holder = redis.call('GET', KEYS[1])
+-- incr bumps the counter and returns it as a decimal string. INCR's reply is
+-- a Lua number, exact below 2^53 and printed exactly by '%d'; above that, the
+-- string comes from Redis itself.
+local function incr(key)
+  local n = redis.call('INCR', key)
+  if n < 9007199254740992 then
+    return string.format('%d', n)
+  end
+  return redis.call('GET', key)
+end
+
+local got = redis.call('MGET', KEYS[1], KEYS[2])
+local holder, counter = got[1], got[2]
 if holder then
   local mine = ARGV[1] .. ':'
   if string.sub(holder, 1, #mine) == mine then
@@ -40,15 +55,17 @@ if holder then
   return ttl
 end
 
-redis.call('INCR', KEYS[2])
-local token = redis.call('GET', KEYS[2])
+local token
 if ARGV[3] == '1' then
   local now = redis.call('TIME')
   local micros = now[1] .. string.format('%06d', tonumber(now[2]))
-  if greater(micros, token) then
-    redis.call('SET', KEYS[2], micros)
+  if not counter or greater(micros, counter) then
     token = micros
+    redis.call('SET', KEYS[2], token)
   end
+end
+if not token then
+  token = incr(KEYS[2])
 end
 redis.call('SET', KEYS[1], ARGV[1] .. ':' .. token, 'PX', ARGV[2])
 return token

@@ -16,12 +16,14 @@ func TestAcquireIsIdempotentForItsOwner(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
 		for i := range 2 { // the second call is a client retry after a lost reply
-			granted, err := scripts.Granted(scripts.Acquire(ctx, b.Client, "lock", "owner-a", time.Minute), "owner-a")
+			set := scripts.Acquire(ctx, b.Client, "lock", "owner-a", time.Minute)
+			granted, err := scripts.Granted(set, scripts.Holder(ctx, b.Client, "lock"), "owner-a")
 			if err != nil || !granted {
 				t.Fatalf("call %d by the owner: got %v, %v, want granted", i+1, granted, err)
 			}
 		}
-		granted, err := scripts.Granted(scripts.Acquire(ctx, b.Client, "lock", "owner-b", time.Minute), "owner-b")
+		set := scripts.Acquire(ctx, b.Client, "lock", "owner-b", time.Minute)
+		granted, err := scripts.Granted(set, scripts.Holder(ctx, b.Client, "lock"), "owner-b")
 		if err != nil || granted {
 			t.Fatalf("another owner: got %v, %v, want not granted", granted, err)
 		}
