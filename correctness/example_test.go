@@ -7,13 +7,13 @@ import (
 	"strings"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/leasekit/leasekit/correctness"
+	"github.com/leasekit/leasekit/leasetest"
 	"github.com/redis/go-redis/v9"
 )
 
 // The paused-holder scenario of Kleppmann's analysis, with the real API on
-// miniredis, time driven by FastForward: client A takes token 33, pauses past
+// miniredis, time moved by leasetest's Advance: client A takes token 33, pauses past
 // its lease, client B takes token 34 and writes, and A wakes up and writes too.
 // Without a fence A's write destroys B's; with the Register it is rejected.
 // The output is that of the seed document's fencing.py, line for line.
@@ -101,13 +101,12 @@ func pyList(data []string) string {
 }
 
 func pausedHolder(fenced bool) []string {
-	mr, err := miniredis.Run()
+	env, err := leasetest.Start()
 	if err != nil {
 		panic(err)
 	}
-	defer mr.Close()
-	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	defer client.Close()
+	defer env.Close()
+	client := env.Client
 	ctx := context.Background()
 
 	// Small sequential tokens, as in the story: no clock floor, and a
@@ -122,7 +121,7 @@ func pausedHolder(fenced bool) []string {
 
 	var log []string
 	now := 0
-	at := func(t int) { mr.FastForward(time.Duration(t-now) * time.Second); now = t }
+	at := func(t int) { env.Advance(time.Duration(t-now) * time.Second); now = t }
 	say := func(who, what string) { log = append(log, fmt.Sprintf("t=%2d  %-7s %s", now, who, what)) }
 	expiry := func(l *correctness.Lease) int {
 		ttl, _ := l.TTL(ctx)

@@ -6,20 +6,19 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/leasekit/leasekit/efficiency"
+	"github.com/leasekit/leasekit/leasetest"
 	"github.com/redis/go-redis/v9"
 )
 
-// The examples run on an in-process miniredis; point the client at your Redis
-// instead.
+// The examples run on an in-process miniredis from leasetest; point the
+// client at your Redis instead.
 func newClient() (*redis.Client, func()) {
-	mr, err := miniredis.Run()
+	env, err := leasetest.Start()
 	if err != nil {
 		panic(err)
 	}
-	client := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	return client, func() { _ = client.Close(); mr.Close() }
+	return env.Client, env.Close
 }
 
 func ExampleLocker_TryObtain() {

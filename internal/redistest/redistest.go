@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/leasekit/leasekit/leasetest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -36,6 +37,8 @@ type Backend struct {
 	Client *redis.Client
 	// Mini is the miniredis server, nil on a real redis-server.
 	Mini *miniredis.Miniredis
+	// Env is the leasetest environment around Mini, nil on a real server.
+	Env *leasetest.Env
 	// Server is the real server, nil on miniredis.
 	Server *Server
 }
@@ -43,11 +46,11 @@ type Backend struct {
 // Real reports whether the backend is a real redis-server.
 func (b *Backend) Real() bool { return b.Server != nil }
 
-// Pass lets d go by for key expiry: FastForward on miniredis, a sleep on a real
-// server (keep d short there).
+// Pass lets d go by for key expiry: leasetest's Advance on miniredis (ttls
+// and server clock together), a sleep on a real server (keep d short there).
 func (b *Backend) Pass(d time.Duration) {
-	if b.Mini != nil {
-		b.Mini.FastForward(d)
+	if b.Env != nil {
+		b.Env.Advance(d)
 		return
 	}
 	time.Sleep(d)
@@ -61,13 +64,12 @@ func Run(t *testing.T, body func(t *testing.T, b *Backend)) {
 	t.Run("redis-server", func(t *testing.T) { body(t, Real(t)) })
 }
 
-// Mini returns a backend on a fresh miniredis, closed when the test ends.
+// Mini returns a backend on a fresh leasetest environment (miniredis),
+// closed when the test ends.
 func Mini(t testing.TB) *Backend {
 	t.Helper()
-	m := miniredis.RunT(t)
-	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
-	t.Cleanup(func() { _ = c.Close() })
-	return &Backend{Name: "miniredis", Client: c, Mini: m}
+	env := leasetest.New(t)
+	return &Backend{Name: "miniredis", Client: env.Client, Mini: env.Server, Env: env}
 }
 
 var shared struct {

@@ -1,0 +1,180 @@
+// Package leasetest lets you unit-test your own lock code on an in-process
+// miniredis, as net/http/httptest does for HTTP code, and above all break it on
+// purpose: expire a lease, hand the lock to another owner, move time.
+//
+// A test creates an Env, builds its Lockers on Env.Client, and drives the
+// failure it wants to prove the code survives:
+//
+//	env := leasetest.New(t)
+//	locker := efficiency.New(env.Client)
+//	...
+//	env.Steal("nightly-report") // as if our holder paused past its ttl
+//
+// Lock names are the names your code passes to Obtain, Acquire, Do or Once,
+// not Redis keys; give New the same WithPrefix as your Lockers if they use one.
+//
+// Env moves Redis's time only. Lease deadlines, and the refreshes of Do and
+// Once, run on the process's real clock: a test of Do's lost-lease handling
+// uses Expire or Steal, which act at once, rather than Advance.
+package leasetest
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/leasekit/leasekit/internal/lease"
+	"github.com/leasekit/leasekit/scripts"
+	"github.com/redis/go-redis/v9"
+)
+
+// Env is a miniredis server and a client for it, with controls that break
+// leases on purpose.
+type Env struct {
+	// Server is the miniredis server, for whatever Env does not cover.
+	Server *miniredis.Miniredis
+	// Client is connected to Server: pass it to efficiency.New,
+	// correctness.New or correctness.NewRegister.
+	Client *redis.Client
+
+	prefix string
+	mu     sync.Mutex
+	now    time.Time
+}
+
+// Option configures an Env.
+type Option func(*Env)
+
+// WithPrefix sets the key prefix of the Lockers under test. Default:
+// "leasekit:", the Lockers' default.
+func WithPrefix(prefix string) Option { return func(e *Env) { e.prefix = prefix } }
+
+// New starts an Env that is closed when the test ends.
+func New(tb testing.TB, opts ...Option) *Env {
+	tb.Helper()
+	e, err := Start(opts...)
+	if err != nil {
+		tb.Fatalf("leasetest: %v", err)
+	}
+	tb.Cleanup(e.Close)
+	return e
+}
+
+// Start starts an Env outside a test (in an Example, say). Close it when done.
+func Start(opts ...Option) (*Env, error) {
+	m, err := miniredis.Run()
+	if err != nil {
+		return nil, fmt.Errorf("starting miniredis: %w", err)
+	}
+	e := &Env{
+		Server: m,
+		Client: redis.NewClient(&redis.Options{Addr: m.Addr()}),
+		prefix: lease.DefaultPrefix,
+		now:    time.Now().UTC(),
+	}
+	for _, opt := range opts {
+		if opt != nil {
+			opt(e)
+		}
+	}
+	// Redis's clock stands still until Advance moves it, so that key expiry
+	// and the server time the clock floor reads stay in step.
+	m.SetTime(e.now)
+	return e, nil
+}
+
+// Close closes the client and stops the server.
+func (e *Env) Close() {
+	_ = e.Client.Close()
+	e.Server.Close()
+}
+
+// Advance moves Redis's time forward by d for everything leasekit depends
+// on at once: key ttls run down (leases expire) and the server clock that
+// the fencing-token clock floor reads moves on, so expiry and tokens stay
+// consistent. A negative d is ignored.
+func (e *Env) Advance(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.now = e.now.Add(d)
+	e.Server.FastForward(d)
+	e.Server.SetTime(e.now)
+}
+
+// Now returns Redis's current time, as Advance has moved it.
+func (e *Env) Now() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.now
+}
+
+// Expire makes the lease on the lock called name lapse now, as if its holder
+// had paused past its ttl. The holder is not told: its next Refresh or
+// Release returns ErrNotHeld, and Do cancels its function at its next
+// refresh. It reports whether the lock was held.
+func (e *Env) Expire(name string) bool {
+	return e.Server.Del(lease.LockKey(e.prefix, name))
+}
+
+// thief is the owner id of the grants Steal makes.
+const thief = "leasetest-thief"
+
+// Steal hands the lock called name to another owner now, as if the holder's
+// lease had expired and someone else had acquired it: for a correctness lock,
+// a new grant with the next token (returned); for an efficiency lock, a new
+// owner (and token 0). The new grant keeps the old holder's remaining ttl, or
+// a minute if it had none.
+func (e *Env) Steal(name string) (uint64, error) {
+	key := lease.LockKey(e.prefix, name)
+	fence := lease.FenceKey(e.prefix, name)
+	ttl := e.Server.TTL(key)
+	if ttl <= 0 {
+		ttl = time.Minute
+	}
+	e.Server.Del(key)
+	ctx := context.Background()
+	if !e.Server.Exists(fence) {
+		return 0, e.Client.Set(ctx, key, thief, ttl).Err()
+	}
+	// The counter alone, without the clock floor: counter + 1 is newer than
+	// every token granted so far.
+	token, err := scripts.FencedAcquire.Run(ctx, e.Client, []string{key, fence}, thief, lease.Millis(ttl), "0").Text()
+	if err != nil {
+		return 0, fmt.Errorf("leasetest: steal %s: %w", key, err)
+	}
+	return strconv.ParseUint(token, 10, 64)
+}
+
+// Holding is what Holder reports about a lock; nothing in it lets anyone
+// release the lock.
+type Holding struct {
+	// Held says whether anyone holds the lock.
+	Held bool
+	// TTL is the lease's remaining ttl (0 when not held or without expiry).
+	TTL time.Duration
+	// Token is the current grant's fencing token (correctness locks only).
+	Token uint64
+}
+
+// Holder reports whether the lock called name is held, for how long, and
+// with which token.
+func (e *Env) Holder(name string) Holding {
+	key := lease.LockKey(e.prefix, name)
+	v, err := e.Server.Get(key)
+	if err != nil {
+		return Holding{}
+	}
+	h := Holding{Held: true, TTL: e.Server.TTL(key)}
+	if i := strings.LastIndexByte(v, ':'); i >= 0 {
+		h.Token, _ = strconv.ParseUint(v[i+1:], 10, 64)
+	}
+	return h
+}

@@ -1,0 +1,105 @@
+package leasetest_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/leasekit/leasekit/correctness"
+	"github.com/leasekit/leasekit/efficiency"
+	"github.com/leasekit/leasekit/leasetest"
+)
+
+func TestAdvanceMovesExpiryAndClockTogether(t *testing.T) {
+	env := leasetest.New(t)
+	l := correctness.New(env.Client, correctness.WithAudit(false))
+	defer l.Close()
+	first, err := l.TryAcquire(t.Context(), "job", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := uint64(env.Now().UnixMicro()); first.Token() != want {
+		t.Fatalf("token: got %d, want the frozen server clock in µs, %d", first.Token(), want)
+	}
+	env.Advance(time.Minute)
+	if h := env.Holder("job"); h.Held {
+		t.Fatalf("after Advance past the ttl: got %+v, want not held", h)
+	}
+	second, err := l.TryAcquire(t.Context(), "job", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Token()-first.Token() != uint64(time.Minute/time.Microsecond) {
+		t.Fatalf("tokens %d then %d: want them a minute of µs apart, as the clock moved", first.Token(), second.Token())
+	}
+}
+
+func TestExpireAndSteal(t *testing.T) {
+	cases := []struct {
+		name   string
+		fenced bool
+	}{{"efficiency", false}, {"correctness", true}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			env := leasetest.New(t, leasetest.WithPrefix("app:"))
+			ctx := t.Context()
+			var release func() error
+			var token uint64
+			if tc.fenced {
+				l := correctness.New(env.Client, correctness.WithPrefix("app:"), correctness.WithAudit(false))
+				defer l.Close()
+				lease, err := l.TryAcquire(ctx, "k", 30*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				token, release = lease.Token(), func() error { return lease.Release(ctx) }
+			} else {
+				l := efficiency.New(env.Client, efficiency.WithPrefix("app:"))
+				defer l.Close()
+				lock, err := l.TryObtain(ctx, "k", 30*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				release = func() error { return lock.Release(ctx) }
+			}
+			h := env.Holder("k")
+			if !h.Held || h.TTL != 30*time.Second || h.Token != token {
+				t.Fatalf("Holder: got %+v, want held for 30s with token %d", h, token)
+			}
+			newer, err := env.Steal("k")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.fenced && newer <= token {
+				t.Fatalf("Steal: got token %d, want above %d", newer, token)
+			}
+			if h := env.Holder("k"); !h.Held || h.Token != newer || h.TTL != 30*time.Second {
+				t.Fatalf("Holder after Steal: got %+v, want held with token %d for the old ttl", h, newer)
+			}
+			if err := release(); err == nil {
+				t.Fatalf("Release after Steal: got nil, want not held")
+			}
+			if !env.Expire("k") || env.Holder("k").Held {
+				t.Fatalf("Expire: want the lock gone")
+			}
+			if env.Expire("k") {
+				t.Fatalf("Expire of a free lock: got true, want false")
+			}
+		})
+	}
+}
+
+func TestStealOfAFreeLock(t *testing.T) {
+	env := leasetest.New(t)
+	if _, err := env.Steal("free"); err != nil {
+		t.Fatal(err)
+	}
+	if h := env.Holder("free"); !h.Held || h.TTL != time.Minute {
+		t.Fatalf("got %+v, want held for a minute", h)
+	}
+	l := efficiency.New(env.Client)
+	defer l.Close()
+	if _, err := l.TryObtain(t.Context(), "free", time.Second); !errors.Is(err, efficiency.ErrNotObtained) {
+		t.Fatalf("got %v, want ErrNotObtained", err)
+	}
+}
