@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -72,7 +73,7 @@ func (l *Locker) Audit(ctx context.Context) ([]Finding, error) {
 	repl := pipe.Info(ctx, "replication")
 	_, err := pipe.Exec(ctx)
 	for _, cmd := range []redis.Cmder{aof, fsync, policy, repl} {
-		if e := cmd.Err(); e != nil && !isServerReply(e) {
+		if e := cmd.Err(); e != nil && !lease.IsServerReply(e) {
 			return nil, fmt.Errorf("leasekit: audit: %w", e)
 		}
 	}
@@ -83,13 +84,6 @@ func (l *Locker) Audit(ctx context.Context) ([]Finding, error) {
 		replication(repl, l.opts.replicas, l.opts.replicaWait),
 		l.clockFloor(),
 	}, nil
-}
-
-// isServerReply reports whether err is an error reply from the server (an
-// unknown command, NOPERM) rather than a failure to reach it.
-func isServerReply(err error) bool {
-	var re redis.Error
-	return errors.As(err, &re) && !errors.Is(err, redis.ErrClosed)
 }
 
 func unverified(check string, err error) Finding {

@@ -26,14 +26,13 @@ type Locker struct {
 // *redis.Client, *redis.ClusterClient or any other UniversalClient.
 func New(client redis.UniversalClient, opts ...Option) *Locker {
 	l := &Locker{client: client, opts: newOptions(opts)}
-	_, sharded := client.(*redis.ClusterClient)
 	l.core = lease.New(lease.Config{
 		Client:      client,
 		Prefix:      l.opts.prefix,
 		DriftFactor: l.opts.drift,
 		Owners:      l.opts.owners,
 		Logger:      l.opts.logger,
-		Sharded:     sharded,
+		Mine:        func(owner string) (string, bool) { return owner + ":", true },
 		Errors: lease.Errors{
 			NotObtained: ErrNotObtained,
 			NotHeld:     ErrNotHeld,
@@ -76,7 +75,7 @@ func (l *Locker) acquire(ctx context.Context, name, owner string, ttl time.Durat
 	if err != nil || !a.Granted || confirmed >= int64(l.opts.replicas) {
 		return a, err
 	}
-	undo := scripts.Release.Run(ctx, l.client, []string{key}, a.Value, lease.WakeChannel(key), "0").Err()
+	undo := lease.Release(ctx, l.client, key, a.Value)
 	if undo != nil {
 		return lease.Attempt{}, fmt.Errorf("%w: %s: %d of %d replicas confirmed; releasing the grant failed too: %w",
 			ErrNotReplicated, lease.Quote(key), confirmed, l.opts.replicas, undo)
@@ -86,8 +85,18 @@ func (l *Locker) acquire(ctx context.Context, name, owner string, ttl time.Durat
 }
 
 func (l *Locker) acquireReplicated(ctx context.Context, keys []string, args []any) (any, int64, error) {
+	// WAIT counts the replicas of the node it runs on, so in a cluster it must
+	// go, with the script, to the master of the lock's slot.
+	var node redis.Cmdable = l.client
+	if cc, ok := l.client.(*redis.ClusterClient); ok {
+		master, err := cc.MasterForKey(ctx, keys[0])
+		if err != nil {
+			return nil, 0, err
+		}
+		node = master
+	}
 	run := func(eval func(redis.Pipeliner) *redis.Cmd) (any, int64, error) {
-		pipe := l.client.Pipeline()
+		pipe := node.Pipeline()
 		grant := eval(pipe)
 		wait := pipe.Do(ctx, "WAIT", l.opts.replicas, lease.Millis(l.opts.replicaWait))
 		if _, err := pipe.Exec(ctx); err != nil && grant.Err() != nil {

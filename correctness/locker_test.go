@@ -3,6 +3,7 @@ package correctness_test
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -312,4 +313,36 @@ func TestResentAcquireGetsTheSameToken(t *testing.T) {
 			t.Fatalf("counter: got %s, want %d: a resent acquire must not draw a token", c, first.Token())
 		}
 	})
+}
+
+func TestSpoiledAcquireLeavesNoGrant(t *testing.T) {
+	cases := []struct {
+		name  string
+		fault redistest.Fault
+		want  error
+	}{
+		{"lost reply", redistest.Fault{Err: io.ErrUnexpectedEOF}, io.ErrUnexpectedEOF},
+		{"reply after the deadline", redistest.Fault{After: func() { time.Sleep(60 * time.Millisecond) }}, correctness.ErrNotObtained},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+				l := newLocker(t, b, correctness.WithAudit(false))
+				warm, err := l.TryAcquire(t.Context(), "warm", time.Second) // load the script: no NOSCRIPT below
+				if err != nil {
+					t.Fatal(err)
+				}
+				_ = warm.Release(t.Context())
+				fault := tc.fault
+				fault.Match = func(op string) bool { return op == "fenced_acquire" }
+				redistest.Inject(b.Client, &fault)
+				if _, err := l.TryAcquire(t.Context(), "spoiled", 20*time.Millisecond); !errors.Is(err, tc.want) {
+					t.Fatalf("got %v, want %v", err, tc.want)
+				}
+				if n := b.Client.Exists(t.Context(), "leasekit:{spoiled}").Val(); n != 0 {
+					t.Fatalf("the unreported grant is still in Redis")
+				}
+			})
+		})
+	}
 }

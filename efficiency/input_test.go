@@ -3,6 +3,7 @@ package efficiency_test
 import (
 	"context"
 	"errors"
+	"io"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -199,4 +200,41 @@ func TestResentAcquireIsGranted(t *testing.T) {
 			t.Fatalf("another owner: got %v, want ErrNotObtained", err)
 		}
 	})
+}
+
+func TestSpoiledAcquireLeavesNoGrant(t *testing.T) {
+	cases := []struct {
+		name  string
+		fault redistest.Fault
+		want  error // nil: any error
+	}{
+		{"lost reply", redistest.Fault{Err: io.ErrUnexpectedEOF}, io.ErrUnexpectedEOF},
+		{"reply after the deadline", redistest.Fault{After: func() { time.Sleep(60 * time.Millisecond) }}, efficiency.ErrNotObtained},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+				l := newLocker(t, b)
+				fault := tc.fault
+				fault.Match = func(op string) bool { return op == "acquire" }
+				redistest.Inject(b.Client, &fault)
+				for _, op := range []struct {
+					name string
+					call func() error
+				}{
+					{"TryObtain", func() error { _, err := l.TryObtain(t.Context(), "spoiled", 20*time.Millisecond); return err }},
+					{"Obtain", func() error { _, err := l.Obtain(t.Context(), "spoiled", 20*time.Millisecond); return err }},
+				} {
+					if err := op.call(); !errors.Is(err, tc.want) {
+						t.Errorf("%s: got %v, want %v", op.name, err, tc.want)
+					}
+					// Redis granted it; the caller was not told, so nobody
+					// may be left waiting out that grant.
+					if n := b.Client.Exists(t.Context(), "leasekit:{spoiled}").Val(); n != 0 {
+						t.Errorf("%s: the unreported grant is still in Redis", op.name)
+					}
+				}
+			})
+		})
+	}
 }

@@ -19,14 +19,13 @@ type Locker struct {
 // *redis.Client, *redis.ClusterClient or any other UniversalClient.
 func New(client redis.UniversalClient, opts ...Option) *Locker {
 	o := newOptions(opts)
-	_, sharded := client.(*redis.ClusterClient)
 	return &Locker{core: lease.New(lease.Config{
 		Client:      client,
 		Prefix:      o.prefix,
 		DriftFactor: o.drift,
 		Owners:      o.owners,
 		Logger:      o.logger,
-		Sharded:     sharded,
+		Mine:        func(owner string) (string, bool) { return owner, false },
 		Errors: lease.Errors{
 			NotObtained: ErrNotObtained,
 			NotHeld:     ErrNotHeld,

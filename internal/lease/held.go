@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasekit/leasekit/scripts"
+	"github.com/redis/go-redis/v9"
 )
 
 // Held is a granted lease.
@@ -66,11 +67,7 @@ func (h *Held) Refresh(ctx context.Context, ttl time.Duration) error {
 
 // Release deletes the lock if it is still held, waking one waiter per Locker.
 func (h *Held) Release(ctx context.Context) error {
-	sharded := "0"
-	if h.core.cfg.Sharded {
-		sharded = "1"
-	}
-	n, err := scripts.Release.Run(ctx, h.core.cfg.Client, []string{h.key}, h.value, WakeChannel(h.key), sharded).Int64()
+	n, err := scripts.Release.Run(ctx, h.core.cfg.Client, []string{h.key}, h.value, WakeChannel(h.key), "0").Int64()
 	if err != nil {
 		return wrap("release", h.key, err)
 	}
@@ -94,4 +91,20 @@ func (h *Held) TTL(ctx context.Context) (time.Duration, error) {
 		return -1, nil
 	}
 	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// release runs the release script for value (or, with prefix, any value that
+// starts with it) on key.
+func release(ctx context.Context, client redis.Scripter, key, value string, prefix bool) error {
+	match := "0"
+	if prefix {
+		match = "1"
+	}
+	return scripts.Release.Run(ctx, client, []string{key}, value, WakeChannel(key), match).Err()
+}
+
+// Release releases the grant whose value is value on key, for callers outside
+// a Held, such as a grant undone for want of replicas.
+func Release(ctx context.Context, client redis.Scripter, key, value string) error {
+	return release(ctx, client, key, value, false)
 }

@@ -55,8 +55,10 @@ type Config struct {
 	Logger      *slog.Logger
 	Errors      Errors
 	Acquire     AcquireFunc
-	// Sharded publishes and subscribes wake-ups on sharded channels (Cluster).
-	Sharded bool
+	// Mine returns what identifies the caller's grant in the lock's value when
+	// only the owner id is known: the whole value, or (prefix true) its start.
+	// Used to release a grant whose reply was lost.
+	Mine func(owner string) (value string, prefix bool)
 }
 
 // Core runs locks of one kind for one Locker.
@@ -67,7 +69,7 @@ type Core struct {
 
 // New returns a Core. The caller has validated cfg.
 func New(cfg Config) *Core {
-	return &Core{cfg: cfg, notifier: notify.New(cfg.Client, cfg.Sharded)}
+	return &Core{cfg: cfg, notifier: notify.New(cfg.Client)}
 }
 
 // Config returns the configuration the Core runs with.
@@ -91,21 +93,61 @@ func (c *Core) check(name string, ttl time.Duration) error {
 }
 
 // attempt runs one acquire and, when granted, returns the lease.
+//
+// Two outcomes would leave a grant the caller cannot use, and are undone: an
+// acquire whose reply was lost (a network error or the end of ctx: Redis may
+// have granted it), and a grant whose reply came after its lease deadline.
+// Neither is reported as obtained, and neither leaves the caller's owner id in
+// the key for the next owner to wait out.
 func (c *Core) attempt(ctx context.Context, name, owner string, ttl time.Duration, wait bool) (*Held, Attempt, error) {
 	sent := time.Now()
 	a, err := c.cfg.Acquire(ctx, name, owner, ttl, wait)
-	if err != nil || !a.Granted {
+	if err != nil {
+		if !IsServerReply(err) {
+			c.abandon(ctx, name, owner, ttl)
+		}
 		return nil, a, err
 	}
-	h := &Held{
-		core:  c,
-		name:  name,
-		key:   LockKey(c.cfg.Prefix, name),
-		value: a.Value,
-		token: a.Token,
+	if !a.Granted {
+		return nil, a, nil
 	}
-	h.deadline = sent.Add(ttl - c.Drift(ttl))
+	deadline := sent.Add(ttl - c.Drift(ttl))
+	if late := time.Since(deadline); late >= 0 {
+		c.abandon(ctx, name, owner, ttl)
+		return nil, a, fmt.Errorf("%w: %s: the grant's reply came %v after its lease deadline (ttl %v); released it",
+			c.cfg.Errors.NotObtained, Quote(name), late.Round(time.Millisecond), ttl)
+	}
+	h := &Held{
+		core:     c,
+		name:     name,
+		key:      LockKey(c.cfg.Prefix, name),
+		value:    a.Value,
+		token:    a.Token,
+		deadline: deadline,
+	}
 	return h, a, nil
+}
+
+// abandon releases the caller's grant, if Redis made one, after its reply was
+// lost or came too late. Best effort: if Redis cannot be reached now either,
+// the grant expires with its ttl.
+func (c *Core) abandon(ctx context.Context, name, owner string, ttl time.Duration) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(ttl, time.Second))
+	defer cancel()
+	key := LockKey(c.cfg.Prefix, name)
+	value, prefix := c.cfg.Mine(owner)
+	if err := release(ctx, c.cfg.Client, key, value, prefix); err != nil {
+		c.logger().Warn("leasekit: could not release a grant whose reply was lost; it expires with its ttl",
+			"key", key, "owner", Redact(owner), "ttl", ttl, "err", err)
+	}
+}
+
+// IsServerReply reports whether err is an error reply from Redis (WRONGTYPE,
+// NOPERM, OOM, an unknown command) rather than a failure to reach it: the
+// command was refused, so it changed nothing.
+func IsServerReply(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && !errors.Is(err, redis.ErrClosed)
 }
 
 // Try makes one attempt to acquire the lock called name.

@@ -1,7 +1,9 @@
 // Package notify turns lock releases into wake-ups for local waiters.
 //
 // A Notifier owns one Redis subscription connection, shared by every key a
-// Locker waits on. A waiter joins the queue of its lock's wake-up channel; the
+// Locker waits on. In Redis Cluster that one connection serves keys of every
+// shard: releases publish with plain PUBLISH, which the cluster bus carries to
+// every node. A waiter joins the queue of its lock's wake-up channel; the
 // release script publishes on that channel, and the Notifier wakes the first
 // waiter in the queue that has no wake-up pending: one waiter per release, in
 // arrival order, so a release does not stampede every local waiter into Redis.
@@ -29,8 +31,7 @@ const idleCap = 1024
 
 // Notifier serves wake-ups for every lock one Locker waits on.
 type Notifier struct {
-	client  redis.UniversalClient
-	sharded bool
+	client redis.UniversalClient
 
 	mu     sync.Mutex
 	ps     *redis.PubSub
@@ -49,16 +50,14 @@ type channelSub struct {
 	idleElem  *list.Element
 }
 
-// New returns a Notifier that subscribes through client. With sharded set it
-// uses SSUBSCRIBE, for the SPUBLISH of Redis Cluster. No connection is opened
-// until the first Join.
-func New(client redis.UniversalClient, sharded bool) *Notifier {
+// New returns a Notifier that subscribes through client. No connection is
+// opened until the first Join.
+func New(client redis.UniversalClient) *Notifier {
 	return &Notifier{
-		client:  client,
-		sharded: sharded,
-		subs:    make(map[string]*channelSub),
-		idle:    list.New(),
-		done:    make(chan struct{}),
+		client: client,
+		subs:   make(map[string]*channelSub),
+		idle:   list.New(),
+		done:   make(chan struct{}),
 	}
 }
 
@@ -103,7 +102,7 @@ func (n *Notifier) Join(ctx context.Context, channel string) (*Waiter, error) {
 	n.mu.Unlock()
 
 	if !ok {
-		if err := n.subscribe(ctx, ps, channel); err != nil {
+		if err := ps.Subscribe(ctx, channel); err != nil {
 			n.fail(channel, sub, err)
 		}
 	}
@@ -138,22 +137,6 @@ func (n *Notifier) fail(channel string, sub *channelSub, err error) {
 	}
 }
 
-func (n *Notifier) subscribe(ctx context.Context, ps *redis.PubSub, channel string) error {
-	if n.sharded {
-		return ps.SSubscribe(ctx, channel)
-	}
-	return ps.Subscribe(ctx, channel)
-}
-
-func (n *Notifier) unsubscribe(ps *redis.PubSub, channel string) {
-	ctx := context.Background()
-	if n.sharded {
-		_ = ps.SUnsubscribe(ctx, channel)
-		return
-	}
-	_ = ps.Unsubscribe(ctx, channel)
-}
-
 // Leave removes the waiter from its queue. A wake-up it received but did not
 // act on passes to the next waiter, so no release is lost.
 func (w *Waiter) Leave() {
@@ -182,7 +165,7 @@ func (w *Waiter) Leave() {
 	ps, closed := n.ps, n.closed
 	n.mu.Unlock()
 	if evict != "" && !closed {
-		n.unsubscribe(ps, evict)
+		_ = ps.Unsubscribe(context.Background(), evict)
 	}
 }
 
@@ -244,7 +227,7 @@ func (n *Notifier) receive(ps *redis.PubSub) {
 		backoff = 0
 		switch m := msg.(type) {
 		case *redis.Subscription:
-			if m.Kind == "subscribe" || m.Kind == "ssubscribe" {
+			if m.Kind == "subscribe" {
 				n.confirm(m.Channel)
 			}
 		case *redis.Message:
