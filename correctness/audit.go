@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/leasekit/leasekit/internal/lease"
@@ -66,24 +69,86 @@ type Finding struct {
 // A check that cannot run (miniredis, an ACL that denies CONFIG or INFO) is
 // StatusUnverified, never OK. The error is for a Redis that cannot be reached.
 func (l *Locker) Audit(ctx context.Context) ([]Finding, error) {
-	pipe := l.client.Pipeline()
+	if cc, ok := l.client.(*redis.ClusterClient); ok {
+		return l.auditCluster(ctx, cc)
+	}
+	return l.auditNode(ctx, l.client)
+}
+
+// auditNode runs every check against one server, in one pipeline.
+func (l *Locker) auditNode(ctx context.Context, node redis.Cmdable) ([]Finding, error) {
+	pipe := node.Pipeline()
 	aof := pipe.ConfigGet(ctx, "appendonly")
 	fsync := pipe.ConfigGet(ctx, "appendfsync")
 	policy := pipe.ConfigGet(ctx, "maxmemory-policy")
 	repl := pipe.Info(ctx, "replication")
-	_, err := pipe.Exec(ctx)
+	_, _ = pipe.Exec(ctx) // per-command errors are findings, not failures
 	for _, cmd := range []redis.Cmder{aof, fsync, policy, repl} {
 		if e := cmd.Err(); e != nil && !lease.IsServerReply(e) {
 			return nil, fmt.Errorf("leasekit: audit: %w", e)
 		}
 	}
-	_ = err // per-command errors are findings, not failures
 	return []Finding{
 		persistence(aof, fsync),
 		eviction(policy),
 		replication(repl, l.opts.replicas, l.opts.replicaWait),
 		l.clockFloor(),
 	}, nil
+}
+
+// auditCluster audits every master and reports, per check, the worst status
+// any of them has, naming the masters whose findings differ.
+func (l *Locker) auditCluster(ctx context.Context, cc *redis.ClusterClient) ([]Finding, error) {
+	var mu sync.Mutex
+	perNode := make(map[string][]Finding)
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+		fs, err := l.auditNode(ctx, node)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		perNode[node.Options().Addr] = fs
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	addrs := slices.Sorted(maps.Keys(perNode))
+	if len(addrs) == 0 {
+		return nil, errors.New("leasekit: audit: the cluster has no masters")
+	}
+	merged := slices.Clone(perNode[addrs[0]])
+	for i := range merged {
+		details := make([]string, 0, len(addrs))
+		same := true
+		for _, addr := range addrs {
+			f := perNode[addr][i]
+			if severity(f.Status) > severity(merged[i].Status) {
+				merged[i].Status = f.Status
+			}
+			same = same && f.Detail == perNode[addrs[0]][i].Detail
+			details = append(details, addr+": "+f.Detail)
+		}
+		if same {
+			merged[i].Detail = fmt.Sprintf("all %d masters: %s", len(addrs), merged[i].Detail)
+		} else {
+			merged[i].Detail = strings.Join(details, "; ")
+		}
+	}
+	return merged, nil
+}
+
+// severity orders statuses for merging: a risk outweighs what could not be
+// verified, which outweighs ok.
+func severity(s Status) int {
+	switch s {
+	case StatusRisk:
+		return 2
+	case StatusUnverified:
+		return 1
+	}
+	return 0
 }
 
 func unverified(check string, err error) Finding {

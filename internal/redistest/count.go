@@ -27,8 +27,8 @@ type Counter struct {
 	changed chan struct{}
 }
 
-// Count installs a Counter on client.
-func Count(client *redis.Client) *Counter {
+// Count installs a Counter on client (a *redis.Client or *redis.ClusterClient).
+func Count(client interface{ AddHook(redis.Hook) }) *Counter {
 	h := &Counter{counts: make(map[string]int), changed: make(chan struct{})}
 	client.AddHook(h)
 	return h
