@@ -23,6 +23,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/leasekit/leasekit/leasetest"
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 )
 
 // RequireEnv is the environment variable that turns a missing redis-server
@@ -103,8 +104,10 @@ func Real(t testing.TB) *Backend {
 	return &Backend{Name: "redis-server", Client: c, Server: s}
 }
 
-// Main runs a package's tests and then stops its shared redis-server. Call it
-// from TestMain: os.Exit(redistest.Main(m)).
+// Main runs a package's tests, stops its shared redis-server, and then fails
+// the run if any goroutine is left behind (goleak): every Locker, client and
+// server a test opened must be closed by then. Call it from TestMain:
+// os.Exit(redistest.Main(m)).
 func Main(m *testing.M) int {
 	code := m.Run()
 	shared.Lock()
@@ -112,6 +115,12 @@ func Main(m *testing.M) int {
 		shared.server.Stop()
 	}
 	shared.Unlock()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "redistest: goroutines left after the tests: %v\n", err)
+			code = 1
+		}
+	}
 	return code
 }
 
