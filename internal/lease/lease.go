@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/leasekit/leasekit/internal/notify"
@@ -256,8 +257,15 @@ func (c *Core) logger() *slog.Logger {
 // Logger is the logger the Core reports through (never nil).
 func (c *Core) Logger() *slog.Logger { return c.logger() }
 
-// wrap names the key in a Redis error.
+// wrap names the operation and key in a Redis error. A command refused by an
+// ACL inside a script comes back as a generic ERR; it is marked NOPERM here, as
+// Redis marks the same refusal outside a script, so that it reads as the
+// permission problem it is.
 func wrap(op, key string, err error) error {
+	if strings.Contains(err.Error(), "user executing the script can't run this command") {
+		return fmt.Errorf("leasekit: %s %s: NOPERM: the ACL user may not run a command this operation's script needs "+
+			"(the README lists the ACL leasekit needs): %w", op, Quote(key), err)
+	}
 	return fmt.Errorf("leasekit: %s %s: %w", op, Quote(key), err)
 }
 

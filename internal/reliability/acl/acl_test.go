@@ -1,0 +1,165 @@
+// Package acl checks that leasekit works under a Redis ACL user allowed only
+// its keys, channels and commands, the user the README documents.
+package acl_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasekit/leasekit/correctness"
+	"github.com/leasekit/leasekit/efficiency"
+	"github.com/leasekit/leasekit/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+
+// leastPrivilege is the README's ACL line, less the password.
+const leastPrivilege = "ACL SETUSER leasekit on >PASSWORD resetkeys ~leasekit:* resetchannels &leasekit:* " +
+	"-@all +set +get +del +pttl +pexpire +mget +incr +time +hget +hset +hmget " +
+	"+publish +subscribe +unsubscribe +evalsha +eval +wait +config|get +info"
+
+func TestREADMEDocumentsTheACL(t *testing.T) {
+	readme, err := os.ReadFile("../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), leastPrivilege) {
+		t.Fatalf("README.md does not contain the tested ACL line:\n%s", leastPrivilege)
+	}
+}
+
+// user creates an ACL user from an ACL SETUSER line (password "pw") and
+// returns a client logged in as it.
+func user(t *testing.T, admin *redis.Client, line string) *redis.Client {
+	t.Helper()
+	args := []any{}
+	for _, f := range strings.Fields(strings.Replace(line, ">PASSWORD", ">pw", 1)) {
+		args = append(args, f)
+	}
+	if err := admin.Do(t.Context(), args...).Err(); err != nil {
+		t.Fatalf("%s: %v", line, err)
+	}
+	name := strings.Fields(line)[2]
+	c := redis.NewClient(&redis.Options{Addr: admin.Options().Addr, Username: name, Password: "pw"})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func TestEveryOperationUnderLeastPrivilege(t *testing.T) {
+	s := redistest.Start(t)
+	c := user(t, s.Client(t), leastPrivilege)
+	ctx := t.Context()
+	must := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+
+	el := efficiency.New(c)
+	defer el.Close()
+	lock, err := el.TryObtain(ctx, "job", time.Minute)
+	must("TryObtain", err)
+	must("Refresh", lock.Refresh(ctx, time.Minute))
+	_, err = lock.TTL(ctx)
+	must("TTL", err)
+	waited := make(chan error, 1)
+	go func() {
+		l, err := el.Obtain(ctx, "job", time.Minute) // woken by the release below
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		waited <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // let the waiter subscribe; it works either way
+	must("Release", lock.Release(ctx))
+	must("Obtain", <-waited)
+	must("Do", el.Do(ctx, "job", time.Minute, func(context.Context) error { return nil }))
+	_, err = el.Once(ctx, "cron", time.Minute, func(context.Context) error { return nil })
+	must("Once", err)
+
+	cl := correctness.New(c, correctness.WithReplicas(0, 0))
+	defer cl.Close()
+	lease, err := cl.TryAcquire(ctx, "account", time.Minute)
+	must("TryAcquire", err)
+	reg := correctness.NewRegister(c)
+	must("Register.Write", reg.Write(ctx, "account", lease.Token(), []byte("v")))
+	_, _, err = reg.Read(ctx, "account")
+	must("Register.Read", err)
+	must("Lease.Release", lease.Release(ctx))
+	must("Do", cl.Do(ctx, "account", time.Minute, func(context.Context, uint64) error { return nil }))
+	fs, err := cl.Audit(ctx)
+	must("Audit", err)
+	for _, f := range fs {
+		if f.Status == correctness.StatusUnverified {
+			t.Errorf("Audit %s: could not verify under the documented ACL: %s", f.Check, f.Detail)
+		}
+	}
+	replicated := correctness.New(c, correctness.WithReplicas(1, 10*time.Millisecond), correctness.WithAudit(false))
+	defer replicated.Close()
+	if _, err := replicated.TryAcquire(ctx, "replicated", time.Minute); !errors.Is(err, correctness.ErrNotReplicated) {
+		t.Fatalf("WAIT under the ACL: got %v, want ErrNotReplicated (no replica), not a permission error", err)
+	}
+}
+
+func TestMissingPermissionSaysNOPERM(t *testing.T) {
+	cases := []struct {
+		name    string
+		without string
+		op      func(ctx context.Context, c *redis.Client) error
+		want    string // the operation the error must name
+	}{
+		{"no SET", "+set", func(ctx context.Context, c *redis.Client) error {
+			l := efficiency.New(c)
+			defer l.Close()
+			_, err := l.TryObtain(ctx, "k", time.Minute)
+			return err
+		}, "acquire"},
+		{"no scripts", "+evalsha +eval", func(ctx context.Context, c *redis.Client) error {
+			l := efficiency.New(c)
+			defer l.Close()
+			lock, err := l.TryObtain(ctx, "k", time.Minute)
+			if err != nil {
+				return err
+			}
+			return lock.Release(ctx)
+		}, "release"},
+		{"no PUBLISH", "+publish", func(ctx context.Context, c *redis.Client) error {
+			l := efficiency.New(c)
+			defer l.Close()
+			lock, err := l.TryObtain(ctx, "k", time.Minute)
+			if err != nil {
+				return err
+			}
+			return lock.Release(ctx)
+		}, "release"},
+		{"no INCR", "+incr", func(ctx context.Context, c *redis.Client) error {
+			l := correctness.New(c, correctness.WithClockFloor(false), correctness.WithAudit(false))
+			defer l.Close()
+			_, err := l.TryAcquire(ctx, "k", time.Minute)
+			return err
+		}, "acquire"},
+		{"no HSET", "+hset", func(ctx context.Context, c *redis.Client) error {
+			return correctness.NewRegister(c).Write(ctx, "k", 1, []byte("v"))
+		}, "register write"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := redistest.Start(t)
+			line := leastPrivilege
+			for _, p := range strings.Fields(tc.without) {
+				line = strings.Replace(line, " "+p+" ", " ", 1)
+			}
+			c := user(t, s.Client(t), line)
+			err := tc.op(t.Context(), c)
+			if err == nil || !strings.Contains(err.Error(), "NOPERM") || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error saying NOPERM and naming %q", err, tc.want)
+			}
+		})
+	}
+}
