@@ -21,7 +21,8 @@ func WithPrefix(prefix string) Option { return func(o *options) { o.prefix = pre
 
 // WithDriftFactor sets the share of a ttl that a Lock's Deadline keeps in
 // reserve for clock drift between client and server; 2 ms more are always
-// kept. Default: 0.01. Values outside [0, 0.5] are clamped.
+// kept, but never more than half the ttl. Default: 0.01. Values outside
+// [0, 0.5] are clamped.
 func WithDriftFactor(f float64) Option { return func(o *options) { o.drift = f } }
 
 // WithLogger sets the logger for warnings (a refresh that failed and is being

@@ -104,17 +104,27 @@ func (h *Held) run(ctx context.Context, interval time.Duration, next func(time.T
 // keepAlive refreshes the lease until stop closes, and cancels with a LockLost
 // cause once the lease is gone or its deadline passes unconfirmed. A refresh
 // that fails for another reason (a network error) is retried until the deadline.
+//
+// The deadline is kept by this goroutine's own clock, not by the refresh's
+// context: go-redis ignores context deadlines on socket reads unless the client
+// sets ContextTimeoutEnabled, so a refresh whose reply never comes would
+// otherwise hold the cancellation back until the client's ReadTimeout.
 func (h *Held) keepAlive(ctx context.Context, stop <-chan struct{}, interval time.Duration, next func(time.Time) time.Duration, cancel context.CancelCauseFunc) {
 	interval = max(interval, MinTTL)
 	wait := interval
+	var inflight chan error // the refresh under way, if any
+	defer func() {
+		if inflight != nil {
+			<-inflight // a refresh stuck on the network must end before Do returns
+		}
+	}()
 	for {
 		deadline := h.Deadline()
-		untilDeadline := time.Until(deadline)
-		if untilDeadline <= 0 {
+		if !time.Now().Before(deadline) {
 			cancel(h.core.lost(h, "the lease could not be confirmed before its deadline"))
 			return
 		}
-		t := time.NewTimer(min(wait, untilDeadline))
+		t := time.NewTimer(min(wait, time.Until(deadline)))
 		select {
 		case <-stop:
 			t.Stop()
@@ -127,14 +137,32 @@ func (h *Held) keepAlive(ctx context.Context, stop <-chan struct{}, interval tim
 		if !time.Now().Before(deadline) {
 			continue // the check at the top cancels
 		}
-		rctx, rcancel := context.WithDeadline(ctx, deadline)
-		err := h.Refresh(rctx, next(time.Now()))
-		rcancel()
+		inflight = make(chan error, 1)
+		go func(done chan<- error) {
+			rctx, rcancel := context.WithDeadline(ctx, deadline)
+			defer rcancel()
+			done <- h.Refresh(rctx, next(time.Now()))
+		}(inflight)
+		expiry := time.NewTimer(time.Until(deadline))
+		var err error
+		select {
+		case err = <-inflight:
+			inflight = nil
+			expiry.Stop()
+		case <-expiry.C:
+			cancel(h.core.lost(h, "a refresh got no reply before the lease deadline"))
+			return
+		case <-stop:
+			expiry.Stop()
+			return
+		}
 		switch {
 		case err == nil:
 			wait = interval
 		case errors.Is(err, h.core.cfg.Errors.NotHeld):
 			cancel(h.core.lost(h, "the key was deleted or taken by another owner"))
+			return
+		case ctx.Err() != nil:
 			return
 		default:
 			h.core.logger().Warn("leasekit: refresh failed; retrying until the lease deadline",

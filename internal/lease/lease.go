@@ -81,9 +81,10 @@ func (c *Core) Close() error { return c.notifier.Close() }
 
 // Drift is the safety margin taken off a lease of length ttl: the clock drift
 // between client and server (DriftFactor of ttl) plus 2 ms for Redis's expiry
-// precision.
+// precision, but at most half the ttl, so that a lease of a few milliseconds
+// is still usable for half its length.
 func (c *Core) Drift(ttl time.Duration) time.Duration {
-	return time.Duration(float64(ttl)*c.cfg.DriftFactor) + 2*time.Millisecond
+	return min(time.Duration(float64(ttl)*c.cfg.DriftFactor)+2*time.Millisecond, ttl/2)
 }
 
 func (c *Core) check(name string, ttl time.Duration) error {

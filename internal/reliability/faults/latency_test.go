@@ -1,0 +1,151 @@
+package faults_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/leasekit/leasekit/internal/faultproxy"
+)
+
+// leaseTTL is the lease of the latency tests.
+const leaseTTL = time.Second
+
+// leaseDrift is their drift factor: a Deadline 52 ms before the lease's end.
+// The default, 12 ms, is less than a busy 2-core machine can take to wake a
+// goroutine (measured: 3.6 ms to spare once under load); a broken keepAlive
+// is late by most of a second or more.
+const leaseDrift = 0.05
+
+// networkFault is a fault that keeps refreshes from being confirmed.
+type networkFault struct {
+	name   string
+	inject func(*faultproxy.Proxy)
+	heal   func(*faultproxy.Proxy)
+}
+
+var refreshFaults = []networkFault{
+	{
+		// The server gets each refresh and extends the key; the client hears
+		// of it too late.
+		name:   "delay",
+		inject: func(p *faultproxy.Proxy) { p.Delay(2 * leaseTTL) },
+		heal:   func(p *faultproxy.Proxy) { p.Delay(0) },
+	},
+	{
+		// The server never gets a refresh: the key expires a ttl after the
+		// grant.
+		name:   "blackhole",
+		inject: func(p *faultproxy.Proxy) { p.Blackhole(true) },
+		heal:   func(p *faultproxy.Proxy) { p.Blackhole(false) },
+	},
+}
+
+// clientModes are the two ways a go-redis client treats a context deadline
+// during a read: the default ignores it and waits ReadTimeout (5 s in v9.23);
+// ContextTimeoutEnabled honours it.
+var clientModes = []struct {
+	name            string
+	contextTimeouts bool
+}{
+	{"default-client", false},
+	{"context-timeouts", true},
+}
+
+// TestLeaseLostBeforeServerExpiry holds a lock with Do through a proxy, then
+// delays every reply past the ttl or swallows every request. fn's context
+// must be cancelled, with cause ErrLockLost, before the lease's last
+// confirmed expiry on the server: a causal order, measured on the monotonic
+// clock against the server's own PTTL taken when the fault began (no refresh
+// was in flight then: the first comes ttl/3 after the grant). Under the delay
+// the server does extend the key, but the client cannot know that in time,
+// so the lease must end as last confirmed.
+//
+// Both client modes run: go-redis's default ignores a context's deadline
+// during a read, and the lease must still end on time.
+func TestLeaseLostBeforeServerExpiry(t *testing.T) {
+	for _, k := range kinds {
+		for _, f := range refreshFaults {
+			for _, cm := range clientModes {
+				t.Run(k.name+"/"+f.name+"/"+cm.name, func(t *testing.T) {
+					t.Parallel()
+					leaseLostBeforeExpiry(t, k, f, cm.contextTimeouts)
+				})
+			}
+		}
+	}
+}
+
+func leaseLostBeforeExpiry(t *testing.T, k kind, f networkFault, contextTimeouts bool) {
+	srv, direct := startServer(t)
+	p := newProxy(t, srv.Addr)
+	l := k.open(t, proxiedClient(t, p, contextTimeouts), lockConfig{drift: leaseDrift})
+
+	var (
+		left      time.Duration // the key's PTTL when the fault began
+		expiry    time.Time     // the server keeps the key at least until then
+		cancelled time.Time
+		cause     error
+		ended     bool
+	)
+	err := l.do(t.Context(), "slow", leaseTTL, func(ctx context.Context) error {
+		f.inject(p)
+		defer f.heal(p) // so that Do's release gets through
+		asked := time.Now()
+		var err error
+		if left, err = direct.PTTL(ctx, lockKey("slow")).Result(); err != nil {
+			return err
+		}
+		// PTTL is rounded down to the millisecond.
+		expiry = asked.Add(left - time.Millisecond)
+		watch := time.NewTimer(10 * time.Second)
+		defer watch.Stop()
+		select {
+		case <-ctx.Done():
+			cancelled, cause, ended = time.Now(), context.Cause(ctx), true
+		case <-watch.C:
+		}
+		return nil
+	})
+	if left <= 0 {
+		t.Fatalf("the key's PTTL when the fault began: got %v, want the lease live (Do: %v)", left, err)
+	}
+	if !ended {
+		t.Fatalf("fn's context was not cancelled within 10s of the fault (Do: %v)", err)
+	}
+	if !errors.Is(cause, k.lockLost) {
+		t.Errorf("fn's context cause: got %v, want ErrLockLost", cause)
+	}
+	if !errors.Is(err, k.lockLost) {
+		t.Errorf("Do: got %v, want ErrLockLost", err)
+	}
+	if late := cancelled.Sub(expiry); late >= 0 {
+		t.Fatalf("fn's context was cancelled %v after the lease's last confirmed server-side expiry, want before it", late)
+	} else {
+		t.Logf("cancelled %v before the last confirmed server-side expiry", -late)
+	}
+}
+
+// TestLateGrantNotReported delays the acquire's reply past the ttl: by the
+// time the client hears of the grant, the server may have handed the lock to
+// another owner. TryObtain and TryAcquire must return an error, not a lease
+// whose Deadline has already passed.
+func TestLateGrantNotReported(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			t.Parallel()
+			srv, _ := startServer(t)
+			p := newProxy(t, srv.Addr)
+			l := k.open(t, proxiedClient(t, p, false), lockConfig{})
+			p.Delay(leaseTTL * 3 / 2) // under go-redis's 5 s ReadTimeout: the reply does come
+			g, err := l.try(t.Context(), "late", leaseTTL)
+			p.Delay(0)
+			if err == nil {
+				_ = g.release(t.Context())
+				t.Fatalf("got a lease with its Deadline %v from now, want an error: the reply came %v after the request, past the %v ttl", time.Until(g.deadline), leaseTTL*3/2, leaseTTL)
+			}
+			t.Logf("late grant: %v", err)
+		})
+	}
+}
