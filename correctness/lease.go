@@ -66,6 +66,22 @@ func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 	return l.h.Refresh(ctx, ttl)
 }
 
+// Hold runs fn with the lease's token while keeping the lease alive,
+// refreshing it every third of its ttl (that of the grant, or of the last
+// Refresh), and releases the lock when fn returns: Do without the acquire, for
+// a lease taken with TryAcquire or with an Acquire whose wait had its own
+// deadline.
+//
+// fn's context is cancelled, with a cause matching ErrLockLost, as soon as the
+// lease can no longer be confirmed before its deadline; Hold's error then
+// matches ErrLockLost. Only the fence makes a write after that harmless.
+func (l *Lease) Hold(ctx context.Context, fn func(ctx context.Context, token uint64) error) error {
+	if l == nil {
+		return ErrNotHeld
+	}
+	return l.h.Hold(ctx, func(ctx context.Context, h *lease.Held) error { return fn(ctx, h.Token()) })
+}
+
 // Release deletes the lock if the caller still holds it and wakes a waiter of
 // each Locker waiting for it. It returns ErrNotHeld when the lease had expired
 // or another owner holds the lock, or when l is nil.

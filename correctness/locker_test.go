@@ -346,3 +346,32 @@ func TestSpoiledAcquireLeavesNoGrant(t *testing.T) {
 		})
 	}
 }
+
+func TestHoldAnAcquiredLease(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		l := newLocker(t, b)
+		lease, err := l.TryAcquire(ctx, "hold", 300*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seen uint64
+		err = lease.Hold(ctx, func(ctx context.Context, token uint64) error {
+			seen = token
+			if err := b.Client.Set(ctx, lease.Key(), "someone-else", time.Minute).Err(); err != nil {
+				return err
+			}
+			<-ctx.Done()
+			return nil
+		})
+		if seen != lease.Token() {
+			t.Errorf("fn got token %d, want %d", seen, lease.Token())
+		}
+		if !errors.Is(err, correctness.ErrLockLost) {
+			t.Fatalf("Hold with the lock taken: got %v, want ErrLockLost", err)
+		}
+		if v := b.Client.Get(ctx, lease.Key()).Val(); v != "someone-else" {
+			t.Fatalf("Hold's release touched the new holder's key: %q", v)
+		}
+	})
+}

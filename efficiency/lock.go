@@ -52,6 +52,21 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 	return l.h.Refresh(ctx, ttl)
 }
 
+// Hold runs fn while keeping the lease alive, refreshing it every third of its
+// ttl (that of the grant, or of the last Refresh), and releases the lock when
+// fn returns: Do without the acquire, for a lock taken with TryObtain or with
+// an Obtain whose wait had its own deadline.
+//
+// fn's context is cancelled, with a cause matching ErrLockLost, as soon as the
+// lease can no longer be confirmed before its Deadline; Hold's error then
+// matches ErrLockLost.
+func (l *Lock) Hold(ctx context.Context, fn func(ctx context.Context) error) error {
+	if l == nil {
+		return ErrNotHeld
+	}
+	return l.h.Hold(ctx, func(ctx context.Context, _ *lease.Held) error { return fn(ctx) })
+}
+
 // Release deletes the lock if the caller still holds it and wakes a waiter of
 // each Locker waiting for it. It returns ErrNotHeld when the lease had expired
 // or another owner holds the lock (which is then left untouched), or when l is

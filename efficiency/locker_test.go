@@ -3,6 +3,7 @@ package efficiency_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -319,4 +320,43 @@ func TestDoCancelsOnLoss(t *testing.T) {
 			})
 		})
 	}
+}
+
+func TestHoldATriedLock(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		l := newLocker(t, b)
+		lock, err := l.TryObtain(ctx, "hold", 300*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = lock.Hold(ctx, func(ctx context.Context) error {
+			if err := b.Client.Del(ctx, lock.Key()).Err(); err != nil {
+				return err
+			}
+			<-ctx.Done()
+			if !errors.Is(context.Cause(ctx), efficiency.ErrLockLost) {
+				return fmt.Errorf("cause %v, want ErrLockLost", context.Cause(ctx))
+			}
+			return nil
+		})
+		if !errors.Is(err, efficiency.ErrLockLost) {
+			t.Fatalf("Hold with the key deleted: got %v, want ErrLockLost", err)
+		}
+
+		lock, err = l.TryObtain(ctx, "hold", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lock.Hold(ctx, func(context.Context) error { return nil }); err != nil {
+			t.Fatalf("Hold: %v", err)
+		}
+		if n := b.Client.Exists(ctx, lock.Key()).Val(); n != 0 {
+			t.Fatalf("Hold did not release the lock")
+		}
+		var none *efficiency.Lock
+		if err := none.Hold(ctx, func(context.Context) error { return nil }); !errors.Is(err, efficiency.ErrNotHeld) {
+			t.Fatalf("nil Hold: got %v, want ErrNotHeld", err)
+		}
+	})
 }

@@ -20,6 +20,14 @@ type Held struct {
 
 	mu       sync.Mutex
 	deadline time.Time
+	ttl      time.Duration // of the grant or the last Refresh
+}
+
+// TTLSet is the ttl of the grant or of the last successful Refresh.
+func (h *Held) TTLSet() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ttl
 }
 
 // Name is the lock's name, as the caller gave it.
@@ -61,7 +69,9 @@ func (h *Held) Refresh(ctx context.Context, ttl time.Duration) error {
 	if n != 1 {
 		return fmt.Errorf("%w: %s expired or has another holder", errs.NotHeld, Quote(h.key))
 	}
-	h.setDeadline(sent.Add(ttl - h.core.Drift(ttl)))
+	h.mu.Lock()
+	h.deadline, h.ttl = sent.Add(ttl-h.core.Drift(ttl)), ttl
+	h.mu.Unlock()
 	return nil
 }
 

@@ -20,14 +20,23 @@ func (c *Core) Do(ctx context.Context, name string, ttl time.Duration, fn func(c
 	if err != nil {
 		return err
 	}
+	return h.Hold(ctx, fn)
+}
+
+// Hold runs fn while refreshing the lease every third of its ttl (the ttl of
+// the grant or of the last Refresh), then releases it. fn's context is
+// cancelled with a cause matching Errors.LockLost as soon as the lease can no
+// longer be confirmed before its deadline; Hold's error then matches LockLost.
+func (h *Held) Hold(ctx context.Context, fn func(context.Context, *Held) error) error {
+	ttl := h.TTLSet()
 	fnErr, lost := h.run(ctx, ttl/3, func(time.Time) time.Duration { return ttl }, fn)
 	if lost != nil {
 		_ = h.releaseDetached(ctx)
 		return errors.Join(lost, fnErr)
 	}
 	if err := h.releaseDetached(ctx); err != nil {
-		if errors.Is(err, c.cfg.Errors.NotHeld) {
-			err = c.lost(h, "the lease expired before release")
+		if errors.Is(err, h.core.cfg.Errors.NotHeld) {
+			err = h.core.lost(h, "the lease expired before release")
 		}
 		return errors.Join(fnErr, err)
 	}

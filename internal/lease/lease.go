@@ -126,6 +126,7 @@ func (c *Core) attempt(ctx context.Context, name, owner string, ttl time.Duratio
 		value:    a.Value,
 		token:    a.Token,
 		deadline: deadline,
+		ttl:      ttl,
 	}
 	return h, a, nil
 }

@@ -1,0 +1,174 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/leasekit/leasekit/internal/lease"
+	"github.com/redis/go-redis/v9"
+)
+
+// redisURLEnv names the environment variable that holds the default -redis.
+const redisURLEnv = "LEASEKIT_REDIS_URL"
+
+const defaultRedisURL = "redis://127.0.0.1:6379"
+
+const usageLine = `usage: lockrun [flags] NAME -- COMMAND [ARGS...]
+       lockrun [-redis URL] [-prefix P] [-fenced] -status NAME`
+
+// config is what the command line asks for.
+type config struct {
+	redis   *redis.Options
+	prefix  string
+	ttl     time.Duration
+	wait    time.Duration
+	once    time.Duration
+	grace   time.Duration
+	fenced  bool
+	name    string   // the lock's name (or -status's)
+	status  bool     // print the lock's state instead of running a command
+	command []string // argv of the command to run
+}
+
+// errUsage marks a command line lockrun cannot run.
+var errUsage = errors.New("usage")
+
+func usagef(format string, a ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{errUsage}, a...)...)
+}
+
+// parseArgs reads the command line. It returns flag.ErrHelp for -h, and an
+// error matching errUsage for anything else it cannot run.
+func parseArgs(args, env []string, stderr io.Writer) (config, error) {
+	var c config
+	var redisURL, status string
+	fs := flag.NewFlagSet("lockrun", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, usageLine)
+		fs.PrintDefaults()
+	}
+	// The default URL is resolved after parsing, so that -h never prints a
+	// password taken from the environment.
+	fs.StringVar(&redisURL, "redis", "", "Redis `URL` (default $"+redisURLEnv+", else "+defaultRedisURL+")")
+	fs.StringVar(&c.prefix, "prefix", lease.DefaultPrefix, "key prefix `P`; the lock is P{NAME}")
+	fs.DurationVar(&c.ttl, "ttl", 30*time.Second, "lease length, refreshed every ttl/3 while the command runs")
+	fs.DurationVar(&c.wait, "wait", 0, "how long to wait for the lock; 0 tries once")
+	fs.BoolVar(&c.fenced, "fenced", false, "take a correctness lease and pass its fencing token as LEASEKIT_TOKEN")
+	fs.DurationVar(&c.once, "once", 0, "run at most once per `PERIOD` per NAME across all machines")
+	fs.DurationVar(&c.grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the lock is lost")
+	fs.StringVar(&status, "status", "", "print the state of the lock called `NAME` and exit")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return c, err
+		}
+		return c, fmt.Errorf("%w: %w", errUsage, err)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	if redisURL == "" {
+		redisURL = lookupEnv(env, redisURLEnv)
+	}
+	if redisURL == "" {
+		redisURL = defaultRedisURL
+	}
+	opts, err := parseRedisURL(redisURL)
+	if err != nil {
+		return c, err
+	}
+	c.redis = opts
+
+	if set["status"] {
+		c.name, c.status = status, true
+		if fs.NArg() > 0 {
+			return c, usagef("-status takes no command")
+		}
+		return c, checkName(c.name)
+	}
+	if err := c.checkDurations(set); err != nil {
+		return c, err
+	}
+	if c.name, c.command, err = splitCommand(fs.Args()); err != nil {
+		return c, err
+	}
+	return c, checkName(c.name)
+}
+
+// checkDurations refuses values and combinations that cannot mean what the
+// user wants, rather than ignoring one of them.
+func (c *config) checkDurations(set map[string]bool) error {
+	switch {
+	case c.ttl < lease.MinTTL:
+		return usagef("-ttl %v is shorter than %v", c.ttl, lease.MinTTL)
+	case c.wait < 0:
+		return usagef("-wait %v is negative", c.wait)
+	case c.grace < 0:
+		return usagef("-grace %v is negative", c.grace)
+	case !set["once"]:
+		return nil
+	case c.once < lease.MinTTL:
+		return usagef("-once %v is shorter than %v", c.once, lease.MinTTL)
+	case c.fenced:
+		return usagef("-once cannot be combined with -fenced: a -once run keeps its lock after it ends, and a fencing token for it would guard nothing")
+	case set["wait"]:
+		return usagef("-once cannot be combined with -wait: a run that finds the period taken skips it")
+	case set["ttl"]:
+		return usagef("-once cannot be combined with -ttl: the lease lasts the period, and is kept alive while the command runs past it")
+	}
+	return nil
+}
+
+// splitCommand splits NAME -- COMMAND [ARGS...].
+func splitCommand(args []string) (name string, command []string, err error) {
+	switch {
+	case len(args) == 0:
+		return "", nil, usagef("missing NAME")
+	case len(args) == 1 || args[1] != "--":
+		if len(args) > 1 && strings.HasPrefix(args[1], "-") {
+			return "", nil, usagef("flags go before NAME, and -- after it; got %q after NAME", args[1])
+		}
+		return "", nil, usagef("missing -- after NAME")
+	case len(args) == 2:
+		return "", nil, usagef("missing COMMAND after --")
+	}
+	return args[0], args[2:], nil
+}
+
+var errBadName = errors.New("invalid lock name")
+
+func checkName(name string) error {
+	if err := lease.CheckName(errBadName, name); err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return nil
+}
+
+// parseRedisURL parses -redis without ever echoing the URL, which may hold a
+// password: url.Parse's errors quote their input in full.
+func parseRedisURL(raw string) (*redis.Options, error) {
+	opts, err := redis.ParseURL(raw)
+	if err == nil {
+		return opts, nil
+	}
+	if ue, ok := errors.AsType[*url.Error](err); ok {
+		err = ue.Err
+	}
+	return nil, usagef("-redis: not a Redis URL (redis://[user:password@]host[:port][/db], rediss://..., unix:///path): %w", err)
+}
+
+// lookupEnv returns the value of key in env, the first one if it repeats, as
+// os.Getenv does.
+func lookupEnv(env []string, key string) string {
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/leasekit/leasekit/correctness"
+	"github.com/leasekit/leasekit/efficiency"
+	"github.com/redis/go-redis/v9"
+)
+
+// Variables of the command's environment.
+const (
+	keyEnv   = "LEASEKIT_KEY"
+	tokenEnv = "LEASEKIT_TOKEN"
+)
+
+// lockErrors are the sentinel errors of the kind of lock lockrun takes.
+type lockErrors struct {
+	notObtained, lost error
+}
+
+var (
+	efficiencyErrors  = lockErrors{efficiency.ErrNotObtained, efficiency.ErrLockLost}
+	correctnessErrors = lockErrors{correctness.ErrNotObtained, correctness.ErrLockLost}
+)
+
+// lockAndRun takes the lock the flags ask for and runs the command under it.
+// It returns the command's exit status, or an error that carries lockrun's.
+func lockAndRun(ctx context.Context, client *redis.Client, cfg config, env []string, std stdio) (int, error) {
+	logger := newLogger(std.err)
+	cmd := command{argv: cfg.command, env: childEnv(env, cfg.name, 0), stdio: std, grace: cfg.grace}
+	switch {
+	case cfg.once > 0:
+		l := efficiency.New(client, efficiency.WithPrefix(cfg.prefix), efficiency.WithLogger(logger))
+		defer l.Close()
+		return runOnce(ctx, l, cfg, cmd, logger)
+	case cfg.fenced:
+		// The audit's findings go to stderr: they are the warnings a fenced
+		// user must see.
+		l := correctness.New(client, correctness.WithPrefix(cfg.prefix), correctness.WithLogger(logger))
+		defer l.Close()
+		return takeAndRun(ctx, cfg, cmd, correctnessErrors, logger, l.TryAcquire, l.Acquire,
+			func(lease *correctness.Lease) []string { return childEnv(env, cfg.name, lease.Token()) },
+			func(lease *correctness.Lease, ctx context.Context, fn func(context.Context) error) error {
+				return lease.Hold(ctx, func(ctx context.Context, _ uint64) error { return fn(ctx) })
+			})
+	default:
+		l := efficiency.New(client, efficiency.WithPrefix(cfg.prefix), efficiency.WithLogger(logger))
+		defer l.Close()
+		return takeAndRun(ctx, cfg, cmd, efficiencyErrors, logger, l.TryObtain, l.Obtain, nil, (*efficiency.Lock).Hold)
+	}
+}
+
+// acquireFunc is TryObtain, Obtain, TryAcquire or Acquire.
+type acquireFunc[L any] func(ctx context.Context, name string, ttl time.Duration) (L, error)
+
+// holdFunc is Lock.Hold or Lease.Hold: run fn while the lease is refreshed,
+// cancel it when the lease is lost, release at the end.
+type holdFunc[L any] func(lock L, ctx context.Context, fn func(context.Context) error) error
+
+// takeAndRun takes the lock with try (-wait 0) or wait, and runs cmd while
+// holding it. env, if not nil, gives the command's environment for the grant.
+func takeAndRun[L any](ctx context.Context, cfg config, cmd command, errs lockErrors, logger *slog.Logger,
+	try, wait acquireFunc[L], env func(L) []string, hold holdFunc[L]) (int, error) {
+	var lock L
+	var err error
+	if cfg.wait == 0 {
+		lock, err = try(ctx, cfg.name, cfg.ttl)
+	} else {
+		wctx, cancel := context.WithTimeout(ctx, cfg.wait)
+		lock, err = wait(wctx, cfg.name, cfg.ttl)
+		cancel()
+	}
+	switch {
+	case errors.Is(err, errs.notObtained) && cfg.wait > 0:
+		return 0, exitf(exitNotObtained, "lock %q is still held by another owner after waiting %v", cfg.name, cfg.wait)
+	case errors.Is(err, errs.notObtained):
+		return 0, exitf(exitNotObtained, "lock %q is held by another owner", cfg.name)
+	case err != nil:
+		return 0, unavailable(cfg.redis, err)
+	}
+	if env != nil {
+		cmd.env = env(lock)
+	}
+	var code int
+	err = hold(lock, ctx, func(ctx context.Context) (err error) {
+		code, err = cmd.run(ctx)
+		return err
+	})
+	return code, ended(cfg, errs, logger, code, err)
+}
+
+// runOnce runs cmd at most once per period (-once).
+func runOnce(ctx context.Context, l *efficiency.Locker, cfg config, cmd command, logger *slog.Logger) (int, error) {
+	var code int
+	ran, err := l.Once(ctx, cfg.name, cfg.once, func(ctx context.Context) (err error) {
+		code, err = cmd.run(ctx)
+		return err
+	})
+	switch {
+	case !ran && err == nil:
+		return 0, exitf(exitNotObtained, "%q already ran in this period (-once %v), or is running", cfg.name, cfg.once)
+	case !ran:
+		return 0, unavailable(cfg.redis, err)
+	}
+	return code, ended(cfg, efficiencyErrors, logger, code, err)
+}
+
+// ended turns what holding the lock returned into lockrun's error, if any: a
+// lost lease (74), a command that could not start (126, 127). A release that
+// failed only for want of Redis is a warning: the command ran under the lock,
+// and the lock expires with its lease.
+func ended(cfg config, errs lockErrors, logger *slog.Logger, code int, err error) error {
+	_, cannotRun := errors.AsType[*exitError](err)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, errs.lost):
+		return exitf(exitLost, "lock %q was lost while the command ran; the command exited with status %d: %w", cfg.name, code, err)
+	case cannotRun:
+		return err
+	}
+	logger.Warn("lockrun: releasing the lock failed; it expires with its lease", "lock", cfg.name, "err", err)
+	return nil
+}
+
+// childEnv is the command's environment: lockrun's, with LEASEKIT_KEY set to
+// the lock's name and LEASEKIT_TOKEN to the fencing token when there is one.
+// Inherited values of both are dropped, so that a nested lockrun's command
+// never sees an outer lease's token as its own.
+func childEnv(env []string, name string, token uint64) []string {
+	out := make([]string, 0, len(env)+2)
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if k != keyEnv && k != tokenEnv {
+			out = append(out, kv)
+		}
+	}
+	out = append(out, keyEnv+"="+name)
+	if token != 0 {
+		out = append(out, tokenEnv+"="+strconv.FormatUint(token, 10))
+	}
+	return out
+}

@@ -1,0 +1,440 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leasekit/leasekit/internal/lease"
+	"github.com/leasekit/leasekit/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// hang bounds every wait in these tests: a bound for a hung test, not a
+// timing assertion.
+const hang = 30 * time.Second
+
+// harness runs the built lockrun against a dedicated redis-server, in a
+// scratch directory that is the working directory of lockrun and its command.
+type harness struct {
+	t      *testing.T
+	bin    string
+	addr   string
+	client *redis.Client
+	dir    string
+	env    []string
+}
+
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	bin := binary(t)
+	s := redistest.Start(t)
+	h := &harness{t: t, bin: bin, addr: s.Addr, client: s.Client(t), dir: t.TempDir()}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LEASEKIT_") {
+			h.env = append(h.env, kv)
+		}
+	}
+	// A race-enabled binary otherwise sleeps a second before it exits.
+	h.env = append(h.env, redisURLEnv+"=redis://"+s.Addr, "GORACE=atexit_sleep_ms=0")
+	return h
+}
+
+// with returns the harness for the subtest t.
+func (h *harness) with(t *testing.T) *harness {
+	c := *h
+	c.t = t
+	return &c
+}
+
+// proc is a running lockrun.
+type proc struct {
+	cmd            *exec.Cmd
+	stdout, stderr bytes.Buffer
+	done           chan struct{}
+}
+
+// result is how a lockrun ended.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// start starts lockrun with args, and env appended to the harness's.
+func (h *harness) start(env []string, args ...string) *proc {
+	h.t.Helper()
+	p := &proc{cmd: exec.Command(h.bin, args...), done: make(chan struct{})}
+	p.cmd.Dir = h.dir
+	p.cmd.Env = append(append([]string(nil), h.env...), env...)
+	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		h.t.Fatalf("starting lockrun: %v", err)
+	}
+	go func() { _ = p.cmd.Wait(); close(p.done) }()
+	h.t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// wait waits for p to exit.
+func (p *proc) wait(t *testing.T) result {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(hang):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		t.Fatalf("lockrun %q still running after %v; stderr:\n%s", p.cmd.Args[1:], hang, p.stderr.String())
+	}
+	return result{code: p.cmd.ProcessState.ExitCode(), stdout: p.stdout.String(), stderr: p.stderr.String()}
+}
+
+// run runs lockrun with args to its end.
+func (h *harness) run(args ...string) result {
+	h.t.Helper()
+	return h.start(nil, args...).wait(h.t)
+}
+
+// waitFile waits until the command has created the file called name.
+func (h *harness) waitFile(name string) {
+	h.t.Helper()
+	for deadline := time.Now().Add(hang); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, err := os.Stat(filepath.Join(h.dir, name)); err == nil {
+			return
+		}
+	}
+	h.t.Fatalf("no file %s after %v", name, hang)
+}
+
+// touch creates the file called name.
+func (h *harness) touch(name string) {
+	h.t.Helper()
+	if err := os.WriteFile(filepath.Join(h.dir, name), nil, 0o644); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// lines counts the lines of the file called name (0 when it does not exist).
+func (h *harness) lines(name string) int {
+	h.t.Helper()
+	b, err := os.ReadFile(filepath.Join(h.dir, name))
+	if os.IsNotExist(err) {
+		return 0
+	}
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return strings.Count(string(b), "\n")
+}
+
+// wantRuns checks how many runs the commands recorded in the file runs.
+func (h *harness) wantRuns(want int) {
+	h.t.Helper()
+	if got := h.lines("runs"); got != want {
+		h.t.Fatalf("the command ran %d times, want %d", got, want)
+	}
+}
+
+// blockingScript records a run in the file runs, creates the file started,
+// and then waits until the file release exists.
+const blockingScript = `echo ran >> runs; touch started; while [ ! -e release ]; do sleep 0.02; done`
+
+func wantCode(t *testing.T, r result, want int) {
+	t.Helper()
+	if r.code != want {
+		t.Fatalf("exit status: got %d, want %d; stderr:\n%s", r.code, want, r.stderr)
+	}
+}
+
+func TestRacingRunsOnlyOneRunsTheCommand(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		flags []string
+	}{
+		{"efficiency", nil},
+		{"fenced", []string{"-fenced"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			args := append(tc.flags, "race", "--", "sh", "-c", blockingScript)
+			a, b := h.start(nil, args...), h.start(nil, args...)
+			// The winner's command runs until release exists, so the first
+			// lockrun to exit is the one that found the lock held.
+			var first, second *proc
+			select {
+			case <-a.done:
+				first, second = a, b
+			case <-b.done:
+				first, second = b, a
+			case <-time.After(hang):
+				t.Fatalf("neither lockrun exited within %v", hang)
+			}
+			r := first.wait(t)
+			wantCode(t, r, exitNotObtained)
+			if !strings.Contains(r.stderr, "held by another owner") {
+				t.Errorf("loser's stderr: got %q, want it to say the lock is held", r.stderr)
+			}
+			h.touch("release")
+			wantCode(t, second.wait(t), 0)
+			h.wantRuns(1)
+		})
+	}
+}
+
+func TestOnceRunsOnceAcrossTenInvocations(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	procs := make([]*proc, 10)
+	for i := range procs {
+		procs[i] = h.start(nil, "-once", "1m", "nightly", "--", "sh", "-c", "echo ran >> runs")
+	}
+	codes := map[int]int{}
+	for _, p := range procs {
+		r := p.wait(t)
+		codes[r.code]++
+		if r.code == exitNotObtained && !strings.Contains(r.stderr, "already ran in this period") {
+			t.Errorf("skipped run's stderr: got %q, want it to say it already ran", r.stderr)
+		}
+	}
+	if codes[0] != 1 || codes[exitNotObtained] != 9 {
+		t.Fatalf("exit statuses: got %v, want one 0 and nine %d", codes, exitNotObtained)
+	}
+	h.wantRuns(1)
+	// The key outlives the run, so a late invocation in the period skips.
+	wantCode(t, h.run("-once", "1m", "nightly", "--", "sh", "-c", "echo ran >> runs"), exitNotObtained)
+}
+
+func TestLostLeaseStopsTheCommand(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, trap, stdout string
+	}{
+		{"command exits on SIGTERM", `trap 'echo got-term; exit 0' TERM`, "got-term"},
+		{"command ignoring SIGTERM is killed", `trap '' TERM`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			script := tc.trap + `; touch started; while :; do sleep 0.02; done`
+			p := h.start(nil, "-ttl", "1s", "-grace", "200ms", "lost", "--", "sh", "-c", script)
+			h.waitFile("started")
+			if err := h.client.Del(t.Context(), lease.LockKey(lease.DefaultPrefix, "lost")).Err(); err != nil {
+				t.Fatal(err)
+			}
+			r := p.wait(t)
+			wantCode(t, r, exitLost)
+			if !strings.Contains(r.stderr, "was lost") || !strings.Contains(r.stderr, "SIGTERM") {
+				t.Errorf("stderr: got %q, want it to say the lock was lost and SIGTERM sent", r.stderr)
+			}
+			if !strings.Contains(r.stdout, tc.stdout) {
+				t.Errorf("stdout: got %q, want %q", r.stdout, tc.stdout)
+			}
+		})
+	}
+}
+
+func TestExitStatus(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	held := lease.LockKey(lease.DefaultPrefix, "held")
+	if err := h.client.Set(t.Context(), held, "someone-else", time.Hour).Err(); err != nil {
+		t.Fatal(err)
+	}
+	closed := closedPort(t)
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		want   int
+		stderr string // a part of stderr
+	}{
+		{"command's status", []string{"a", "--", "sh", "-c", "exit 3"}, 3, ""},
+		{"command killed by a signal", []string{"b", "--", "sh", "-c", "kill -KILL $$"}, 128 + 9, ""},
+		{"command not found", []string{"c", "--", "lockrun-test-no-such-command"}, exitNotFound, "cannot run"},
+		{"command not executable", []string{"d", "--", "./"}, exitCannotRun, "cannot run"},
+		{"lock held", []string{"held", "--", "touch", "ran"}, exitNotObtained, "held by another owner"},
+		{"lock held past -wait", []string{"-wait", "100ms", "held", "--", "touch", "ran"}, exitNotObtained, "after waiting 100ms"},
+		{"fenced lock held", []string{"-fenced", "held", "--", "touch", "ran"}, exitNotObtained, "held by another owner"},
+		{"redis unreachable", []string{"-redis", "redis://user:s3cret@" + closed, "e", "--", "true"}, exitUnavailable, "cannot reach Redis at " + closed},
+		{"status, redis unreachable", []string{"-redis", "redis://:s3cret@" + closed, "-status", "e"}, exitUnavailable, closed},
+		{"no arguments", nil, exitUsage, "missing NAME"},
+		{"no --", []string{"f", "true"}, exitUsage, "missing --"},
+		{"no command", []string{"f", "--"}, exitUsage, "missing COMMAND"},
+		{"flag after NAME", []string{"f", "-ttl", "1s", "--", "true"}, exitUsage, "flags go before NAME"},
+		{"unknown flag", []string{"-frob", "f", "--", "true"}, exitUsage, "frob"},
+		{"ttl under 1ms", []string{"-ttl", "500us", "f", "--", "true"}, exitUsage, "-ttl"},
+		{"ttl zero", []string{"-ttl", "0", "f", "--", "true"}, exitUsage, "-ttl"},
+		{"negative wait", []string{"-wait", "-1s", "f", "--", "true"}, exitUsage, "-wait"},
+		{"negative grace", []string{"-grace", "-1s", "f", "--", "true"}, exitUsage, "-grace"},
+		{"bad duration", []string{"-ttl", "soon", "f", "--", "true"}, exitUsage, "-ttl"},
+		{"once under 1ms", []string{"-once", "0s", "f", "--", "true"}, exitUsage, "-once"},
+		{"once with fenced", []string{"-once", "1h", "-fenced", "f", "--", "true"}, exitUsage, "-fenced"},
+		{"once with wait", []string{"-once", "1h", "-wait", "1s", "f", "--", "true"}, exitUsage, "-wait"},
+		{"once with ttl", []string{"-once", "1h", "-ttl", "1s", "f", "--", "true"}, exitUsage, "-ttl"},
+		{"invalid name", []string{"}f", "--", "true"}, exitUsage, "invalid lock name"},
+		{"status with a command", []string{"-status", "f", "--", "true"}, exitUsage, "-status"},
+		{"bad redis URL", []string{"-redis", "redis://user:s3cret@ho st:1/", "f", "--", "true"}, exitUsage, "-redis"},
+		{"bad redis scheme", []string{"-redis", "http://user:s3cret@host/", "f", "--", "true"}, exitUsage, "-redis"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := h.with(t).run(tc.args...)
+			wantCode(t, r, tc.want)
+			if !strings.Contains(r.stderr, tc.stderr) {
+				t.Errorf("stderr: got %q, want it to contain %q", r.stderr, tc.stderr)
+			}
+			if strings.Contains(r.stderr, "s3cret") {
+				t.Errorf("stderr shows the password: %q", r.stderr)
+			}
+		})
+	}
+	t.Cleanup(func() {
+		if n := h.lines("ran"); n != 0 {
+			t.Errorf("a command ran although the lock was held")
+		}
+	})
+}
+
+// closedPort returns a loopback address nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
+}
+
+func TestCommandEnvironment(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	const script = `printf '%s %s\n' "$LEASEKIT_KEY" "$LEASEKIT_TOKEN"`
+	// An inherited token (a nested lockrun, say) never reaches the command.
+	inherited := []string{"LEASEKIT_TOKEN=999", "LEASEKIT_KEY=outer"}
+	for i := range 2 {
+		r := h.start(inherited, "-fenced", "env", "--", "sh", "-c", script).wait(t)
+		wantCode(t, r, 0)
+		fence, err := h.client.Get(t.Context(), lease.FenceKey(lease.DefaultPrefix, "env")).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "env " + fence + "\n"; r.stdout != want {
+			t.Fatalf("fenced run %d: the command saw %q, want %q", i, r.stdout, want)
+		}
+		// The audit's findings (this server has no AOF) go to stderr.
+		if !strings.Contains(r.stderr, "correctness audit") {
+			t.Errorf("fenced run %d: stderr has no audit warning: %q", i, r.stderr)
+		}
+	}
+	r := h.start(inherited, "env", "--", "sh", "-c", script).wait(t)
+	wantCode(t, r, 0)
+	if want := "env \n"; r.stdout != want {
+		t.Fatalf("efficiency run: the command saw %q, want %q", r.stdout, want)
+	}
+}
+
+func TestStatusNeverShowsTheOwner(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	p := h.start(nil, "-fenced", "report", "--", "sh", "-c", blockingScript)
+	h.waitFile("started")
+	value, err := h.client.Get(t.Context(), lease.LockKey(lease.DefaultPrefix, "report")).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner, token, _ := strings.Cut(value, ":")
+	for _, flags := range [][]string{{"-status", "report"}, {"-fenced", "-status", "report"}} {
+		r := h.run(flags...)
+		wantCode(t, r, 0)
+		for _, want := range []string{"held: yes", "last token: " + token, "key: leasekit:{report}"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("%v: got %q, want it to contain %q", flags, r.stdout, want)
+			}
+		}
+		if strings.Contains(r.stdout, owner[:8]) || strings.Contains(r.stderr, owner[:8]) {
+			t.Errorf("%v: the output shows the owner id %q:\n%s%s", flags, owner, r.stdout, r.stderr)
+		}
+	}
+	h.touch("release")
+	wantCode(t, p.wait(t), 0)
+	r := h.run("-status", "report")
+	wantCode(t, r, 0)
+	if !strings.Contains(r.stdout, "held: no") || !strings.Contains(r.stdout, "last token: "+token) {
+		t.Errorf("after release: got %q, want held: no and the last token", r.stdout)
+	}
+	r = h.run("-status", "never-taken")
+	if !strings.Contains(r.stdout, "held: no") || !strings.Contains(r.stdout, "last token: none") {
+		t.Errorf("a lock never taken: got %q, want held: no and no token", r.stdout)
+	}
+}
+
+func TestWaitTakesTheLockWhenReleased(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	holder := h.start(nil, "queue", "--", "sh", "-c", blockingScript)
+	h.waitFile("started")
+	waiter := h.start(nil, "-wait", "30s", "queue", "--", "sh", "-c", "echo ran >> runs")
+	// The waiter subscribes to the lock's releases before it first tries.
+	wake := lease.WakeChannel(lease.LockKey(lease.DefaultPrefix, "queue"))
+	for deadline := time.Now().Add(hang); ; time.Sleep(10 * time.Millisecond) {
+		n, err := h.client.PubSubNumSub(t.Context(), wake).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n[wake] > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the waiter did not subscribe to %s within %v", wake, hang)
+		}
+	}
+	h.touch("release")
+	wantCode(t, holder.wait(t), 0)
+	wantCode(t, waiter.wait(t), 0)
+	h.wantRuns(2)
+}
+
+func TestSignalsAreForwarded(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	for i, sig := range []struct {
+		name string
+		sig  syscall.Signal
+	}{
+		{"INT", syscall.SIGINT}, {"TERM", syscall.SIGTERM}, {"HUP", syscall.SIGHUP},
+		{"QUIT", syscall.SIGQUIT}, {"USR1", syscall.SIGUSR1}, {"USR2", syscall.SIGUSR2},
+	} {
+		t.Run(sig.name, func(t *testing.T) {
+			t.Parallel()
+			h := h.with(t)
+			code := 10 + i
+			started := "started-" + sig.name
+			script := fmt.Sprintf(`trap 'echo got-%s; exit %d' %s; touch %s; while :; do sleep 0.02; done`,
+				sig.name, code, sig.name, started)
+			p := h.start(nil, "sig-"+sig.name, "--", "sh", "-c", script)
+			h.waitFile(started)
+			if err := p.cmd.Process.Signal(sig.sig); err != nil {
+				t.Fatal(err)
+			}
+			r := p.wait(t)
+			wantCode(t, r, code)
+			if want := "got-" + sig.name + "\n"; r.stdout != want {
+				t.Errorf("stdout: got %q, want %q", r.stdout, want)
+			}
+		})
+	}
+}

@@ -1,0 +1,107 @@
+package gocronlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/go-co-op/gocron/v2"
+	"github.com/leasekit/leasekit/efficiency"
+)
+
+// Locker is a gocron.Locker on leasekit efficiency locks, with a minimum
+// hold. Pass it to gocron.WithDistributedLocker (or, per job,
+// gocron.WithDistributedJobLocker). It is safe for concurrent use.
+type Locker struct {
+	locker *efficiency.Locker
+	opts   options
+}
+
+var _ gocron.Locker = (*Locker)(nil)
+
+// errNoLocker is Lock's error on a Locker built without an efficiency.Locker.
+var errNoLocker = errors.New("gocronlock: no efficiency.Locker: use gocronlock.New(efficiency.New(client))")
+
+// New returns a Locker that takes its locks from locker, which may serve other
+// locks too.
+func New(locker *efficiency.Locker, opts ...Option) *Locker {
+	return &Locker{locker: locker, opts: newOptions(opts)}
+}
+
+// Lock takes the lock called key, the job's name, for one run, if no other
+// scheduler holds it. It returns an error matching efficiency.ErrNotObtained
+// when another scheduler holds it (gocron then skips the run on this one),
+// efficiency.ErrInvalidKey for an empty key, efficiency.ErrInvalidTTL for a
+// minimum hold under 1 ms, and a Redis failure wrapped with the key.
+//
+// The lock is kept alive until Unlock, or until ctx ends (gocron passes the
+// job's context, which ends when the job is removed or the scheduler shuts
+// down): the hold then ends as at Unlock, even if the job is still running.
+func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
+	if l == nil || l.locker == nil {
+		return nil, errNoLocker
+	}
+	k := &lock{key: key, unlock: make(chan struct{}), released: make(chan struct{})}
+	taken := make(chan struct{})
+	go func() {
+		defer close(k.released)
+		ran, err := l.locker.Once(ctx, key, l.opts.minHold, func(ctx context.Context) error {
+			close(taken)
+			select {
+			case <-k.unlock:
+			case <-ctx.Done():
+				// The lease was lost, or Lock's ctx ended: either way nothing
+				// refreshes the lease any more, so end the hold now rather
+				// than wait for an Unlock that may never come.
+			}
+			return nil
+		})
+		switch {
+		case !ran && err == nil:
+			err = fmt.Errorf("gocronlock: %q is held by another scheduler: %w", key, efficiency.ErrNotObtained)
+		case !ran:
+			err = fmt.Errorf("gocronlock: lock %q: %w", key, err)
+		case err != nil:
+			err = fmt.Errorf("gocronlock: unlock %q: %w", key, err)
+			l.opts.logger.Warn("gocronlock: the job's lock was lost or not released cleanly", "job", key, "err", err)
+		}
+		k.err = err
+	}()
+	select {
+	case <-taken:
+		return k, nil
+	case <-k.released:
+		return nil, k.err
+	}
+}
+
+// lock is one run's hold on a job's lock.
+type lock struct {
+	key      string
+	unlock   chan struct{} // closed by Unlock: the run has ended
+	once     sync.Once
+	released chan struct{} // closed when the lock is shortened or released
+	err      error         // set before released closes
+}
+
+// Unlock ends the run's hold: the lock is kept until the minimum hold has
+// passed since it was taken, then expires; past that it is released now. It
+// returns an error matching efficiency.ErrLockLost if the lease was lost while
+// the job ran, a Redis failure, or ctx's error if ctx ends first (the lock is
+// then still shortened or released, in the background). Calling it again is
+// safe.
+func (k *lock) Unlock(ctx context.Context) error {
+	k.once.Do(func() { close(k.unlock) })
+	select {
+	case <-k.released:
+		return k.err
+	default:
+	}
+	select {
+	case <-k.released:
+		return k.err
+	case <-ctx.Done():
+		return fmt.Errorf("gocronlock: unlock %q: %w", k.key, ctx.Err())
+	}
+}
