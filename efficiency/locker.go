@@ -40,14 +40,15 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 // acquire runs SET NX PX: one round trip when the lock is free. A waiter
 // pipelines GET and PTTL with it, for the holder's ttl and to recognise its own
 // grant after a client retry: still one round trip. A failed TryObtain reads
-// the holder in a second round trip, for the same reason.
+// the holder in a second round trip, for the same reason; a failed probe (the
+// first attempt of Obtain) leaves that to the waiter's attempt that follows.
 func acquire(client redis.UniversalClient, prefix string) lease.AcquireFunc {
-	return func(ctx context.Context, name, owner string, ttl time.Duration, wait bool) (lease.Attempt, error) {
+	return func(ctx context.Context, name, owner string, ttl time.Duration, mode lease.Mode) (lease.Attempt, error) {
 		key := lease.LockKey(prefix, name)
 		var set *redis.BoolCmd
 		var holder *redis.StringCmd
 		var pttl *redis.DurationCmd
-		if wait {
+		if mode == lease.Wait {
 			pipe := client.Pipeline()
 			set = scripts.Acquire(ctx, pipe, key, owner, ttl)
 			holder = scripts.Holder(ctx, pipe, key)
@@ -55,7 +56,7 @@ func acquire(client redis.UniversalClient, prefix string) lease.AcquireFunc {
 			_, _ = pipe.Exec(ctx) // each command's error is read below
 		} else {
 			set = scripts.Acquire(ctx, client, key, owner, ttl)
-			if ok, err := set.Result(); err == nil && !ok {
+			if ok, err := set.Result(); err == nil && !ok && mode == lease.Try {
 				holder = scripts.Holder(ctx, client, key)
 			}
 		}

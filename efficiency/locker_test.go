@@ -196,15 +196,16 @@ func TestObtainWokenByRelease(t *testing.T) {
 			}
 			got <- err
 		}()
-		count.Await(t, "acquire", 2) // the holder's grant, then the waiter's failed try
+		// The holder's grant, the waiter's probe, and its try once subscribed.
+		count.Await(t, "acquire", 3)
 		if err := holder.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if err := <-got; err != nil {
 			t.Fatalf("waiter: %v", err)
 		}
-		if n := count.Of("acquire"); n != 3 {
-			t.Fatalf("acquire round trips: got %d, want 3 (grant, failed try, woken retry)", n)
+		if n := count.Of("acquire"); n != 4 {
+			t.Fatalf("acquire round trips: got %d, want 4 (grant, probe, subscribed try, woken try)", n)
 		}
 	})
 }
@@ -231,15 +232,16 @@ func TestReleaseWakesOneWaiter(t *testing.T) {
 				obtained <- lock
 			}()
 		}
-		count.Await(t, "acquire", 1+waiters)
+		// The grant, then each waiter's probe and its try once subscribed.
+		count.Await(t, "acquire", 1+2*waiters)
 		if err := holder.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
 		next := <-obtained
 		// Each further release hands over to exactly one more waiter.
 		for i := 1; i < waiters; i++ {
-			if n := count.Of("acquire"); n != 1+waiters+i {
-				t.Fatalf("after %d releases: got %d acquire round trips, want %d: a release woke more than one waiter", i, n, 1+waiters+i)
+			if n := count.Of("acquire"); n != 1+2*waiters+i {
+				t.Fatalf("after %d releases: got %d acquire round trips, want %d: a release woke more than one waiter", i, n, 1+2*waiters+i)
 			}
 			if err := next.Release(ctx); err != nil {
 				t.Fatal(err)

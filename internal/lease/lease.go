@@ -42,10 +42,23 @@ type Attempt struct {
 	HolderTTL time.Duration
 }
 
-// AcquireFunc runs one acquire round trip on the lock called name. With wait
-// set the caller will wait if the lock is held, and needs Attempt.HolderTTL;
-// without it HolderTTL may be left unknown (negative).
-type AcquireFunc func(ctx context.Context, name, owner string, ttl time.Duration, wait bool) (Attempt, error)
+// Mode says what an acquire attempt must find out beyond "granted".
+type Mode int
+
+const (
+	// Try is a lone attempt: when not granted, it must be sure the lock is
+	// not the caller's own from a retried call.
+	Try Mode = iota
+	// Probe is the first attempt of a wait: the cheapest, answering only
+	// "granted" or "maybe not"; the Wait attempt that follows settles it.
+	Probe
+	// Wait is an attempt of a waiter: it must also bring the holder's ttl.
+	Wait
+)
+
+// AcquireFunc runs one acquire round trip on the lock called name (two for a
+// Try that finds the lock held, where the lock's kind needs it).
+type AcquireFunc func(ctx context.Context, name, owner string, ttl time.Duration, mode Mode) (Attempt, error)
 
 // Config configures a Core.
 type Config struct {
@@ -101,9 +114,9 @@ func (c *Core) check(name string, ttl time.Duration) error {
 // have granted it), and a grant whose reply came after its lease deadline.
 // Neither is reported as obtained, and neither leaves the caller's owner id in
 // the key for the next owner to wait out.
-func (c *Core) attempt(ctx context.Context, name, owner string, ttl time.Duration, wait bool) (*Held, Attempt, error) {
+func (c *Core) attempt(ctx context.Context, name, owner string, ttl time.Duration, mode Mode) (*Held, Attempt, error) {
 	sent := time.Now()
-	a, err := c.cfg.Acquire(ctx, name, owner, ttl, wait)
+	a, err := c.cfg.Acquire(ctx, name, owner, ttl, mode)
 	if err != nil {
 		if !IsServerReply(err) {
 			c.abandon(ctx, name, owner, ttl)
@@ -162,7 +175,7 @@ func (c *Core) Try(ctx context.Context, name string, ttl time.Duration) (*Held, 
 	if err != nil {
 		return nil, err
 	}
-	h, _, err := c.attempt(ctx, name, owner, ttl, false)
+	h, _, err := c.attempt(ctx, name, owner, ttl, Try)
 	if err != nil {
 		return nil, err
 	}
@@ -174,10 +187,11 @@ func (c *Core) Try(ctx context.Context, name string, ttl time.Duration) (*Held, 
 
 // Obtain acquires the lock called name, waiting until it is free or ctx ends.
 //
-// The waiter first joins the lock's wake-up queue (its subscription confirmed),
-// then tries; when the lock is held it sleeps until a release wakes it or the
-// holder's ttl runs out, and tries again. Joining first means no release can
-// slip between a failed try and the wait.
+// It first probes, as cheaply as a TryObtain: a free lock costs one round trip
+// and no subscription. When the lock is held, the waiter joins the lock's
+// wake-up queue (its subscription confirmed) and tries again, so that no
+// release can slip between the failed probe and the wait; then it sleeps until
+// a release wakes it or the holder's ttl runs out, and tries again.
 func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Held, error) {
 	if err := c.check(name, ttl); err != nil {
 		return nil, err
@@ -188,6 +202,13 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, errors.Join(c.cfg.Errors.NotObtained, err)
+	}
+	h, _, err := c.attempt(ctx, name, owner, ttl, Probe)
+	if h != nil || err != nil {
+		if err != nil && ctx.Err() != nil {
+			err = errors.Join(c.cfg.Errors.NotObtained, ctx.Err(), err)
+		}
+		return h, err
 	}
 	w, err := c.notifier.Join(ctx, WakeChannel(LockKey(c.cfg.Prefix, name)))
 	switch {
@@ -203,7 +224,7 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 			"key", LockKey(c.cfg.Prefix, name), "err", err)
 	}
 	for {
-		h, a, err := c.attempt(ctx, name, owner, ttl, true)
+		h, a, err := c.attempt(ctx, name, owner, ttl, Wait)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, errors.Join(c.cfg.Errors.NotObtained, ctx.Err(), err)

@@ -3,18 +3,19 @@
 // A Notifier owns one Redis subscription connection, shared by every key a
 // Locker waits on. In Redis Cluster that one connection serves keys of every
 // shard: releases publish with plain PUBLISH, which the cluster bus carries to
-// every node. A waiter joins the queue of its lock's wake-up channel; the
-// release script publishes on that channel, and the Notifier wakes the first
-// waiter in the queue that has no wake-up pending: one waiter per release, in
-// arrival order, so a release does not stampede every local waiter into Redis.
+// every node.
 //
-// A channel stays subscribed while it has waiters, and for a while after (up to
-// idleCap idle channels), so a key that is contended again costs no new
-// subscription round trip.
+// A waiter joins the queue of its lock's wake-up channel; the release script
+// publishes on that channel, and the Notifier wakes the first waiter in the
+// queue that has no wake-up pending: one waiter per release, in arrival order,
+// so a release does not stampede every local waiter into Redis.
+//
+// A channel is subscribed while it has waiters and unsubscribed when the last
+// one leaves, so an uncontended lock's releases never come back to the
+// process that made them.
 package notify
 
 import (
-	"container/list"
 	"context"
 	"errors"
 	"sync"
@@ -26,28 +27,35 @@ import (
 // ErrClosed is returned to waiters when the Notifier is closed under them.
 var ErrClosed = errors.New("notify: closed")
 
-// idleCap bounds how many channels without waiters stay subscribed.
-const idleCap = 1024
-
 // Notifier serves wake-ups for every lock one Locker waits on.
 type Notifier struct {
 	client redis.UniversalClient
 
+	// send orders SUBSCRIBE and UNSUBSCRIBE of a channel with the counts
+	// below, so that a confirmation can be matched to the request it answers.
+	send sync.Mutex
+
 	mu     sync.Mutex
 	ps     *redis.PubSub
-	subs   map[string]*channelSub
-	idle   *list.List // of channel names without waiters, oldest first
+	subs   map[string]*channelSub // channels with waiters
+	counts map[string]*counts
 	closed bool
 	done   chan struct{} // closed by Close
 	loop   chan struct{} // closed when the receive loop has ended
 }
 
+// counts are the SUBSCRIBE requests sent for a channel and the confirmations
+// received, over every subscription the channel has had.
+type counts struct {
+	sent, acked int
+}
+
 type channelSub struct {
+	need      int           // the confirmation count that answers this SUBSCRIBE
 	ready     chan struct{} // closed when the subscription is confirmed or failed
 	confirmed bool
 	err       error // why the subscription failed, once ready is closed
 	waiters   []*Waiter
-	idleElem  *list.Element
 }
 
 // New returns a Notifier that subscribes through client. No connection is
@@ -56,7 +64,7 @@ func New(client redis.UniversalClient) *Notifier {
 	return &Notifier{
 		client: client,
 		subs:   make(map[string]*channelSub),
-		idle:   list.New(),
+		counts: make(map[string]*counts),
 		done:   make(chan struct{}),
 	}
 }
@@ -79,9 +87,11 @@ func (w *Waiter) Done() <-chan struct{} { return w.n.done }
 // subscription, so that every release published after Join returns reaches the
 // waiter. The caller must call Leave.
 func (n *Notifier) Join(ctx context.Context, channel string) (*Waiter, error) {
+	n.send.Lock()
 	n.mu.Lock()
 	if n.closed {
 		n.mu.Unlock()
+		n.send.Unlock()
 		return nil, ErrClosed
 	}
 	if n.ps == nil {
@@ -89,23 +99,28 @@ func (n *Notifier) Join(ctx context.Context, channel string) (*Waiter, error) {
 	}
 	sub, ok := n.subs[channel]
 	if !ok {
-		sub = &channelSub{ready: make(chan struct{})}
+		c := n.counts[channel]
+		if c == nil {
+			c = &counts{}
+			n.counts[channel] = c
+		}
+		c.sent++
+		sub = &channelSub{need: c.sent, ready: make(chan struct{})}
 		n.subs[channel] = sub
-	}
-	if sub.idleElem != nil {
-		n.idle.Remove(sub.idleElem)
-		sub.idleElem = nil
 	}
 	w := &Waiter{n: n, channel: channel, sub: sub, wake: make(chan struct{}, 1)}
 	sub.waiters = append(sub.waiters, w)
 	ps := n.ps
 	n.mu.Unlock()
-
+	var err error
 	if !ok {
-		if err := ps.Subscribe(ctx, channel); err != nil {
-			n.fail(channel, sub, err)
-		}
+		err = ps.Subscribe(ctx, channel)
 	}
+	n.send.Unlock()
+	if err != nil {
+		n.fail(channel, sub, err)
+	}
+
 	select {
 	case <-sub.ready:
 		if sub.err != nil {
@@ -137,10 +152,13 @@ func (n *Notifier) fail(channel string, sub *channelSub, err error) {
 	}
 }
 
-// Leave removes the waiter from its queue. A wake-up it received but did not
-// act on passes to the next waiter, so no release is lost.
+// Leave removes the waiter from its queue, and unsubscribes the channel when
+// it was the last. A wake-up it received but did not act on passes to the next
+// waiter, so no release is lost.
 func (w *Waiter) Leave() {
 	n := w.n
+	n.send.Lock()
+	defer n.send.Unlock()
 	n.mu.Lock()
 	sub := w.sub
 	for i, other := range sub.waiters {
@@ -154,18 +172,17 @@ func (w *Waiter) Leave() {
 		sub.wakeOne()
 	default:
 	}
-	var evict string
-	if len(sub.waiters) == 0 && n.subs[w.channel] == sub && sub.idleElem == nil {
-		sub.idleElem = n.idle.PushBack(w.channel)
-		if n.idle.Len() > idleCap {
-			evict = n.idle.Remove(n.idle.Front()).(string)
-			delete(n.subs, evict)
+	last := len(sub.waiters) == 0 && n.subs[w.channel] == sub
+	if last {
+		delete(n.subs, w.channel)
+		if c := n.counts[w.channel]; c != nil && c.acked >= c.sent {
+			delete(n.counts, w.channel)
 		}
 	}
 	ps, closed := n.ps, n.closed
 	n.mu.Unlock()
-	if evict != "" && !closed {
-		_ = ps.Unsubscribe(context.Background(), evict)
+	if last && !closed && sub.err == nil {
+		_ = ps.Unsubscribe(context.Background(), w.channel)
 	}
 }
 
@@ -176,21 +193,6 @@ func (s *channelSub) wakeOne() {
 		case w.wake <- struct{}{}:
 			return
 		default:
-		}
-	}
-}
-
-// wakeAll signals every waiter of every channel, after the subscription
-// connection dropped and releases may have gone unheard.
-func (n *Notifier) wakeAll() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for _, sub := range n.subs {
-		for _, w := range sub.waiters {
-			select {
-			case w.wake <- struct{}{}:
-			default:
-			}
 		}
 	}
 }
@@ -213,9 +215,7 @@ func (n *Notifier) receive(ps *redis.PubSub) {
 				return
 			default:
 			}
-			// Messages published while the connection was down are lost:
-			// let every waiter check the lock again.
-			n.wakeAll()
+			n.reconnected()
 			backoff = min(max(2*backoff, 10*time.Millisecond), time.Second)
 			select {
 			case <-n.done:
@@ -240,12 +240,44 @@ func (n *Notifier) receive(ps *redis.PubSub) {
 	}
 }
 
+// reconnected handles a dropped subscription connection, which go-redis
+// re-dials and resubscribes: messages published meanwhile are lost, so every
+// waiter checks its lock again, and the confirmations counted so far no
+// longer match the requests, so every subscription counts as confirmed.
+func (n *Notifier) reconnected() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	clear(n.counts)
+	for _, sub := range n.subs {
+		if !sub.confirmed {
+			sub.confirmed = true
+			close(sub.ready)
+		}
+		for _, w := range sub.waiters {
+			select {
+			case w.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// confirm counts a subscription confirmation and readies the subscription it
+// answers.
 func (n *Notifier) confirm(channel string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if sub := n.subs[channel]; sub != nil && !sub.confirmed {
+	c := n.counts[channel]
+	if c == nil {
+		return // a resubscription after a reconnect
+	}
+	c.acked++
+	if sub := n.subs[channel]; sub != nil && !sub.confirmed && c.acked >= sub.need {
 		sub.confirmed = true
 		close(sub.ready)
+	}
+	if n.subs[channel] == nil && c.acked >= c.sent {
+		delete(n.counts, channel)
 	}
 }
 

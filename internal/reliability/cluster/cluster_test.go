@@ -119,7 +119,7 @@ func TestClusterWaitersAreWoken(t *testing.T) {
 			}
 			got <- err
 		}()
-		count.Await(t, "acquire", tries+1) // the waiter found the lock held
+		count.Await(t, "acquire", tries+2) // the waiter probed, subscribed, and found the lock still held
 		if err := holder.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
