@@ -1,0 +1,226 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/leasekit/leasekit/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+
+// TestQuickRun runs the command's code as `go run ./bench -quick` would, on its
+// in-process miniredis, and checks that every scenario produced a row for
+// every library and reference, with nothing failed. It checks no timings.
+func TestQuickRun(t *testing.T) {
+	chart := filepath.Join(t.TempDir(), "chart.svg")
+	cfg, err := parseFlags([]string{"-quick", "-json", "-chart", chart}, io.Discard)
+	if err != nil {
+		t.Fatalf("parseFlags: %v", err)
+	}
+	var stdout, stderr bytes.Buffer
+	rows, err := run(t.Context(), cfg, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+
+	printed := decodeRows(t, &stdout)
+	if len(printed) != len(rows) {
+		t.Fatalf("JSON lines: got %d, want %d (one per row)", len(printed), len(rows))
+	}
+	libs := libraryNames()
+	want := map[string][]string{
+		"ping":          {"PING", "PING after idle"},
+		"uncontended":   append([]string{"2×PING"}, libs...),
+		"convoy-8":      libs,
+		"convoy-64":     libs,
+		"keys-parallel": append([]string{"SET"}, libs...),
+	}
+	got := make(map[string][]string)
+	for _, r := range printed {
+		got[r.Scenario] = append(got[r.Scenario], r.Lib)
+		if r.Failures != 0 || r.Overlaps != 0 {
+			t.Errorf("%s/%s: got %d failures, %d overlaps, want none", r.Scenario, r.Lib, r.Failures, r.Overlaps)
+		}
+		if r.N == 0 || r.P50 <= 0 {
+			t.Errorf("%s/%s: got n %d, p50 %dns, want both positive", r.Scenario, r.Lib, r.N, r.P50)
+		}
+		if !r.Reference && !strings.Contains(r.Config, r.Lib) {
+			t.Errorf("%s/%s: config %q does not state the library's configuration", r.Scenario, r.Lib, r.Config)
+		}
+	}
+	for scenario, subjects := range want {
+		if !slices.Equal(got[scenario], subjects) {
+			t.Errorf("%s: got rows %q, want %q", scenario, got[scenario], subjects)
+		}
+	}
+	for _, r := range printed {
+		if strings.HasPrefix(r.Scenario, "convoy-") && (r.Makespan <= 0 || r.IdealNs <= 0 || r.HandoffP50 <= 0) {
+			t.Errorf("%s/%s: got makespan %d, ideal %d, handoff p50 %d, want all positive",
+				r.Scenario, r.Lib, r.Makespan, r.IdealNs, r.HandoffP50)
+		}
+	}
+	if !strings.Contains(stderr.String(), "miniredis") {
+		t.Errorf("the output does not say that it ran on miniredis; stderr:\n%s", stderr.String())
+	}
+	if st, err := os.Stat(chart); err != nil || st.Size() == 0 {
+		t.Errorf("chart: got %v, want a non-empty file", err)
+	}
+}
+
+func decodeRows(t *testing.T, r io.Reader) []row {
+	t.Helper()
+	var rows []row
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		var r row
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("line %q is not a JSON row: %v", sc.Text(), err)
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// TestTableOutput checks the table form: a header naming the backend and each
+// library's configuration, then one table per scenario.
+func TestTableOutput(t *testing.T) {
+	cfg, err := parseFlags([]string{"-quick", "-scenarios", "uncontended,convoy-8", "-contenders", "8", "-libs", "efficiency,redislock"}, io.Discard)
+	if err != nil {
+		t.Fatalf("parseFlags: %v", err)
+	}
+	var stdout bytes.Buffer
+	if _, err := run(t.Context(), cfg, &stdout, io.Discard); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	out := stdout.String()
+	for _, want := range []string{"miniredis", "efficiency.New(client)", "LinearBackoff(10ms)", "\nuncontended\n", "\nconvoy-8\n", "2×PING (ref)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, absent := range []string{"redsync", "correctness", "\nkeys-parallel\n", "\nconvoy-64\n"} {
+		if strings.Contains(out, absent) {
+			t.Errorf("output mentions %q, which was not asked for:\n%s", absent, out)
+		}
+	}
+}
+
+func TestFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string // part of the error; "" for none
+	}{
+		{"defaults", nil, ""},
+		{"quick", []string{"-quick"}, ""},
+		{"unknown library", []string{"-libs", "efficiency,zookeeper"}, `unknown library "zookeeper"`},
+		{"bad contenders", []string{"-contenders", "8,0"}, `"0" is not a positive count`},
+		{"bad chart", []string{"-chart", "out.jpg"}, "neither .png nor .svg"},
+		{"addr and url", []string{"-addr", "127.0.0.1:1", "-url", "redis://127.0.0.1:1"}, "not both"},
+		{"negative n", []string{"-n", "-3"}, "not positive"},
+		{"stray argument", []string{"uncontended"}, "unexpected arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseFlags(tt.args, io.Discard)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("got %v, want no error", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("got %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+	if _, err := parseFlags([]string{"-h"}, io.Discard); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("-h: got %v, want flag.ErrHelp", err)
+	}
+}
+
+func TestUnknownScenario(t *testing.T) {
+	_, err := selectScenarios([]string{"ping", "convoy-9"}, []int{8, 64})
+	if err == nil || !strings.Contains(err.Error(), `"convoy-9"`) {
+		t.Fatalf("got %v, want an error naming convoy-9", err)
+	}
+}
+
+// benchSubjects opens every library on client, as the command does, and
+// returns them as subjects after the given reference.
+func benchSubjects(tb testing.TB, client *redis.Client, ref func(b *bench) subject) []subject {
+	b := &bench{cfg: config{ttl: defaultTTL}, client: client}
+	for _, lib := range libraries {
+		b.libs = append(b.libs, openLib{name: lib.name, l: lib.open(client, defaultTTL)})
+	}
+	tb.Cleanup(b.closeLibs)
+	return b.lockSubjects(ref(b))
+}
+
+// backends runs fn on miniredis and on a real redis-server (skipped without
+// the binary), as sub-benchmarks named after the backend.
+func backends(b *testing.B, fn func(b *testing.B, client *redis.Client)) {
+	b.Run("miniredis", func(b *testing.B) { fn(b, redistest.Mini(b).Client) })
+	b.Run("redis-server", func(b *testing.B) { fn(b, redistest.Real(b).Client) })
+}
+
+// BenchmarkUncontended is the uncontended scenario as a Go benchmark: one
+// acquire + release of a free key per op, with each library's waiting acquire.
+func BenchmarkUncontended(b *testing.B) {
+	backends(b, func(b *testing.B, client *redis.Client) {
+		ref := func(bn *bench) subject { return bn.pingSubject("2×PING", 2) }
+		for _, s := range benchSubjects(b, client, ref) {
+			b.Run(s.name, func(b *testing.B) {
+				ctx := context.Background()
+				key := "bench:go-uncontended:" + s.name
+				for range 10 { // leasekit's first wait on a key subscribes to it
+					if err := s.op(ctx, key); err != nil {
+						b.Fatalf("warm-up: %v", err)
+					}
+				}
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := s.op(ctx, key); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	})
+}
+
+// BenchmarkKeysParallel is keys-parallel as a Go benchmark: every goroutine
+// acquires and releases a key of its own.
+func BenchmarkKeysParallel(b *testing.B) {
+	backends(b, func(b *testing.B, client *redis.Client) {
+		for _, s := range benchSubjects(b, client, (*bench).setSubject) {
+			b.Run(s.name, func(b *testing.B) {
+				var worker atomic.Int64
+				b.SetParallelism(max(keysParallelWorkers/runtime.GOMAXPROCS(0), 1))
+				b.ReportAllocs()
+				b.RunParallel(func(pb *testing.PB) {
+					ctx := context.Background()
+					key := "bench:go-keys-parallel:" + s.name + ":" + strconv.FormatInt(worker.Add(1), 10)
+					for pb.Next() {
+						if err := s.op(ctx, key); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			})
+		}
+	})
+}

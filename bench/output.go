@@ -1,0 +1,182 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"text/tabwriter"
+	"time"
+)
+
+func writeHeader(w io.Writer, cfg config, backend string) {
+	fmt.Fprintf(w, "leasekit bench on %s\n", backend)
+	fmt.Fprintf(w, "%s, GOMAXPROCS %d, go-redis %s: one client (pool %d) shared by every library and reference\n",
+		runtime.Version(), runtime.GOMAXPROCS(0), moduleVersion("github.com/redis/go-redis/v9"), 10*runtime.GOMAXPROCS(0))
+	fmt.Fprintf(w, "ttl %v for every library; convoy hold %v, a convoy acquisition gives up after one ttl\n\n", cfg.ttl, cfg.hold)
+	for _, lib := range libraries {
+		if slices.Contains(cfg.libs, lib.name) {
+			fmt.Fprintf(w, "  %-12s %s\n", lib.name, lib.describe(cfg.ttl))
+		}
+	}
+	fmt.Fprint(w, `
+How to read it:
+  - Each scenario interleaves its subjects (A, B, C, A, B, C, ...): 10 ops of one,
+    then 10 of the next; a whole convoy; 50 ms of keys-parallel. Every subject
+    gets the same untimed warm-up first. uncontended and convoy use each
+    library's waiting acquire. leasekit's subscribes to the lock's release channel
+    once per key per Locker and keeps that subscription: the warm-up pays it.
+  - allocs/op counts every allocation in the process while the op runs, in an
+    untimed pass of its own (runtime.MemStats): the library, go-redis,
+    leasekit's subscription reader`)
+	if cfg.addr == "" && cfg.url == "" {
+		fmt.Fprint(w, ", and here miniredis itself")
+	}
+	fmt.Fprint(w, `.
+  - trips/op counts round trips through the client (a pub/sub SUBSCRIBE is not one).
+  - convoy: makespan against the ideal N × (measured hold + one PING); handoff is
+    from the holder calling release to the next holder's acquire returning, in
+    PINGs and in PINGs made after the same idle time as a holder's (a round trip
+    that starts from idle is what a handoff starts with).
+`)
+}
+
+// row is one (scenario, subject) result. p50/p99 are the timed operation's
+// latency; in a convoy, the wait for the acquisition.
+type row struct {
+	Scenario     string   `json:"scenario"`
+	Lib          string   `json:"lib"`
+	Reference    bool     `json:"reference,omitempty"`
+	Config       string   `json:"config,omitempty"`
+	N            int      `json:"n"`
+	P50          int64    `json:"p50_ns"`
+	P99          int64    `json:"p99_ns"`
+	OpsPerS      float64  `json:"ops_per_s"`
+	AllocsPerOp  *float64 `json:"allocs_per_op,omitempty"`
+	TripsPerOp   float64  `json:"round_trips_per_op"`
+	Ratio        float64  `json:"ratio,omitempty"`
+	RatioTo      string   `json:"ratio_to,omitempty"`
+	IdealNs      int64    `json:"ideal_ns,omitempty"`
+	Makespan     int64    `json:"makespan_ns,omitempty"`
+	HoldNs       int64    `json:"hold_ns,omitempty"`
+	HandoffP50   int64    `json:"handoff_p50_ns,omitempty"`
+	HandoffP99   int64    `json:"handoff_p99_ns,omitempty"`
+	HandoffPings float64  `json:"handoff_p50_pings,omitempty"`
+	// HandoffIdlePings is the handoff p50 in PINGs made from idle.
+	HandoffIdlePings float64 `json:"handoff_p50_idle_pings,omitempty"`
+	WaitMax          int64   `json:"wait_max_ns,omitempty"`
+	Failures         int     `json:"failures"`
+	Overlaps         int     `json:"overlaps,omitempty"`
+}
+
+// writeRows writes one scenario's rows: a table, or JSON lines.
+func writeRows(w io.Writer, asJSON bool, scenario string, rows []row) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		for _, r := range rows {
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(w, "\n%s\n", scenario)
+	cols := columnsOf(scenario)
+	for _, c := range cols {
+		fmt.Fprintf(tw, "%s\t", c.title)
+	}
+	fmt.Fprintln(tw)
+	for _, r := range rows {
+		for _, c := range cols {
+			fmt.Fprintf(tw, "%s\t", c.value(r))
+		}
+		fmt.Fprintln(tw)
+	}
+	return tw.Flush()
+}
+
+// column is one column of a scenario's table.
+type column struct {
+	title string
+	value func(r row) string
+}
+
+func columnsOf(scenario string) []column {
+	lib := column{"lib", func(r row) string {
+		if r.Reference {
+			return r.Lib + " (ref)"
+		}
+		return r.Lib
+	}}
+	n := column{"n", func(r row) string { return fmt.Sprint(r.N) }}
+	p50 := column{"p50", func(r row) string { return fmtDur(time.Duration(r.P50)) }}
+	p99 := column{"p99", func(r row) string { return fmtDur(time.Duration(r.P99)) }}
+	trips := column{"trips/op", func(r row) string { return fmt.Sprintf("%.2f", r.TripsPerOp) }}
+	failures := column{"failures", func(r row) string { return fmt.Sprint(r.Failures) }}
+	times := func(title string) column {
+		return column{title, func(r row) string { return fmt.Sprintf("%.2f×", r.Ratio) }}
+	}
+	switch {
+	case scenario == "ping":
+		return []column{lib, n, p50, p99, times("p50 ÷ PING")}
+	case scenario == "uncontended":
+		return []column{lib, n, p50, p99, times("p50 ÷ 2×PING"),
+			{"allocs/op", func(r row) string { return fmt.Sprintf("%.1f", *r.AllocsPerOp) }},
+			trips, failures}
+	case scenario == "keys-parallel":
+		return []column{lib, {"ops/s", func(r row) string { return fmt.Sprintf("%.0f", r.OpsPerS) }},
+			{"of SET", func(r row) string { return fmt.Sprintf("%.0f%%", 100*r.Ratio) }},
+			p50, p99, trips, failures}
+	}
+	return []column{lib, {"acquired", func(r row) string { return fmt.Sprint(r.N - r.Failures) }},
+		{"makespan", func(r row) string { return fmtDur(time.Duration(r.Makespan)) }},
+		{"ideal", func(r row) string { return fmtDur(time.Duration(r.IdealNs)) }},
+		times("÷ ideal"),
+		{"handoff p50", func(r row) string { return fmtDur(time.Duration(r.HandoffP50)) }},
+		{"÷ PING", func(r row) string { return fmt.Sprintf("%.1f", r.HandoffPings) }},
+		{"÷ idle PING", func(r row) string { return fmt.Sprintf("%.1f", r.HandoffIdlePings) }},
+		{"handoff p99", func(r row) string { return fmtDur(time.Duration(r.HandoffP99)) }},
+		{"wait p50", p50.value}, {"wait p99", p99.value},
+		{"wait max", func(r row) string { return fmtDur(time.Duration(r.WaitMax)) }},
+		{"trips/acq", trips.value}, failures,
+		{"overlaps", func(r row) string { return fmt.Sprint(r.Overlaps) }}}
+}
+
+// progress keeps one status line on stderr while the bench runs: rewritten in
+// place on a terminal, one line per scenario elsewhere.
+type progress struct {
+	w        io.Writer
+	tty      bool
+	scenario string
+}
+
+func newProgress(w io.Writer) *progress {
+	f, ok := w.(*os.File)
+	tty := false
+	if ok {
+		if st, err := f.Stat(); err == nil {
+			tty = st.Mode()&os.ModeCharDevice != 0
+		}
+	}
+	return &progress{w: w, tty: tty}
+}
+
+func (p *progress) say(scenario, detail string) {
+	if p.tty {
+		fmt.Fprintf(p.w, "\r\033[K%s: %s", scenario, detail)
+		return
+	}
+	if scenario != p.scenario {
+		p.scenario = scenario
+		fmt.Fprintf(p.w, "bench: running %s\n", scenario)
+	}
+}
+
+func (p *progress) clear() {
+	if p.tty {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+}

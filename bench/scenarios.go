@@ -1,0 +1,449 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// scenario is one measurement, run over every subject in turn.
+type scenario struct {
+	name string
+	run  func(b *bench, ctx context.Context) []row
+}
+
+// bench is one run: the server, the libraries opened on it, and the reference
+// that scenarios report against.
+type bench struct {
+	cfg    config
+	client *redis.Client
+	trips  *tripCounter
+	libs   []openLib
+	prog   *progress
+	// ping and idlePing are the p50 of one PING round trip, busy and from
+	// idle, measured before any scenario.
+	ping, idlePing time.Duration
+	// notes are warnings about the measurements, printed after the tables.
+	notes []string
+}
+
+type openLib struct {
+	name string
+	l    locker
+}
+
+// subject is something a scenario times: a library's acquire + release, or a
+// reference made of plain commands.
+type subject struct {
+	name string
+	ref  bool
+	op   func(ctx context.Context, key string) error
+	// idle is how long to sleep, untimed, before each op.
+	idle time.Duration
+}
+
+// keysParallelWorkers is the concurrency of keys-parallel.
+const keysParallelWorkers = 64
+
+// scenarioNames are the names -scenarios accepts; "convoy" stands for a
+// convoy of each -contenders count.
+var scenarioNames = []string{"ping", "uncontended", "convoy", "keys-parallel"}
+
+// selectScenarios returns the scenarios names asks for, in run order.
+func selectScenarios(names []string, contenders []int) ([]scenario, error) {
+	var out []scenario
+	want := func(name string) bool {
+		return slices.Contains(names, name) || strings.HasPrefix(name, "convoy-") && slices.Contains(names, "convoy")
+	}
+	all := []scenario{
+		{name: "ping", run: (*bench).measurePing},
+		{name: "uncontended", run: (*bench).uncontended},
+	}
+	for _, n := range contenders {
+		all = append(all, scenario{name: "convoy-" + strconv.Itoa(n), run: func(b *bench, ctx context.Context) []row { return b.convoy(ctx, n) }})
+	}
+	all = append(all, scenario{name: "keys-parallel", run: (*bench).keysParallel})
+	for _, s := range all {
+		if want(s.name) {
+			out = append(out, s)
+		}
+	}
+	for _, name := range names {
+		if !slices.ContainsFunc(all, func(s scenario) bool { return s.name == name }) && !slices.Contains(scenarioNames, name) {
+			return nil, fmt.Errorf("unknown scenario %q (want %s, or convoy-N for N in -contenders)", name, strings.Join(scenarioNames, ","))
+		}
+	}
+	return out, nil
+}
+
+func (b *bench) key(scenario, subject string) string { return "bench:" + scenario + ":" + subject }
+
+func lockOp(l locker) func(ctx context.Context, key string) error {
+	return func(ctx context.Context, key string) error {
+		h, err := l.acquire(ctx, key)
+		if err != nil {
+			return err
+		}
+		return h.Release(ctx)
+	}
+}
+
+// lockSubjects are the libraries as subjects, after the given references.
+func (b *bench) lockSubjects(refs ...subject) []subject {
+	out := refs
+	for _, lib := range b.libs {
+		out = append(out, subject{name: lib.name, op: lockOp(lib.l)})
+	}
+	return out
+}
+
+// pingSubject times n PINGs in a row.
+func (b *bench) pingSubject(name string, n int) subject {
+	return subject{name: name, ref: true, op: func(ctx context.Context, _ string) error {
+		for range n {
+			if err := b.client.Ping(ctx).Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}
+}
+
+// measurePing sets the references every other scenario reports against: a
+// PING on a busy connection, and a PING after the client and server have been
+// idle for -hold, as the release at the end of a convoy holder's critical
+// section is. On a virtual machine the second can cost several times the
+// first: idle CPUs take a while to wake.
+func (b *bench) measurePing(ctx context.Context) []row {
+	idle := b.pingSubject("PING after idle", 1)
+	idle.idle = max(b.cfg.hold, time.Microsecond)
+	rows := b.sequential(ctx, "ping", []subject{b.pingSubject("PING", 1), idle})
+	b.ping, b.idlePing = time.Duration(rows[0].P50), time.Duration(rows[1].P50)
+	rows[0].Config = "go-redis Ping: one round trip, the physical floor of any Redis command"
+	rows[1].Config = fmt.Sprintf("go-redis Ping after sleeping %v (untimed): a round trip from idle", idle.idle)
+	for i := range rows {
+		rows[i].Ratio, rows[i].RatioTo = ratio(rows[i].P50, rows[0].P50), "PING p50"
+	}
+	return rows
+}
+
+func (b *bench) uncontended(ctx context.Context) []row {
+	ref := b.pingSubject("2×PING", 2)
+	rows := b.sequential(ctx, "uncontended", b.lockSubjects(ref))
+	rows[0].Config = "two go-redis Pings in a row: the floor of an acquire + release"
+	for i := range rows {
+		rows[i].Ratio, rows[i].RatioTo = ratio(rows[i].P50, rows[0].P50), "2×PING p50"
+	}
+	if twice := 2 * b.ping; time.Duration(rows[0].P50) > 2*twice {
+		b.notes = append(b.notes, fmt.Sprintf("note: two PINGs took %v here against %v for one in the ping scenario: the machine was busy or its round trips slowed meanwhile, and these latencies are mostly noise; run again",
+			fmtDur(time.Duration(rows[0].P50)), fmtDur(b.ping)))
+	}
+	return rows
+}
+
+// chunk is how many ops of one subject run before the next subject's turn.
+// Small, so that a burst of noise from another process lands on every subject
+// alike rather than on whichever one's turn it was.
+const chunk = 10
+
+// seqResult accumulates one subject's samples over the rounds.
+type seqResult struct {
+	lat      samples
+	failures int
+	trips    int64
+	ops      int
+	elapsed  time.Duration
+}
+
+// sequential times each subject's op, one at a time on one goroutine,
+// interleaved a chunk at a time, after the same warm-up for all; then counts
+// each one's allocations in an untimed pass.
+func (b *bench) sequential(ctx context.Context, scenario string, subjects []subject) []row {
+	rounds := max(b.cfg.n/chunk, 1)
+	res := make([]seqResult, len(subjects))
+	for i, s := range subjects {
+		b.prog.say(scenario, "warm-up, "+s.name)
+		b.timeSequential(ctx, &seqResult{}, s, b.key(scenario, s.name), min(max(b.cfg.n/10, 5), 100))
+		res[i].lat = make(samples, 0, rounds*chunk)
+	}
+	for r := range rounds {
+		if r%50 == 0 {
+			b.prog.say(scenario, fmt.Sprintf("round %d/%d", r+1, rounds))
+		}
+		for i, s := range subjects {
+			b.timeSequential(ctx, &res[i], s, b.key(scenario, s.name), chunk)
+		}
+	}
+	rows := make([]row, len(subjects))
+	for i, s := range subjects {
+		b.prog.say(scenario, "counting allocations, "+s.name)
+		allocs := b.allocsPerOp(ctx, s, b.key(scenario, s.name))
+		r := &res[i]
+		rows[i] = row{
+			Scenario: scenario, Lib: s.name, Reference: s.ref,
+			N: r.ops, P50: int64(r.lat.p50()), P99: int64(r.lat.p99()),
+			OpsPerS:     perSecond(r.ops, r.elapsed),
+			AllocsPerOp: &allocs,
+			TripsPerOp:  float64(r.trips) / float64(r.ops),
+			Failures:    r.failures,
+		}
+	}
+	return rows
+}
+
+func (b *bench) timeSequential(ctx context.Context, res *seqResult, s subject, key string, n int) {
+	trips := b.trips.load()
+	for range n {
+		if s.idle > 0 {
+			time.Sleep(s.idle)
+		}
+		t := time.Now()
+		err := s.op(ctx, key)
+		d := time.Since(t)
+		res.elapsed += d
+		if err != nil {
+			res.failures++
+			continue
+		}
+		res.lat = append(res.lat, d)
+	}
+	res.trips += b.trips.load() - trips
+	res.ops += n
+}
+
+// allocsPerOp counts every allocation the process makes while s runs its op,
+// on average. It is a pass of its own because reading the counts stops the
+// world, which the timed rounds, a chunk at a time, would feel.
+func (b *bench) allocsPerOp(ctx context.Context, s subject, key string) float64 {
+	n := min(b.cfg.n, 500)
+	if s.idle > 0 {
+		n = min(n, 50)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range n {
+		if s.idle > 0 {
+			time.Sleep(s.idle)
+		}
+		_ = s.op(ctx, key)
+	}
+	runtime.ReadMemStats(&after)
+	return float64(after.Mallocs-before.Mallocs) / float64(n)
+}
+
+// convoyReps is how many convoys of each library are run and pooled.
+func (b *bench) convoyReps() int {
+	if b.cfg.quick {
+		return 1
+	}
+	return min(max(b.cfg.n/600, 1), 10)
+}
+
+// convoyResult pools one library's convoys.
+type convoyResult struct {
+	makespans samples
+	holds     samples
+	handoffs  samples
+	waits     samples
+	failures  int
+	overlaps  int
+	trips     int64
+}
+
+// convoy: n contenders start together and each takes the same key once, holds
+// it for -hold and releases it.
+func (b *bench) convoy(ctx context.Context, n int) []row {
+	scenario := "convoy-" + strconv.Itoa(n)
+	reps := b.convoyReps()
+	res := make([]convoyResult, len(b.libs))
+	for _, lib := range b.libs {
+		b.prog.say(scenario, "warm-up, "+lib.name)
+		_ = lockOp(lib.l)(ctx, b.key(scenario, lib.name))
+	}
+	for r := range reps {
+		for i, lib := range b.libs {
+			b.prog.say(scenario, fmt.Sprintf("run %d/%d, %s", r+1, reps, lib.name))
+			trips := b.trips.load()
+			b.runConvoy(ctx, &res[i], lib.l, b.key(scenario, lib.name), n)
+			res[i].trips += b.trips.load() - trips
+		}
+	}
+	rows := make([]row, len(b.libs))
+	for i, lib := range b.libs {
+		rows[i] = res[i].row(scenario, lib.name, n*reps, n, b.ping, b.idlePing)
+	}
+	return rows
+}
+
+// contender is what one convoy goroutine saw.
+type contender struct {
+	err                          error
+	granted, releasing, released time.Time
+}
+
+func (b *bench) runConvoy(ctx context.Context, res *convoyResult, l locker, key string, n int) {
+	seen := make([]contender, n)
+	var ready, done sync.WaitGroup
+	var inside, overlaps atomic.Int32
+	start := make(chan struct{})
+	ready.Add(n)
+	for i := range seen {
+		done.Go(func() {
+			ready.Done()
+			<-start
+			b.contend(ctx, &seen[i], l, key, &inside, &overlaps)
+		})
+	}
+	ready.Wait()
+	t0 := time.Now()
+	close(start)
+	done.Wait()
+
+	var last time.Time
+	var ok []contender
+	for _, c := range seen {
+		if c.err != nil {
+			res.failures++
+			continue
+		}
+		ok = append(ok, c)
+		res.waits = append(res.waits, c.granted.Sub(t0))
+		res.holds = append(res.holds, c.releasing.Sub(c.granted))
+		if c.released.After(last) {
+			last = c.released
+		}
+	}
+	res.overlaps += int(overlaps.Load())
+	slices.SortFunc(ok, func(a, b contender) int { return a.granted.Compare(b.granted) })
+	for i := 1; i < len(ok); i++ {
+		res.handoffs = append(res.handoffs, ok[i].granted.Sub(ok[i-1].releasing))
+	}
+	if len(ok) > 0 {
+		res.makespans = append(res.makespans, last.Sub(t0))
+	}
+}
+
+// contend is one convoy goroutine: acquire (giving up after one ttl), hold,
+// release. A release error counts as a failure too.
+func (b *bench) contend(ctx context.Context, c *contender, l locker, key string, inside, overlaps *atomic.Int32) {
+	actx, cancel := context.WithTimeout(ctx, b.cfg.ttl)
+	defer cancel()
+	h, err := l.acquire(actx, key)
+	c.granted = time.Now()
+	if err != nil {
+		c.err = err
+		return
+	}
+	if inside.Add(1) > 1 {
+		overlaps.Add(1)
+	}
+	time.Sleep(b.cfg.hold)
+	inside.Add(-1)
+	c.releasing = time.Now()
+	c.err = h.Release(ctx)
+	c.released = time.Now()
+}
+
+func (r *convoyResult) row(scenario, lib string, acquisitions, n int, ping, idlePing time.Duration) row {
+	ideal := time.Duration(n) * (r.holds.mean() + ping)
+	makespan := r.makespans.p50()
+	return row{
+		Scenario: scenario, Lib: lib, N: acquisitions,
+		P50: int64(r.waits.p50()), P99: int64(r.waits.p99()), WaitMax: int64(r.waits.max()),
+		OpsPerS:    perSecond(n, makespan),
+		Ratio:      ratio(makespan, ideal),
+		RatioTo:    "ideal makespan",
+		IdealNs:    int64(ideal),
+		Makespan:   int64(makespan),
+		HoldNs:     int64(r.holds.mean()),
+		HandoffP50: int64(r.handoffs.p50()), HandoffP99: int64(r.handoffs.p99()),
+		HandoffPings:     ratio(r.handoffs.p50(), ping),
+		HandoffIdlePings: ratio(r.handoffs.p50(), idlePing),
+		TripsPerOp:       float64(r.trips) / float64(acquisitions),
+		Failures:         r.failures,
+		Overlaps:         r.overlaps,
+	}
+}
+
+// keysParallel: 64 goroutines on distinct keys, acquire + release throughput
+// against plain SETs with the same client and concurrency.
+func (b *bench) keysParallel(ctx context.Context) []row {
+	const scenario = "keys-parallel"
+	subjects := b.lockSubjects(b.setSubject())
+	rounds, cell := 20, 50*time.Millisecond
+	if b.cfg.quick {
+		rounds, cell = 1, 20*time.Millisecond
+	}
+	res := make([]seqResult, len(subjects))
+	for _, s := range subjects {
+		b.prog.say(scenario, "warm-up, "+s.name)
+		b.timeParallel(ctx, &seqResult{}, s, scenario, 0)
+	}
+	for r := range rounds {
+		for i, s := range subjects {
+			b.prog.say(scenario, fmt.Sprintf("round %d/%d, %s", r+1, rounds, s.name))
+			b.timeParallel(ctx, &res[i], s, scenario, cell)
+		}
+	}
+	rows := make([]row, len(subjects))
+	for i, s := range subjects {
+		r := &res[i]
+		rows[i] = row{
+			Scenario: scenario, Lib: s.name, Reference: s.ref,
+			N: r.ops, P50: int64(r.lat.p50()), P99: int64(r.lat.p99()),
+			OpsPerS:    perSecond(r.ops, r.elapsed),
+			TripsPerOp: float64(r.trips) / float64(max(r.ops, 1)),
+			Failures:   r.failures,
+		}
+		rows[i].Ratio, rows[i].RatioTo = ratio(rows[i].OpsPerS, rows[0].OpsPerS), "SET ops/s"
+	}
+	return rows
+}
+
+// setSubject is keys-parallel's reference: a plain SET, as redis-benchmark runs.
+func (b *bench) setSubject() subject {
+	return subject{name: "SET", ref: true, op: func(ctx context.Context, key string) error {
+		return b.client.Set(ctx, key, "1", 0).Err()
+	}}
+}
+
+// timeParallel runs s on keysParallelWorkers goroutines, each on its own key,
+// for d (each runs one op when d is 0: the warm-up).
+func (b *bench) timeParallel(ctx context.Context, res *seqResult, s subject, scenario string, d time.Duration) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	trips := b.trips.load()
+	start := time.Now()
+	deadline := start.Add(d)
+	for w := range keysParallelWorkers {
+		wg.Go(func() {
+			key := b.key(scenario, s.name+":"+strconv.Itoa(w))
+			var lat samples
+			failures := 0
+			for first := true; first || time.Now().Before(deadline); first = false {
+				t := time.Now()
+				if err := s.op(ctx, key); err != nil {
+					failures++
+					continue
+				}
+				lat = append(lat, time.Since(t))
+			}
+			mu.Lock()
+			res.lat = append(res.lat, lat...)
+			res.failures += failures
+			res.ops += len(lat) + failures
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	res.elapsed += time.Since(start)
+	res.trips += b.trips.load() - trips
+}
