@@ -2,8 +2,9 @@
 --
 -- KEYS[1]  the lock key
 -- ARGV[1]  the value the caller's grant stored (owner id, or owner id:token);
---          with ARGV[3] = '1', a prefix of it (owner id:, when the token of a
---          grant whose reply was lost is unknown)
+--          with ARGV[3] = '1', its "owner id:" prefix, when the token of a
+--          grant whose reply was lost is unknown (a prefix not ending in ':',
+--          or empty, matches nothing)
 -- ARGV[2]  the wake-up channel of this lock
 -- ARGV[3]  '1' to match ARGV[1] as a prefix, else exactly
 --
@@ -17,7 +18,7 @@ if not held then
   return 0
 end
 if ARGV[3] == '1' then
-  if string.sub(held, 1, #ARGV[1]) ~= ARGV[1] then
+  if #ARGV[1] < 2 or string.sub(ARGV[1], -1) ~= ':' or string.sub(held, 1, #ARGV[1]) ~= ARGV[1] then
     return 0
   end
 elseif held ~= ARGV[1] then

@@ -67,10 +67,13 @@ func TestCompareAndChange(t *testing.T) {
 		if got, _ := scripts.PTTL.Run(ctx, b.Client, keys, "owner-a").Int64(); got <= 60000 {
 			t.Errorf("pttl by the owner after refresh: got %d, want over 60000", got)
 		}
-		if got, _ := scripts.Release.Run(ctx, b.Client, keys, "owner-b", "lock:wake", "1").Int64(); got != 0 {
-			t.Errorf("release by a prefix that does not match: got %d, want 0", got)
+		for _, prefix := range []string{"owner-b:", "owner-", "", ":"} {
+			if got, _ := scripts.Release.Run(ctx, b.Client, keys, prefix, "lock:wake", "1").Int64(); got != 0 {
+				t.Errorf("release by prefix %q of %q: got %d, want 0", prefix, "owner-a", got)
+			}
 		}
-		if got, _ := scripts.Release.Run(ctx, b.Client, keys, "owner-", "lock:wake", "1").Int64(); got != 1 {
+		b.Client.Set(ctx, "lock", "owner-a:33", time.Minute)
+		if got, _ := scripts.Release.Run(ctx, b.Client, keys, "owner-a:", "lock:wake", "1").Int64(); got != 1 {
 			t.Errorf("release by a matching prefix: got %d, want 1", got)
 		}
 		if b.Client.Exists(ctx, "lock").Val() != 0 {
