@@ -1,0 +1,109 @@
+package notify_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/leasekit/leasekit/internal/notify"
+	"github.com/leasekit/leasekit/internal/redistest"
+)
+
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+
+func TestWakesAfterResubscribe(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		n := notify.New(b.Client)
+		defer n.Close()
+		// Subscribe and unsubscribe the channel many times: each Join must
+		// wait for its own confirmation, not an earlier one, or a release
+		// published right after Join could go unheard.
+		for i := range 50 {
+			w, err := n.Join(ctx, "ch")
+			if err != nil {
+				t.Fatalf("join %d: %v", i, err)
+			}
+			if err := b.Client.Publish(ctx, "ch", "").Err(); err != nil {
+				t.Fatal(err)
+			}
+			<-w.Wake()
+			w.Leave()
+		}
+	})
+}
+
+func TestWakesOneWaiterPerMessage(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		n := notify.New(b.Client)
+		defer n.Close()
+		first, err := n.Join(ctx, "ch")
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := n.Join(ctx, "ch")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Client.Publish(ctx, "ch", "").Err(); err != nil {
+			t.Fatal(err)
+		}
+		<-first.Wake()
+		select {
+		case <-second.Wake():
+			t.Fatal("one message woke two waiters")
+		default:
+		}
+		// A waiter that leaves with a wake-up it did not use passes it on,
+		// to the oldest waiter left.
+		third, err := n.Join(ctx, "ch")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Client.Publish(ctx, "ch", "").Err(); err != nil {
+			t.Fatal(err)
+		}
+		awaitPending(t, first)
+		first.Leave()
+		select {
+		case <-second.Wake():
+		case <-third.Wake():
+			t.Fatal("the passed-on wake-up skipped the older waiter")
+		}
+		second.Leave()
+		third.Leave()
+	})
+}
+
+func TestCloseReleasesJoin(t *testing.T) {
+	b := redistest.Mini(t)
+	n := notify.New(b.Client)
+	w, err := n.Join(t.Context(), "ch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	<-w.Done()
+	w.Leave()
+	if _, err := n.Join(context.Background(), "ch"); !errors.Is(err, notify.ErrClosed) {
+		t.Fatalf("Join after Close: got %v, want ErrClosed", err)
+	}
+}
+
+// awaitPending waits until w has a wake-up pending, and leaves it pending.
+func awaitPending(t *testing.T, w *notify.Waiter) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second) // a bound for a hung test, not a timing assertion
+	for len(w.Wake()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no wake-up arrived")
+		}
+		runtime.Gosched()
+	}
+}
