@@ -26,8 +26,8 @@ How to read it:
   - Each scenario interleaves its subjects (A, B, C, A, B, C, ...): 10 ops of one,
     then 10 of the next; a whole convoy; 50 ms of keys-parallel. Every subject
     gets the same untimed warm-up first. uncontended and convoy use each
-    library's waiting acquire. leasekit's subscribes to the lock's release channel
-    once per key per Locker and keeps that subscription: the warm-up pays it.
+    library's waiting acquire. leasekit's first tries like a TryObtain; only a
+    held lock makes it subscribe to the lock's release channel (while it waits).
   - allocs/op counts every allocation in the process while the op runs, in an
     untimed pass of its own (runtime.MemStats): the library, go-redis,
     leasekit's subscription reader`)

@@ -10,9 +10,9 @@ import (
 
 // tripCounter is a go-redis hook that counts round trips: one per command, one
 // per pipeline. A script that the server answers NOSCRIPT counts twice, as it
-// costs (EVALSHA, then EVAL). Pub/sub connections bypass hooks, so SUBSCRIBE
-// is not counted: that is a once-per-key cost of leasekit's waiting, which the
-// warm-up pays.
+// costs (EVALSHA, then EVAL). Pub/sub connections bypass hooks, so the
+// SUBSCRIBE of a leasekit waiter is not counted: it goes on the Locker's
+// subscription connection, once per contended key while waiters wait.
 type tripCounter struct{ n atomic.Int64 }
 
 func countTrips(client *redis.Client) *tripCounter {
