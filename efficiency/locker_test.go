@@ -23,31 +23,12 @@ func newLocker(t *testing.T, b *redistest.Backend, opts ...efficiency.Option) *e
 func TestSingleWinner(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		l := newLocker(t, b)
-		const n = 64
-		var wins atomic.Int32
-		errs := make(chan error, n)
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for range n {
-			wg.Go(func() {
-				<-start
-				_, err := l.TryObtain(t.Context(), "race", time.Minute)
-				switch {
-				case err == nil:
-					wins.Add(1)
-				case !errors.Is(err, efficiency.ErrNotObtained):
-					errs <- err
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			t.Errorf("TryObtain: %v", err)
-		}
-		if got := wins.Load(); got != 1 {
-			t.Fatalf("got %d winners, want 1", got)
+		wins := redistest.Race(t, 64, efficiency.ErrNotObtained, func() error {
+			_, err := l.TryObtain(t.Context(), "race", time.Minute)
+			return err
+		})
+		if wins != 1 {
+			t.Fatalf("got %d winners, want 1", wins)
 		}
 	})
 }

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -134,31 +132,12 @@ func TestClusterSingleWinner(t *testing.T) {
 	client := c.Client(t)
 	l := correctness.New(client, correctness.WithAudit(false))
 	defer l.Close()
-	const n = 64
-	var wins atomic.Int32
-	errs := make(chan error, n)
-	start := make(chan struct{})
-	var wg sync.WaitGroup
-	for range n {
-		wg.Go(func() {
-			<-start
-			_, err := l.TryAcquire(t.Context(), "race", time.Minute)
-			switch {
-			case err == nil:
-				wins.Add(1)
-			case !errors.Is(err, correctness.ErrNotObtained):
-				errs <- err
-			}
-		})
-	}
-	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Errorf("TryAcquire: %v", err)
-	}
-	if got := wins.Load(); got != 1 {
-		t.Fatalf("got %d winners, want 1", got)
+	wins := redistest.Race(t, 64, correctness.ErrNotObtained, func() error {
+		_, err := l.TryAcquire(t.Context(), "race", time.Minute)
+		return err
+	})
+	if wins != 1 {
+		t.Fatalf("got %d winners, want 1", wins)
 	}
 }
 
