@@ -23,6 +23,8 @@
 // context when the lease is lost; Once runs a function at most once per period
 // across replicas.
 //
-// Every operation is one round trip to Redis: an uncontended TryObtain and
-// Release cost two.
+// An uncontended TryObtain and Release cost two round trips to Redis, the
+// minimum. A TryObtain that finds the lock held reads the holder in a second
+// round trip, so that a go-redis retry after a lost reply is recognised as the
+// caller's own grant and never reported as "not obtained".
 package efficiency
