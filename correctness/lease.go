@@ -15,7 +15,7 @@ type Lease struct {
 
 // Key returns the lock's Redis key, <prefix>{name}.
 func (l *Lease) Key() string {
-	if l == nil {
+	if l == nil || l.h == nil {
 		return ""
 	}
 	return l.h.Key()
@@ -31,7 +31,7 @@ func (l *Lease) Key() string {
 // and the resource must reject a token older than the newest it has accepted,
 // in the same atomic step as the write (Register, ExecFenced, FencingProxy).
 func (l *Lease) Token() uint64 {
-	if l == nil {
+	if l == nil || l.h == nil {
 		return 0
 	}
 	return l.h.Token()
@@ -41,7 +41,7 @@ func (l *Lease) Token() uint64 {
 // acquire or refresh was sent, plus its ttl, minus the drift margin, on the
 // monotonic clock. The zero time after Release, or on a nil *Lease.
 func (l *Lease) Deadline() time.Time {
-	if l == nil {
+	if l == nil || l.h == nil {
 		return time.Time{}
 	}
 	return l.h.Deadline()
@@ -50,7 +50,7 @@ func (l *Lease) Deadline() time.Time {
 // TTL asks Redis how long the lease has left. It returns ErrNotHeld when the
 // lease expired or another owner holds the lock.
 func (l *Lease) TTL(ctx context.Context) (time.Duration, error) {
-	if l == nil {
+	if l == nil || l.h == nil {
 		return 0, ErrNotHeld
 	}
 	return l.h.TTL(ctx)
@@ -60,7 +60,7 @@ func (l *Lease) TTL(ctx context.Context) (time.Duration, error) {
 // does not change. It returns ErrNotHeld when the lease expired or another
 // owner holds the lock, and ErrInvalidTTL for a ttl under 1 ms.
 func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
-	if l == nil {
+	if l == nil || l.h == nil {
 		return ErrNotHeld
 	}
 	return l.h.Refresh(ctx, ttl)
@@ -76,7 +76,7 @@ func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 // lease can no longer be confirmed before its deadline; Hold's error then
 // matches ErrLockLost. Only the fence makes a write after that harmless.
 func (l *Lease) Hold(ctx context.Context, fn func(ctx context.Context, token uint64) error) error {
-	if l == nil {
+	if l == nil || l.h == nil {
 		return ErrNotHeld
 	}
 	return l.h.Hold(ctx, func(ctx context.Context, h *lease.Held) error { return fn(ctx, h.Token()) })
@@ -86,7 +86,7 @@ func (l *Lease) Hold(ctx context.Context, fn func(ctx context.Context, token uin
 // each Locker waiting for it. It returns ErrNotHeld when the lease had expired
 // or another owner holds the lock, or when l is nil.
 func (l *Lease) Release(ctx context.Context) error {
-	if l == nil {
+	if l == nil || l.h == nil {
 		return ErrNotHeld
 	}
 	return l.h.Release(ctx)

@@ -3,6 +3,7 @@ package correctness
 import (
 	"io"
 	"log/slog"
+	"math"
 	"time"
 )
 
@@ -69,6 +70,9 @@ func newOptions(opts []Option) options {
 		if opt != nil {
 			opt(&o)
 		}
+	}
+	if math.IsNaN(o.drift) {
+		o.drift = 0.01
 	}
 	o.drift = min(max(o.drift, 0), 0.5)
 	if o.logger == nil {

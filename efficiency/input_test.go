@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math"
+	"sync/atomic"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -227,7 +229,14 @@ func TestSpoiledAcquireLeavesNoGrant(t *testing.T) {
 					call func() error
 				}{
 					{"TryObtain", func() error { _, err := l.TryObtain(t.Context(), "spoiled", 20*time.Millisecond); return err }},
-					{"Obtain", func() error { _, err := l.Obtain(t.Context(), "spoiled", 20*time.Millisecond); return err }},
+					{"Obtain", func() error {
+						// A late grant is released and Obtain tries again,
+						// until its ctx ends.
+						ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+						defer cancel()
+						_, err := l.Obtain(ctx, "spoiled", 20*time.Millisecond)
+						return err
+					}},
 				} {
 					if err := op.call(); !errors.Is(err, tc.want) {
 						t.Errorf("%s: got %v, want %v", op.name, err, tc.want)
@@ -240,5 +249,80 @@ func TestSpoiledAcquireLeavesNoGrant(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+func TestWakeUpPassesOnWhenTheWokenWaiterFails(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		count := redistest.Count(b.Client)
+		l := newLocker(t, b)
+		holder, err := l.TryObtain(ctx, "pass", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The fifth acquire round trip after the grant is the first waiter's
+		// woken retry: it fails before reaching Redis (so nothing is granted
+		// and nothing released), and that waiter gives up.
+		var calls atomic.Int32
+		redistest.Inject(b.Client, &redistest.Fault{
+			Match: func(op string) bool { return op == "acquire" && calls.Add(1) == 5 },
+			Err:   io.ErrUnexpectedEOF,
+			Drop:  true,
+		})
+		first := make(chan error, 1)
+		go func() {
+			_, err := l.Obtain(ctx, "pass", time.Minute)
+			first <- err
+		}()
+		count.Await(t, "acquire", 3) // the grant, the first waiter's probe and subscribed try
+		second := make(chan error, 1)
+		go func() {
+			// The holder's hour outlasts this: only a passed-on wake-up
+			// ends the wait in time.
+			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			lock, err := l.Obtain(wctx, "pass", time.Minute)
+			if err == nil {
+				err = lock.Release(ctx)
+			}
+			second <- err
+		}()
+		count.Await(t, "acquire", 5)
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-first; !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("first waiter: got %v, want the lost reply", err)
+		}
+		if err := <-second; err != nil {
+			t.Fatalf("second waiter: %v: the wake-up the first could not use was lost", err)
+		}
+	})
+}
+
+func TestZeroValuesAndOddOptions(t *testing.T) {
+	b := redistest.Mini(t)
+	ctx := t.Context()
+	zero := &efficiency.Lock{}
+	if err := zero.Release(ctx); !errors.Is(err, efficiency.ErrNotHeld) {
+		t.Errorf("zero Lock Release: got %v, want ErrNotHeld", err)
+	}
+	if err := zero.Hold(ctx, func(context.Context) error { return nil }); !errors.Is(err, efficiency.ErrNotHeld) {
+		t.Errorf("zero Lock Hold: got %v, want ErrNotHeld", err)
+	}
+	l := newLocker(t, b, efficiency.WithDriftFactor(math.NaN()))
+	lock, err := l.TryObtain(ctx, "nan", 10*time.Second)
+	if err != nil {
+		t.Fatalf("TryObtain with a NaN drift factor: %v", err)
+	}
+	if left := time.Until(lock.Deadline()); left <= 0 || left > 10*time.Second {
+		t.Fatalf("Deadline with a NaN drift factor: %v from now, want within the ttl", left)
+	}
+	if err := lock.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := lock.Hold(ctx, func(context.Context) error { return nil }); !errors.Is(err, efficiency.ErrNotHeld) {
+		t.Errorf("Hold after Release: got %v, want ErrNotHeld", err)
 	}
 }

@@ -15,7 +15,7 @@ type Lock struct {
 
 // Key returns the lock's Redis key, <prefix>{name}.
 func (l *Lock) Key() string {
-	if l == nil {
+	if l == nil || l.h == nil {
 		return ""
 	}
 	return l.h.Key()
@@ -26,7 +26,7 @@ func (l *Lock) Key() string {
 // monotonic clock. Past it, Redis may already have handed the lock to another
 // owner. The zero time after Release, or on a nil *Lock.
 func (l *Lock) Deadline() time.Time {
-	if l == nil {
+	if l == nil || l.h == nil {
 		return time.Time{}
 	}
 	return l.h.Deadline()
@@ -36,7 +36,7 @@ func (l *Lock) Deadline() time.Time {
 // lease expired or another owner holds the lock, and -1 when the key has no
 // expiry (someone removed it with PERSIST).
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
-	if l == nil {
+	if l == nil || l.h == nil {
 		return 0, ErrNotHeld
 	}
 	return l.h.TTL(ctx)
@@ -46,7 +46,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 // Deadline. It returns ErrNotHeld when the lease expired or another owner holds
 // the lock (nothing is changed then), and ErrInvalidTTL for a ttl under 1 ms.
 func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
-	if l == nil {
+	if l == nil || l.h == nil {
 		return ErrNotHeld
 	}
 	return l.h.Refresh(ctx, ttl)
@@ -61,7 +61,7 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 // lease can no longer be confirmed before its Deadline; Hold's error then
 // matches ErrLockLost.
 func (l *Lock) Hold(ctx context.Context, fn func(ctx context.Context) error) error {
-	if l == nil {
+	if l == nil || l.h == nil {
 		return ErrNotHeld
 	}
 	return l.h.Hold(ctx, func(ctx context.Context, _ *lease.Held) error { return fn(ctx) })
@@ -72,7 +72,7 @@ func (l *Lock) Hold(ctx context.Context, fn func(ctx context.Context) error) err
 // or another owner holds the lock (which is then left untouched), or when l is
 // nil.
 func (l *Lock) Release(ctx context.Context) error {
-	if l == nil {
+	if l == nil || l.h == nil {
 		return ErrNotHeld
 	}
 	return l.h.Release(ctx)

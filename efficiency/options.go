@@ -3,6 +3,7 @@ package efficiency
 import (
 	"io"
 	"log/slog"
+	"math"
 )
 
 // Option configures a Locker.
@@ -41,6 +42,9 @@ func newOptions(opts []Option) options {
 		if opt != nil {
 			opt(&o)
 		}
+	}
+	if math.IsNaN(o.drift) {
+		o.drift = 0.01
 	}
 	o.drift = min(max(o.drift, 0), 0.5)
 	return o

@@ -40,8 +40,9 @@ local function incr(key)
   return redis.call('GET', key)
 end
 
-local got = redis.call('MGET', KEYS[1], KEYS[2])
-local holder, counter = got[1], got[2]
+-- Two GETs, not one MGET: MGET reads a key of another type as nil, and the
+-- lock would be granted over it; GET fails with WRONGTYPE.
+local holder = redis.call('GET', KEYS[1])
 if holder then
   local mine = ARGV[1] .. ':'
   if string.sub(holder, 1, #mine) == mine then
@@ -55,6 +56,7 @@ if holder then
   return ttl
 end
 
+local counter = redis.call('GET', KEYS[2])
 local token
 if ARGV[3] == '1' then
   local now = redis.call('TIME')

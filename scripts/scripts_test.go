@@ -2,6 +2,7 @@ package scripts_test
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -169,6 +170,19 @@ func TestRegisterWrite(t *testing.T) {
 		}
 		if got := b.Client.HGetAll(t.Context(), "reg").Val(); got["token"] != "1795974129470712" || got["value"] != "v1795974129470712" {
 			t.Fatalf("register: got %v", got)
+		}
+	})
+}
+
+func TestFencedAcquireRefusesAKeyOfAnotherType(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		b.Client.HSet(t.Context(), "lock", "f", "v")
+		_, err := scripts.FencedAcquire.Run(t.Context(), b.Client, []string{"lock", "lock:fence"}, "owner-a", 60000, "1").Result()
+		if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+			t.Fatalf("got %v, want WRONGTYPE: a hash must not be taken for a free lock", err)
+		}
+		if typ := b.Client.Type(t.Context(), "lock").Val(); typ != "hash" {
+			t.Fatalf("the key is now a %s", typ)
 		}
 	})
 }

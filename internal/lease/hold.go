@@ -28,6 +28,9 @@ func (c *Core) Do(ctx context.Context, name string, ttl time.Duration, fn func(c
 // cancelled with a cause matching Errors.LockLost as soon as the lease can no
 // longer be confirmed before its deadline; Hold's error then matches LockLost.
 func (h *Held) Hold(ctx context.Context, fn func(context.Context, *Held) error) error {
+	if !time.Now().Before(h.Deadline()) {
+		return fmt.Errorf("%w: %s: the lease was released or is past its deadline", h.core.cfg.Errors.NotHeld, Quote(h.key))
+	}
 	ttl := h.TTLSet()
 	fnErr, lost := h.run(ctx, ttl/3, func(time.Time) time.Duration { return ttl }, fn)
 	if lost != nil {
@@ -62,15 +65,17 @@ func (c *Core) Once(ctx context.Context, name string, period time.Duration, fn f
 	// half a period ahead once it has ended.
 	next := func(now time.Time) time.Duration { return max(end.Sub(now), period/2, MinTTL) }
 	fnErr, lost := h.run(ctx, period/3, next, fn)
-	if lost != nil {
-		return true, errors.Join(lost, fnErr)
-	}
+	// Even after a loss: a refresh that landed late may have kept the key,
+	// and it must not outlive the period, or the next tick would skip.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	if left := time.Until(end); left >= MinTTL {
 		err = h.Refresh(ctx, left)
 	} else {
 		err = h.Release(ctx)
+	}
+	if lost != nil {
+		return true, errors.Join(lost, fnErr)
 	}
 	if errors.Is(err, c.cfg.Errors.NotHeld) {
 		err = c.lost(h, "the lease was gone when the run ended")
@@ -133,12 +138,11 @@ func (h *Held) keepAlive(ctx context.Context, stop <-chan struct{}, interval tim
 			cancel(h.core.lost(h, "the lease could not be confirmed before its deadline"))
 			return
 		}
+		// The caller's ctx ending does not stop the refreshes: fn may still
+		// be winding down, and the lease must hold until it returns (stop).
 		t := time.NewTimer(min(wait, time.Until(deadline)))
 		select {
 		case <-stop:
-			t.Stop()
-			return
-		case <-ctx.Done():
 			t.Stop()
 			return
 		case <-t.C:
@@ -148,7 +152,7 @@ func (h *Held) keepAlive(ctx context.Context, stop <-chan struct{}, interval tim
 		}
 		inflight = make(chan error, 1)
 		go func(done chan<- error) {
-			rctx, rcancel := context.WithDeadline(ctx, deadline)
+			rctx, rcancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 			defer rcancel()
 			done <- h.Refresh(rctx, next(time.Now()))
 		}(inflight)
@@ -170,8 +174,6 @@ func (h *Held) keepAlive(ctx context.Context, stop <-chan struct{}, interval tim
 			wait = interval
 		case errors.Is(err, h.core.cfg.Errors.NotHeld):
 			cancel(h.core.lost(h, "the key was deleted or taken by another owner"))
-			return
-		case ctx.Err() != nil:
 			return
 		default:
 			h.core.logger().Warn("leasekit: refresh failed; retrying until the lease deadline",

@@ -118,9 +118,10 @@ func (c *Core) attempt(ctx context.Context, name, owner string, ttl time.Duratio
 	sent := time.Now()
 	a, err := c.cfg.Acquire(ctx, name, owner, ttl, mode)
 	if err != nil {
-		if !IsServerReply(err) {
-			c.abandon(ctx, name, owner, ttl)
-		}
+		// Even an error reply may follow a grant: go-redis resends a command
+		// whose reply was lost, and the resend can meet OOM or LOADING after
+		// the first send landed. The release is scoped to this owner.
+		c.abandon(ctx, name, owner, ttl)
 		return nil, a, err
 	}
 	if !a.Granted {
@@ -129,8 +130,8 @@ func (c *Core) attempt(ctx context.Context, name, owner string, ttl time.Duratio
 	deadline := sent.Add(ttl - c.Drift(ttl))
 	if late := time.Since(deadline); late >= 0 {
 		c.abandon(ctx, name, owner, ttl)
-		return nil, a, fmt.Errorf("%w: %s: the grant's reply came %v after its lease deadline (ttl %v); released it",
-			c.cfg.Errors.NotObtained, Quote(name), late.Round(time.Millisecond), ttl)
+		return nil, a, fmt.Errorf("%w: %s: the grant's reply came %v after its lease deadline (ttl %v); released it: %w",
+			c.cfg.Errors.NotObtained, Quote(name), late.Round(time.Millisecond), ttl, errLate)
 	}
 	h := &Held{
 		core:     c,
@@ -152,11 +153,15 @@ func (c *Core) abandon(ctx context.Context, name, owner string, ttl time.Duratio
 	defer cancel()
 	key := LockKey(c.cfg.Prefix, name)
 	value, prefix := c.cfg.Mine(owner)
-	if err := release(ctx, c.cfg.Client, key, value, prefix); err != nil {
+	if err := release(ctx, c.cfg.Client, key, value, prefix); err != nil && !IsServerReply(err) {
 		c.logger().Warn("leasekit: could not release a grant whose reply was lost; it expires with its ttl",
 			"key", key, "owner", Redact(owner), "ttl", ttl, "err", err)
 	}
 }
+
+// errLate marks a grant whose reply came after its lease deadline: Try
+// reports it, Obtain tries again.
+var errLate = errors.New("late grant")
 
 // IsServerReply reports whether err is an error reply from Redis (WRONGTYPE,
 // NOPERM, OOM, an unknown command) rather than a failure to reach it: the
@@ -204,6 +209,9 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 		return nil, errors.Join(c.cfg.Errors.NotObtained, err)
 	}
 	h, _, err := c.attempt(ctx, name, owner, ttl, Probe)
+	if errors.Is(err, errLate) {
+		err = nil // released already; wait like any other waiter
+	}
 	if h != nil || err != nil {
 		if err != nil && ctx.Err() != nil {
 			err = errors.Join(c.cfg.Errors.NotObtained, ctx.Err(), err)
@@ -211,9 +219,17 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 		return h, err
 	}
 	w, err := c.notifier.Join(ctx, WakeChannel(LockKey(c.cfg.Prefix, name)))
+	woken, granted := false, false
 	switch {
 	case err == nil:
-		defer w.Leave()
+		defer func() {
+			// A wake-up this waiter took but leaves without using goes to
+			// the next waiter, or it would sleep out the holder's ttl.
+			if woken && !granted {
+				w.Unused()
+			}
+			w.Leave()
+		}()
 	case ctx.Err() != nil:
 		return nil, errors.Join(c.cfg.Errors.NotObtained, ctx.Err())
 	case errors.Is(err, notify.ErrClosed):
@@ -225,23 +241,28 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 	}
 	for {
 		h, a, err := c.attempt(ctx, name, owner, ttl, Wait)
-		if err != nil {
+		switch {
+		case errors.Is(err, errLate) && ctx.Err() == nil:
+			continue // released already; the wait goes on until ctx ends
+		case err != nil:
 			if ctx.Err() != nil {
 				return nil, errors.Join(c.cfg.Errors.NotObtained, ctx.Err(), err)
 			}
 			return nil, err
-		}
-		if h != nil {
+		case h != nil:
+			granted = true
 			return h, nil
 		}
-		if err := c.sleep(ctx, w, a.HolderTTL); err != nil {
+		woken, err = c.sleep(ctx, w, a.HolderTTL)
+		if err != nil {
 			return nil, err
 		}
 	}
 }
 
-// sleep waits for a wake-up, the holder's ttl to run out, or ctx to end.
-func (c *Core) sleep(ctx context.Context, w *notify.Waiter, holderTTL time.Duration) error {
+// sleep waits for a wake-up, the holder's ttl to run out, or ctx to end. It
+// reports whether a wake-up ended it.
+func (c *Core) sleep(ctx context.Context, w *notify.Waiter, holderTTL time.Duration) (bool, error) {
 	var expiry <-chan time.Time
 	if holderTTL >= 0 {
 		t := time.NewTimer(holderTTL)
@@ -261,13 +282,14 @@ func (c *Core) sleep(ctx context.Context, w *notify.Waiter, holderTTL time.Durat
 	}
 	select {
 	case <-wake:
+		return true, nil
 	case <-expiry:
+		return false, nil
 	case <-closed:
-		return fmt.Errorf("%w: the locker is closed", c.cfg.Errors.NotObtained)
+		return false, fmt.Errorf("%w: the locker is closed", c.cfg.Errors.NotObtained)
 	case <-ctx.Done():
-		return errors.Join(c.cfg.Errors.NotObtained, ctx.Err())
+		return false, errors.Join(c.cfg.Errors.NotObtained, ctx.Err())
 	}
-	return nil
 }
 
 func (c *Core) logger() *slog.Logger {

@@ -27,6 +27,11 @@ import (
 // ErrClosed is returned to waiters when the Notifier is closed under them.
 var ErrClosed = errors.New("notify: closed")
 
+// confirmWait bounds how long Join waits for the server to confirm a
+// subscription. A connection that died silently never confirms; past this the
+// waiter goes on unconfirmed, and the holder's ttl still bounds its wait.
+const confirmWait = time.Second
+
 // Notifier serves wake-ups for every lock one Locker waits on.
 type Notifier struct {
 	client redis.UniversalClient
@@ -114,19 +119,26 @@ func (n *Notifier) Join(ctx context.Context, channel string) (*Waiter, error) {
 	n.mu.Unlock()
 	var err error
 	if !ok {
-		err = ps.Subscribe(ctx, channel)
+		// Not the caller's deadline: go-redis puts it on the socket write
+		// of the shared connection, and a write that times out makes it
+		// reconnect that connection under every waiter.
+		err = ps.Subscribe(context.WithoutCancel(ctx), channel)
 	}
 	n.send.Unlock()
 	if err != nil {
 		n.fail(channel, sub, err)
 	}
 
+	t := time.NewTimer(confirmWait)
+	defer t.Stop()
 	select {
 	case <-sub.ready:
 		if sub.err != nil {
 			w.Leave()
 			return nil, sub.err
 		}
+		return w, nil
+	case <-t.C:
 		return w, nil
 	case <-ctx.Done():
 		w.Leave()
@@ -137,6 +149,15 @@ func (n *Notifier) Join(ctx context.Context, channel string) (*Waiter, error) {
 	}
 }
 
+// Unused hands back a wake-up the waiter took but could not use (its retry
+// failed, or it gave up), so that Leave passes it to the next waiter.
+func (w *Waiter) Unused() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
 // fail ends a subscription that could not be made: its waiters get err, and the
 // next Join for the channel tries again.
 func (n *Notifier) fail(channel string, sub *channelSub, err error) {
@@ -144,6 +165,9 @@ func (n *Notifier) fail(channel string, sub *channelSub, err error) {
 	defer n.mu.Unlock()
 	if n.subs[channel] == sub {
 		delete(n.subs, channel)
+	}
+	if n.closed {
+		err = ErrClosed
 	}
 	if !sub.confirmed {
 		sub.confirmed = true
@@ -172,8 +196,11 @@ func (w *Waiter) Leave() {
 		sub.wakeOne()
 	default:
 	}
-	last := len(sub.waiters) == 0 && n.subs[w.channel] == sub
-	if last {
+	owned := n.subs[w.channel] == sub
+	// A failed subscription is no longer in subs; it is still the last user
+	// of the channel unless a new one has taken its place.
+	last := len(sub.waiters) == 0 && (owned || sub.err != nil && n.subs[w.channel] == nil)
+	if last && owned {
 		delete(n.subs, w.channel)
 		if c := n.counts[w.channel]; c != nil && c.acked >= c.sent {
 			delete(n.counts, w.channel)
@@ -181,7 +208,9 @@ func (w *Waiter) Leave() {
 	}
 	ps, closed := n.ps, n.closed
 	n.mu.Unlock()
-	if last && !closed && sub.err == nil {
+	// Even after a failed SUBSCRIBE: go-redis records the channel anyway,
+	// and would subscribe it again on every reconnect.
+	if last && !closed {
 		_ = ps.Unsubscribe(context.Background(), w.channel)
 	}
 }

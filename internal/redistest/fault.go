@@ -18,6 +18,9 @@ type Fault struct {
 	Err error
 	// After, when set, runs before a matched command's reply is returned.
 	After func()
+	// Drop, with Err, fails a matched command without sending it: Redis
+	// never sees it.
+	Drop bool
 }
 
 // Inject installs f on client.
@@ -33,8 +36,13 @@ func (f *Fault) DialHook(next redis.DialHook) redis.DialHook {
 // ProcessHook spoils matched commands.
 func (f *Fault) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
+		matched := f.Match(opName(cmd)) // once per command: Match may count
+		if matched && f.Drop && f.Err != nil {
+			cmd.SetErr(f.Err)
+			return f.Err
+		}
 		err := next(ctx, cmd)
-		if f.Match(opName(cmd)) {
+		if matched {
 			err = f.spoil(err)
 			if f.Err != nil {
 				cmd.SetErr(f.Err)
@@ -47,8 +55,15 @@ func (f *Fault) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // ProcessPipelineHook spoils pipelines whose first command matches.
 func (f *Fault) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
+		matched := len(cmds) > 0 && f.Match(opName(cmds[0]))
+		if matched && f.Drop && f.Err != nil {
+			for _, c := range cmds {
+				c.SetErr(f.Err)
+			}
+			return f.Err
+		}
 		err := next(ctx, cmds)
-		if len(cmds) > 0 && f.Match(opName(cmds[0])) {
+		if matched {
 			err = f.spoil(err)
 			if f.Err != nil {
 				for _, c := range cmds {

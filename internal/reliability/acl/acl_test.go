@@ -147,6 +147,12 @@ func TestMissingPermissionSaysNOPERM(t *testing.T) {
 		{"no HSET", "+hset", func(ctx context.Context, c *redis.Client) error {
 			return correctness.NewRegister(c).Write(ctx, "k", 1, []byte("v"))
 		}, "register write"},
+		{"no WAIT", "+wait", func(ctx context.Context, c *redis.Client) error {
+			l := correctness.New(c, correctness.WithReplicas(1, 10*time.Millisecond), correctness.WithAudit(false))
+			defer l.Close()
+			_, err := l.TryAcquire(ctx, "k", time.Minute)
+			return err
+		}, "acquire"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -159,6 +165,11 @@ func TestMissingPermissionSaysNOPERM(t *testing.T) {
 			err := tc.op(t.Context(), c)
 			if err == nil || !strings.Contains(err.Error(), "NOPERM") || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an error saying NOPERM and naming %q", err, tc.want)
+			}
+			// A refused operation leaves no grant behind, even one the
+			// script had made before the refusal (WAIT after the acquire).
+			if n := s.Client(t).Exists(t.Context(), "leasekit:{k}").Val(); n != 0 && tc.name != "no scripts" && tc.name != "no PUBLISH" {
+				t.Fatalf("the lock key is left behind after the refusal")
 			}
 		})
 	}
