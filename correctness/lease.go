@@ -84,7 +84,9 @@ func (l *Lease) Hold(ctx context.Context, fn func(ctx context.Context, token uin
 
 // Release deletes the lock if the caller still holds it and wakes a waiter of
 // each Locker waiting for it. It returns ErrNotHeld when the lease had expired
-// or another owner holds the lock, or when l is nil.
+// or another owner holds the lock, or when l is nil. After a lost reply
+// go-redis sends the release again, and the second finds the lock gone:
+// ErrNotHeld then, though the first released it.
 func (l *Lease) Release(ctx context.Context) error {
 	if l == nil || l.h == nil {
 		return ErrNotHeld

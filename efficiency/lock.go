@@ -70,7 +70,8 @@ func (l *Lock) Hold(ctx context.Context, fn func(ctx context.Context) error) err
 // Release deletes the lock if the caller still holds it and wakes a waiter of
 // each Locker waiting for it. It returns ErrNotHeld when the lease had expired
 // or another owner holds the lock (which is then left untouched), or when l is
-// nil.
+// nil. After a lost reply go-redis sends the release again, and the second
+// finds the lock gone: ErrNotHeld then, though the first released it.
 func (l *Lock) Release(ctx context.Context) error {
 	if l == nil || l.h == nil {
 		return ErrNotHeld
