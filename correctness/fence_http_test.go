@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -279,10 +278,7 @@ func TestFencingProxyConcurrentWriters(t *testing.T) {
 	front := httptest.NewServer(correctness.NewFencingProxy(backend))
 	t.Cleanup(front.Close)
 
-	tokens := make([]uint64, writers)
-	for i, n := range rand.Perm(1000)[:writers] {
-		tokens[i] = uint64(n) + 1
-	}
+	tokens := distinctTokens(writers)
 	maxToken := slices.Max(tokens)
 
 	type outcome struct {

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -188,10 +187,7 @@ func TestExecFencedConcurrentWriters(t *testing.T) {
 	createRow(t, db, "job")
 
 	// Distinct tokens: two writers with one token would be one grant.
-	tokens := make([]uint64, writers)
-	for i, n := range rand.Perm(1000)[:writers] {
-		tokens[i] = uint64(n) + 1
-	}
+	tokens := distinctTokens(writers)
 	maxToken := slices.Max(tokens)
 
 	type outcome struct {

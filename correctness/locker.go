@@ -52,9 +52,8 @@ func (l *Locker) Close() error { return l.core.Close() }
 
 // acquire runs the fenced acquire script, with WAIT in the same pipeline when
 // WithReplicas is set: one round trip either way.
-func (l *Locker) acquire(ctx context.Context, name, owner string, ttl time.Duration, _ lease.Mode) (lease.Attempt, error) {
-	key := lease.LockKey(l.opts.prefix, name)
-	keys := []string{key, lease.FenceKey(l.opts.prefix, name)}
+func (l *Locker) acquire(ctx context.Context, key, owner string, ttl time.Duration, _ lease.Mode) (lease.Attempt, error) {
+	keys := []string{key, lease.CounterKey(key)}
 	floor := "0"
 	if l.opts.clockFloor {
 		floor = "1"

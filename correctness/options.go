@@ -1,9 +1,9 @@
 package correctness
 
 import (
+	"github.com/leasekit/leasekit/internal/lease"
 	"io"
 	"log/slog"
-	"math"
 	"time"
 )
 
@@ -65,16 +65,13 @@ func WithClockFloor(on bool) Option { return func(o *options) { o.clockFloor = o
 func WithAudit(on bool) Option { return func(o *options) { o.audit = on } }
 
 func newOptions(opts []Option) options {
-	o := options{prefix: "leasekit:", drift: 0.01, clockFloor: true, audit: true}
+	o := options{prefix: lease.DefaultPrefix, drift: lease.DefaultDriftFactor, clockFloor: true, audit: true}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
 		}
 	}
-	if math.IsNaN(o.drift) {
-		o.drift = 0.01
-	}
-	o.drift = min(max(o.drift, 0), 0.5)
+	o.drift = lease.DriftFactor(o.drift)
 	if o.logger == nil {
 		o.logger = slog.Default()
 	}

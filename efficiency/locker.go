@@ -33,7 +33,7 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 			InvalidKey:  ErrInvalidKey,
 			InvalidTTL:  ErrInvalidTTL,
 		},
-		Acquire: acquire(client, o.prefix),
+		Acquire: acquire(client),
 	})}
 }
 
@@ -42,9 +42,8 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 // grant after a client retry: still one round trip. A failed TryObtain reads
 // the holder in a second round trip, for the same reason; a failed probe (the
 // first attempt of Obtain) leaves that to the waiter's attempt that follows.
-func acquire(client redis.UniversalClient, prefix string) lease.AcquireFunc {
-	return func(ctx context.Context, name, owner string, ttl time.Duration, mode lease.Mode) (lease.Attempt, error) {
-		key := lease.LockKey(prefix, name)
+func acquire(client redis.UniversalClient) lease.AcquireFunc {
+	return func(ctx context.Context, key, owner string, ttl time.Duration, mode lease.Mode) (lease.Attempt, error) {
 		var set *redis.BoolCmd
 		var holder *redis.StringCmd
 		var pttl *redis.DurationCmd

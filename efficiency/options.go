@@ -1,9 +1,9 @@
 package efficiency
 
 import (
+	"github.com/leasekit/leasekit/internal/lease"
 	"io"
 	"log/slog"
-	"math"
 )
 
 // Option configures a Locker.
@@ -37,15 +37,12 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 func WithOwnerSource(r io.Reader) Option { return func(o *options) { o.owners = r } }
 
 func newOptions(opts []Option) options {
-	o := options{prefix: "leasekit:", drift: 0.01}
+	o := options{prefix: lease.DefaultPrefix, drift: lease.DefaultDriftFactor}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
 		}
 	}
-	if math.IsNaN(o.drift) {
-		o.drift = 0.01
-	}
-	o.drift = min(max(o.drift, 0), 0.5)
+	o.drift = lease.DriftFactor(o.drift)
 	return o
 }

@@ -13,7 +13,6 @@ import (
 // Held is a granted lease.
 type Held struct {
 	core  *Core
-	name  string
 	key   string
 	value string
 	token uint64
@@ -29,9 +28,6 @@ func (h *Held) TTLSet() time.Duration {
 	defer h.mu.Unlock()
 	return h.ttl
 }
-
-// Name is the lock's name, as the caller gave it.
-func (h *Held) Name() string { return h.name }
 
 // Key is the lock's Redis key.
 func (h *Held) Key() string { return h.key }
@@ -64,7 +60,7 @@ func (h *Held) Refresh(ctx context.Context, ttl time.Duration) error {
 	sent := time.Now()
 	n, err := scripts.Refresh.Run(ctx, h.core.cfg.Client, []string{h.key}, h.value, Millis(ttl)).Int64()
 	if err != nil {
-		return wrap("refresh", h.key, err)
+		return WrapRedis("refresh", h.key, err)
 	}
 	if n != 1 {
 		return fmt.Errorf("%w: %s expired or has another holder", errs.NotHeld, Quote(h.key))
@@ -79,7 +75,7 @@ func (h *Held) Refresh(ctx context.Context, ttl time.Duration) error {
 func (h *Held) Release(ctx context.Context) error {
 	n, err := scripts.Release.Run(ctx, h.core.cfg.Client, []string{h.key}, h.value, WakeChannel(h.key), "0").Int64()
 	if err != nil {
-		return wrap("release", h.key, err)
+		return WrapRedis("release", h.key, err)
 	}
 	h.setDeadline(time.Time{})
 	if n != 1 {
@@ -92,7 +88,7 @@ func (h *Held) Release(ctx context.Context) error {
 func (h *Held) TTL(ctx context.Context) (time.Duration, error) {
 	ms, err := scripts.PTTL.Run(ctx, h.core.cfg.Client, []string{h.key}, h.value).Int64()
 	if err != nil {
-		return 0, wrap("ttl", h.key, err)
+		return 0, WrapRedis("ttl", h.key, err)
 	}
 	switch {
 	case ms == -2:

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 )
@@ -21,7 +22,10 @@ const MinTTL = time.Millisecond
 func LockKey(prefix, name string) string { return prefix + "{" + name + "}" }
 
 // FenceKey is the key of the fencing-token counter of the lock called name.
-func FenceKey(prefix, name string) string { return LockKey(prefix, name) + ":fence" }
+func FenceKey(prefix, name string) string { return CounterKey(LockKey(prefix, name)) }
+
+// CounterKey is the key of the fencing-token counter of the lock at lockKey.
+func CounterKey(lockKey string) string { return lockKey + ":fence" }
 
 // WakeChannel is the pub/sub channel on which releases of the lock are announced.
 func WakeChannel(lockKey string) string { return lockKey + ":wake" }
@@ -85,4 +89,17 @@ func Quote(name string) string {
 		return fmt.Sprintf("%q…(%d bytes)", name[:most], len(name))
 	}
 	return fmt.Sprintf("%q", name)
+}
+
+// DefaultDriftFactor is the share of a ttl kept in reserve for clock drift
+// unless an option sets another.
+const DefaultDriftFactor = 0.01
+
+// DriftFactor clamps a drift factor option to [0, 0.5]; NaN, which no clamp
+// catches, becomes the default.
+func DriftFactor(f float64) float64 {
+	if math.IsNaN(f) {
+		return DefaultDriftFactor
+	}
+	return min(max(f, 0), 0.5)
 }

@@ -56,9 +56,9 @@ const (
 	Wait
 )
 
-// AcquireFunc runs one acquire round trip on the lock called name (two for a
-// Try that finds the lock held, where the lock's kind needs it).
-type AcquireFunc func(ctx context.Context, name, owner string, ttl time.Duration, mode Mode) (Attempt, error)
+// AcquireFunc runs one acquire round trip on the lock whose Redis key is key
+// (two for a Try that finds the lock held, where the lock's kind needs it).
+type AcquireFunc func(ctx context.Context, key, owner string, ttl time.Duration, mode Mode) (Attempt, error)
 
 // Config configures a Core.
 type Config struct {
@@ -86,9 +86,6 @@ func New(cfg Config) *Core {
 	return &Core{cfg: cfg, notifier: notify.New(cfg.Client)}
 }
 
-// Config returns the configuration the Core runs with.
-func (c *Core) Config() Config { return c.cfg }
-
 // Close stops the wake-up subscription. Waiting Obtains return ErrNotObtained.
 func (c *Core) Close() error { return c.notifier.Close() }
 
@@ -114,14 +111,14 @@ func (c *Core) check(name string, ttl time.Duration) error {
 // have granted it), and a grant whose reply came after its lease deadline.
 // Neither is reported as obtained, and neither leaves the caller's owner id in
 // the key for the next owner to wait out.
-func (c *Core) attempt(ctx context.Context, name, owner string, ttl time.Duration, mode Mode) (*Held, Attempt, error) {
+func (c *Core) attempt(ctx context.Context, key, owner string, ttl time.Duration, mode Mode) (*Held, Attempt, error) {
 	sent := time.Now()
-	a, err := c.cfg.Acquire(ctx, name, owner, ttl, mode)
+	a, err := c.cfg.Acquire(ctx, key, owner, ttl, mode)
 	if err != nil {
 		// Even an error reply may follow a grant: go-redis resends a command
 		// whose reply was lost, and the resend can meet OOM or LOADING after
 		// the first send landed. The release is scoped to this owner.
-		c.abandon(ctx, name, owner, ttl)
+		c.abandon(ctx, key, owner, ttl)
 		return nil, a, err
 	}
 	if !a.Granted {
@@ -129,14 +126,13 @@ func (c *Core) attempt(ctx context.Context, name, owner string, ttl time.Duratio
 	}
 	deadline := sent.Add(ttl - c.Drift(ttl))
 	if late := time.Since(deadline); late >= 0 {
-		c.abandon(ctx, name, owner, ttl)
+		c.abandon(ctx, key, owner, ttl)
 		return nil, a, fmt.Errorf("%w: %s: the grant's reply came %v after its lease deadline (ttl %v); released it: %w",
-			c.cfg.Errors.NotObtained, Quote(name), late.Round(time.Millisecond), ttl, errLate)
+			c.cfg.Errors.NotObtained, Quote(key), late.Round(time.Millisecond), ttl, errLate)
 	}
 	h := &Held{
 		core:     c,
-		name:     name,
-		key:      LockKey(c.cfg.Prefix, name),
+		key:      key,
 		value:    a.Value,
 		token:    a.Token,
 		deadline: deadline,
@@ -148,10 +144,9 @@ func (c *Core) attempt(ctx context.Context, name, owner string, ttl time.Duratio
 // abandon releases the caller's grant, if Redis made one, after its reply was
 // lost or came too late. Best effort: if Redis cannot be reached now either,
 // the grant expires with its ttl.
-func (c *Core) abandon(ctx context.Context, name, owner string, ttl time.Duration) {
+func (c *Core) abandon(ctx context.Context, key, owner string, ttl time.Duration) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(ttl, time.Second))
 	defer cancel()
-	key := LockKey(c.cfg.Prefix, name)
 	value, prefix := c.cfg.Mine(owner)
 	if err := release(ctx, c.cfg.Client, key, value, prefix); err != nil && !IsServerReply(err) {
 		c.logger().Warn("leasekit: could not release a grant whose reply was lost; it expires with its ttl",
@@ -180,7 +175,7 @@ func (c *Core) Try(ctx context.Context, name string, ttl time.Duration) (*Held, 
 	if err != nil {
 		return nil, err
 	}
-	h, _, err := c.attempt(ctx, name, owner, ttl, Try)
+	h, _, err := c.attempt(ctx, LockKey(c.cfg.Prefix, name), owner, ttl, Try)
 	if err != nil {
 		return nil, err
 	}
@@ -208,7 +203,8 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 	if err := ctx.Err(); err != nil {
 		return nil, errors.Join(c.cfg.Errors.NotObtained, err)
 	}
-	h, _, err := c.attempt(ctx, name, owner, ttl, Probe)
+	key := LockKey(c.cfg.Prefix, name)
+	h, _, err := c.attempt(ctx, key, owner, ttl, Probe)
 	if errors.Is(err, errLate) {
 		err = nil // released already; wait like any other waiter
 	}
@@ -218,7 +214,7 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 		}
 		return h, err
 	}
-	w, err := c.notifier.Join(ctx, WakeChannel(LockKey(c.cfg.Prefix, name)))
+	w, err := c.notifier.Join(ctx, WakeChannel(key))
 	woken, granted := false, false
 	switch {
 	case err == nil:
@@ -237,10 +233,10 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 	default:
 		// Without wake-ups the holder's ttl still bounds the wait.
 		c.logger().Warn("leasekit: cannot subscribe to lock releases; waiting on ttl alone",
-			"key", LockKey(c.cfg.Prefix, name), "err", err)
+			"key", key, "err", err)
 	}
 	for {
-		h, a, err := c.attempt(ctx, name, owner, ttl, Wait)
+		h, a, err := c.attempt(ctx, key, owner, ttl, Wait)
 		switch {
 		case errors.Is(err, errLate) && ctx.Err() == nil:
 			continue // released already; the wait goes on until ctx ends
@@ -299,20 +295,14 @@ func (c *Core) logger() *slog.Logger {
 	return c.cfg.Logger
 }
 
-// Logger is the logger the Core reports through (never nil).
-func (c *Core) Logger() *slog.Logger { return c.logger() }
-
-// wrap names the operation and key in a Redis error. A command refused by an
+// WrapRedis names the operation and key in a Redis error. A command refused by an
 // ACL inside a script comes back as a generic ERR; it is marked NOPERM here, as
 // Redis marks the same refusal outside a script, so that it reads as the
 // permission problem it is.
-func wrap(op, key string, err error) error {
+func WrapRedis(op, key string, err error) error {
 	if strings.Contains(err.Error(), "user executing the script can't run this command") {
 		return fmt.Errorf("leasekit: %s %s: NOPERM: the ACL user may not run a command this operation's script needs "+
 			"(the README lists the ACL leasekit needs): %w", op, Quote(key), err)
 	}
 	return fmt.Errorf("leasekit: %s %s: %w", op, Quote(key), err)
 }
-
-// WrapRedis names the operation and key in a Redis error.
-func WrapRedis(op, key string, err error) error { return wrap(op, key, err) }
