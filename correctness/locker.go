@@ -3,7 +3,6 @@ package correctness
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -34,13 +33,17 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 		Logger:      l.opts.logger,
 		Mine:        func(owner string) (string, bool) { return owner + ":", true },
 		Errors: lease.Errors{
-			NotObtained: ErrNotObtained,
-			NotHeld:     ErrNotHeld,
-			LockLost:    ErrLockLost,
-			InvalidKey:  ErrInvalidKey,
-			InvalidTTL:  ErrInvalidTTL,
+			NotObtained:  ErrNotObtained,
+			NotHeld:      ErrNotHeld,
+			LockLost:     ErrLockLost,
+			InvalidKey:   ErrInvalidKey,
+			InvalidTTL:   ErrInvalidTTL,
+			InvalidToken: ErrInvalidToken,
 		},
-		Acquire: l.acquire,
+		Acquire:    l.acquire,
+		Fenced:     true,
+		ClockFloor: l.opts.clockFloor,
+		Replicated: l.opts.replicas > 0,
 	})
 	return l
 }
@@ -64,17 +67,17 @@ func (l *Locker) acquire(ctx context.Context, key, owner string, ttl time.Durati
 		if err != nil {
 			return lease.Attempt{}, lease.WrapRedis("acquire", key, err)
 		}
-		return parseGrant(key, owner, reply)
+		return l.parseGrant(key, owner, reply)
 	}
 	reply, confirmed, err := l.acquireReplicated(ctx, keys, args)
 	if err != nil {
 		return lease.Attempt{}, lease.WrapRedis("acquire", key, err)
 	}
-	a, err := parseGrant(key, owner, reply)
+	a, err := l.parseGrant(key, owner, reply)
 	if err != nil || !a.Granted || confirmed >= int64(l.opts.replicas) {
 		return a, err
 	}
-	undo := lease.Release(ctx, l.client, key, a.Value)
+	undo := l.core.Release(ctx, key, a.Value)
 	if undo != nil {
 		return lease.Attempt{}, fmt.Errorf("%w: %s: %d of %d replicas confirmed; releasing the grant failed too: %w",
 			ErrNotReplicated, lease.Quote(key), confirmed, l.opts.replicas, undo)
@@ -120,15 +123,10 @@ func (l *Locker) acquireReplicated(ctx context.Context, keys []string, args []an
 
 // parseGrant reads the fenced acquire script's reply: a token string when
 // granted, the holder's ttl in ms otherwise.
-func parseGrant(key, owner string, reply any) (lease.Attempt, error) {
+func (l *Locker) parseGrant(key, owner string, reply any) (lease.Attempt, error) {
 	switch v := reply.(type) {
 	case string:
-		token, err := strconv.ParseUint(v, 10, 64)
-		if err != nil || token == 0 {
-			return lease.Attempt{}, fmt.Errorf("%w: %s holds token %q, not a positive 64-bit integer: is the fence counter corrupt?",
-				ErrInvalidToken, lease.Quote(key), v)
-		}
-		return lease.Attempt{Granted: true, Value: owner + ":" + v, Token: token}, nil
+		return l.core.Grant(key, owner, owner+":"+v)
 	case int64:
 		return lease.Attempt{HolderTTL: time.Duration(v) * time.Millisecond}, nil
 	}
@@ -169,8 +167,11 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 }
 
 // Acquire takes the lock called key for ttl, with a new fencing token, waiting
-// while another owner holds it. A waiter is woken by the holder's release (one
-// waiter per release, per Locker) or, if the holder never releases, when its
+// while another owner holds it. Waiters are served as by efficiency's Obtain:
+// on a *redis.Client (and without WithReplicas, whose grants must be
+// confirmed by WAIT) the release hands the lock, with a new token, to the
+// first waiter in arrival order; otherwise it wakes one waiter per Locker,
+// which tries again. If the holder never releases, waiters try again when its
 // ttl runs out. When ctx ends first, the error matches both ErrNotObtained and
 // ctx.Err().
 func (l *Locker) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {

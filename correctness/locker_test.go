@@ -151,7 +151,7 @@ func TestAcquireWaits(t *testing.T) {
 			}
 			got <- lease
 		}()
-		count.Await(t, "fenced_acquire", 3) // the grant, the waiter's probe, its try once subscribed
+		count.Await(t, "wait", 1) // the waiter has probed, subscribed and queued
 		if err := holder.Release(ctx); err != nil {
 			t.Fatal(err)
 		}

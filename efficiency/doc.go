@@ -17,9 +17,12 @@
 // tokens let the resource itself reject a stale holder.
 //
 // A Locker serves any number of locks over one go-redis client. TryObtain makes
-// one attempt; Obtain waits, woken by release notifications (one subscription
-// connection per Locker) with the holder's remaining ttl as a fallback, never
-// polling. Do holds a lock while a function runs and cancels the function's
+// one attempt; Obtain waits, never polling. On a *redis.Client waiters queue in
+// Redis, and a release hands the lock straight to the first waiter still
+// listening, in arrival order: the new holder hears of it over pub/sub (one
+// subscription connection per Locker) and makes no round trip of its own. On a
+// ClusterClient or Ring a release wakes one waiter per Locker, which tries
+// again. Either way the holder's remaining ttl is the fallback. Do holds a lock while a function runs and cancels the function's
 // context when the lease is lost; Once runs a function at most once per period
 // across replicas.
 //

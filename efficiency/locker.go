@@ -99,8 +99,10 @@ func (l *Locker) TryObtain(ctx context.Context, key string, ttl time.Duration) (
 }
 
 // Obtain takes the lock called key for ttl, waiting while another owner holds
-// it. A waiter is woken by the holder's release (one waiter per release, per
-// Locker) or, if the holder never releases, when its ttl runs out. When ctx ends
+// it. On a *redis.Client waiters queue, and the holder's release hands the lock
+// to the first in arrival order; on other clients the release wakes one waiter
+// per Locker, which tries again. If the holder never releases, waiters try
+// again when its ttl runs out. When ctx ends
 // first, the error matches both ErrNotObtained and ctx.Err().
 func (l *Locker) Obtain(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	h, err := l.core.Obtain(ctx, key, ttl)

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/leasekit/leasekit/efficiency"
+	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/redistest"
+	"github.com/redis/go-redis/v9"
 )
 
 func newLocker(t *testing.T, b *redistest.Backend, opts ...efficiency.Option) *efficiency.Locker {
@@ -18,6 +20,39 @@ func newLocker(t *testing.T, b *redistest.Backend, opts ...efficiency.Option) *e
 	l := efficiency.New(b.Client, opts...)
 	t.Cleanup(func() { _ = l.Close() })
 	return l
+}
+
+// newWakeLocker returns a Locker whose waiters do not queue for a direct
+// handoff but wait for wake-ups and try again, as they do on a ClusterClient,
+// a Ring or under WithReplicas: its client is not a *redis.Client.
+func newWakeLocker(t *testing.T, b *redistest.Backend) *efficiency.Locker {
+	t.Helper()
+	l := efficiency.New(wakeOnly{b.Client})
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+type wakeOnly struct{ *redis.Client }
+
+// obtainInBackground obtains the lock called name for a minute in a goroutine,
+// giving up after 30 seconds, runs check (if not nil) on it and releases it.
+// The channel receives the first error, or nil.
+func obtainInBackground(ctx context.Context, l *efficiency.Locker, name string, check func(*efficiency.Lock) error) <-chan error {
+	got := make(chan error, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		lock, err := l.Obtain(wctx, name, time.Minute)
+		if err != nil {
+			got <- err
+			return
+		}
+		if check != nil {
+			err = check(lock)
+		}
+		got <- errors.Join(err, lock.Release(ctx))
+	}()
+	return got
 }
 
 func TestSingleWinner(t *testing.T) {
@@ -156,7 +191,9 @@ func TestExpired(t *testing.T) {
 	})
 }
 
-func TestObtainWokenByRelease(t *testing.T) {
+// TestObtainHandedOverByRelease: on a single server the release hands the lock
+// to the queued waiter, which makes no round trip after it.
+func TestObtainHandedOverByRelease(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
 		count := redistest.Count(b.Client)
@@ -165,18 +202,44 @@ func TestObtainWokenByRelease(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Without the wake-up, the waiter would wait out the holder's hour and
-		// fail at this deadline.
-		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		got := make(chan error, 1)
-		go func() {
-			lock, err := l.Obtain(wctx, "wake", time.Minute)
-			if err == nil {
-				err = lock.Release(ctx)
+		// Without the handoff, the waiter would wait out the holder's hour
+		// and fail at obtainInBackground's deadline.
+		got := obtainInBackground(ctx, l, "wake", func(lock *efficiency.Lock) error {
+			// The lease is measured from before the grant: its deadline is
+			// within a minute of now, never beyond.
+			if d := time.Until(lock.Deadline()); d <= 0 || d > time.Minute {
+				return fmt.Errorf("handed-over lease: deadline %v from now, want within (0, 1m]", d)
 			}
-			got <- err
-		}()
+			return nil
+		})
+		count.Await(t, "wait", 1) // the waiter's probe failed; it has queued
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			t.Fatalf("waiter: %v", err)
+		}
+		if a, w := count.Of("acquire"), count.Of("wait"); a != 2 || w != 1 {
+			t.Fatalf("got %d acquire and %d wait round trips, want 2 (grant, probe) and 1 (the try that queued): "+
+				"a handoff costs the waiter no round trip", a, w)
+		}
+	})
+}
+
+// TestObtainWokenByRelease: where waiters do not queue, the release wakes one,
+// which tries again.
+func TestObtainWokenByRelease(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		count := redistest.Count(b.Client)
+		l := newWakeLocker(t, b)
+		holder, err := l.TryObtain(ctx, "wake", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Without the wake-up, the waiter would wait out the holder's hour and
+		// fail at obtainInBackground's deadline.
+		got := obtainInBackground(ctx, l, "wake", nil)
 		// The holder's grant, the waiter's probe, and its try once subscribed.
 		count.Await(t, "acquire", 3)
 		if err := holder.Release(ctx); err != nil {
@@ -191,11 +254,134 @@ func TestObtainWokenByRelease(t *testing.T) {
 	})
 }
 
-func TestReleaseWakesOneWaiter(t *testing.T) {
+// TestReleaseHandsOverInArrivalOrder: each release hands the lock to the
+// waiter that queued first, and no waiter makes a round trip to get it.
+func TestReleaseHandsOverInArrivalOrder(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
 		count := redistest.Count(b.Client)
 		l := newLocker(t, b)
+		holder, err := l.TryObtain(ctx, "fifo", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const waiters = 5
+		type grant struct {
+			arrival int
+			lock    *efficiency.Lock
+		}
+		obtained := make(chan grant, waiters)
+		errs := make(chan error, waiters)
+		for i := range waiters {
+			go func() {
+				lock, err := l.Obtain(ctx, "fifo", time.Hour)
+				if err != nil {
+					errs <- err
+					return
+				}
+				obtained <- grant{i, lock}
+			}()
+			count.Await(t, "wait", i+1) // queued before the next one starts
+		}
+		release := holder.Release
+		for want := range waiters {
+			if err := release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case g := <-obtained:
+				if g.arrival != want {
+					t.Fatalf("release %d went to waiter %d, want %d, the next in arrival order", want+1, g.arrival, want)
+				}
+				release = g.lock.Release
+			case err := <-errs:
+				t.Fatal(err)
+			}
+		}
+		if err := release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := count.Of("wait"); n != waiters {
+			t.Fatalf("wait round trips: got %d, want %d, one per waiter: a handoff costs none", n, waiters)
+		}
+	})
+}
+
+// TestHandoffSkipsAVanishedWaiter: a waiter whose Locker no longer listens
+// (its process died with its entry in the queue) is passed over at once.
+func TestHandoffSkipsAVanishedWaiter(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		count := redistest.Count(b.Client)
+		l := newLocker(t, b)
+		holder, err := l.TryObtain(ctx, "ghost", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		queue := lease.QueueKey(lease.LockKey(lease.DefaultPrefix, "ghost"))
+		ghost := "ghostghostghostghostgh 3600000 e " + lease.GrantChannel(lease.DefaultPrefix, "gone")
+		if err := b.Client.ZAdd(ctx, queue, redis.Z{Score: 1, Member: ghost}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		got := obtainInBackground(ctx, l, "ghost", nil) // the ghost's hour would outlast its deadline
+		count.Await(t, "wait", 1)
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			t.Fatalf("the live waiter behind the vanished one: %v", err)
+		}
+		if n := b.Client.ZCard(ctx, queue).Val(); n != 0 {
+			t.Fatalf("queue: got %d entries, want none left", n)
+		}
+	})
+}
+
+// TestWaiterThatGivesUpLeavesTheQueue: an Obtain that ends with its ctx takes
+// its entry out of the queue, so no release hands it a lock it cannot use.
+func TestWaiterThatGivesUpLeavesTheQueue(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		count := redistest.Count(b.Client)
+		l := newLocker(t, b)
+		holder, err := l.TryObtain(ctx, "leave", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		got := make(chan error, 1)
+		go func() {
+			_, err := l.Obtain(wctx, "leave", time.Minute)
+			got <- err
+		}()
+		count.Await(t, "wait", 1)
+		queue := lease.QueueKey(lease.LockKey(lease.DefaultPrefix, "leave"))
+		if n := b.Client.ZCard(ctx, queue).Val(); n != 1 {
+			t.Fatalf("queue while waiting: got %d entries, want 1", n)
+		}
+		cancel()
+		if err := <-got; !errors.Is(err, efficiency.ErrNotObtained) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("got %v, want ErrNotObtained and Canceled", err)
+		}
+		if n := b.Client.ZCard(ctx, queue).Val(); n != 0 {
+			t.Fatalf("queue after the waiter gave up: got %d entries, want 0", n)
+		}
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := b.Client.Exists(ctx, lease.LockKey(lease.DefaultPrefix, "leave")).Val(); n != 0 {
+			t.Fatal("the release handed the lock to the waiter that had left")
+		}
+	})
+}
+
+// TestReleaseWakesOneWaiter: where waiters do not queue, a release wakes one
+// waiter per Locker, not all.
+func TestReleaseWakesOneWaiter(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		count := redistest.Count(b.Client)
+		l := newWakeLocker(t, b)
 		holder, err := l.TryObtain(ctx, "one", time.Hour)
 		if err != nil {
 			t.Fatal(err)

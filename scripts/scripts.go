@@ -2,7 +2,9 @@
 // only place that knows what the server executes.
 //
 // Each script lives in its own .lua file whose header comment names its KEYS,
-// ARGV and reply. The scripts are embedded at build time and exported as
+// ARGV and reply; the three that grant a lock (fenced_acquire, wait, release)
+// are built with grant.lua, their shared functions, prepended. The scripts are
+// embedded at build time and exported as
 // *redis.Script values; call them with Run, which sends EVALSHA and falls back to
 // EVAL when the server does not have the script cached (after SCRIPT FLUSH or a
 // restart).
@@ -21,6 +23,8 @@ import (
 )
 
 var (
+	//go:embed grant.lua
+	grantSrc string
 	//go:embed release.lua
 	releaseSrc string
 	//go:embed refresh.lua
@@ -31,12 +35,19 @@ var (
 	fencedAcquireSrc string
 	//go:embed register_write.lua
 	registerWriteSrc string
+	//go:embed wait.lua
+	waitSrc string
 )
 
 var (
-	// Release deletes a lock the caller holds and publishes a wake-up on the
-	// lock's channel. See release.lua.
-	Release = redis.NewScript(releaseSrc)
+	// Release ends a grant the caller holds: it hands the lock to the first
+	// live waiter in the lock's queue, or deletes it and publishes a wake-up.
+	// See release.lua.
+	Release = redis.NewScript(grantSrc + releaseSrc)
+
+	// Wait is a waiter's attempt: it takes a free lock or joins the lock's
+	// queue. See wait.lua.
+	Wait = redis.NewScript(grantSrc + waitSrc)
 
 	// Refresh restarts the ttl of a lock the caller holds. See refresh.lua.
 	Refresh = redis.NewScript(refreshSrc)
@@ -46,7 +57,7 @@ var (
 
 	// FencedAcquire takes a free correctness lock with a new fencing token, or
 	// replies with the holder's remaining ttl. See fenced_acquire.lua.
-	FencedAcquire = redis.NewScript(fencedAcquireSrc)
+	FencedAcquire = redis.NewScript(grantSrc + fencedAcquireSrc)
 
 	// RegisterWrite stores a value in a fenced register if the writer's token is
 	// at least the highest one accepted before. See register_write.lua.

@@ -41,6 +41,7 @@ func TestCompareAndChange(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
 		keys := []string{"lock"}
+		releaseKeys := []string{"lock", "lock:queue", "lock:fence"}
 		b.Client.Set(ctx, "lock", "owner-a", time.Minute)
 		cases := []struct {
 			name string
@@ -50,7 +51,7 @@ func TestCompareAndChange(t *testing.T) {
 			{"refresh", func(o string) (int64, error) { return scripts.Refresh.Run(ctx, b.Client, keys, o, 3600000).Int64() }, 0},
 			{"pttl", func(o string) (int64, error) { return scripts.PTTL.Run(ctx, b.Client, keys, o).Int64() }, -2},
 			{"release", func(o string) (int64, error) {
-				return scripts.Release.Run(ctx, b.Client, keys, o, "lock:wake", "0").Int64()
+				return scripts.Release.Run(ctx, b.Client, releaseKeys, o, "0", "").Int64()
 			}, 0},
 		}
 		for _, tc := range cases {
@@ -69,12 +70,12 @@ func TestCompareAndChange(t *testing.T) {
 			t.Errorf("pttl by the owner after refresh: got %d, want over 60000", got)
 		}
 		for _, prefix := range []string{"owner-b:", "owner-", "", ":"} {
-			if got, _ := scripts.Release.Run(ctx, b.Client, keys, prefix, "lock:wake", "1").Int64(); got != 0 {
+			if got, _ := scripts.Release.Run(ctx, b.Client, releaseKeys, prefix, "1", "").Int64(); got != 0 {
 				t.Errorf("release by prefix %q of %q: got %d, want 0", prefix, "owner-a", got)
 			}
 		}
 		b.Client.Set(ctx, "lock", "owner-a:33", time.Minute)
-		if got, _ := scripts.Release.Run(ctx, b.Client, keys, "owner-a:", "lock:wake", "1").Int64(); got != 1 {
+		if got, _ := scripts.Release.Run(ctx, b.Client, releaseKeys, "owner-a:", "1", "").Int64(); got != 1 {
 			t.Errorf("release by a matching prefix: got %d, want 1", got)
 		}
 		if b.Client.Exists(ctx, "lock").Val() != 0 {

@@ -388,18 +388,18 @@ func TestWaitTakesTheLockWhenReleased(t *testing.T) {
 	holder := h.start(nil, "queue", "--", "sh", "-c", blockingScript)
 	h.waitFile("started")
 	waiter := h.start(nil, "-wait", "30s", "queue", "--", "sh", "-c", "echo ran >> runs")
-	// The waiter subscribes to the lock's releases before it first tries.
-	wake := lease.WakeChannel(lease.LockKey(lease.DefaultPrefix, "queue"))
+	// The waiter subscribes to the grants handed to it, then queues.
+	queue := lease.QueueKey(lease.LockKey(lease.DefaultPrefix, "queue"))
 	for deadline := time.Now().Add(hang); ; time.Sleep(10 * time.Millisecond) {
-		n, err := h.client.PubSubNumSub(t.Context(), wake).Result()
+		n, err := h.client.ZCard(t.Context(), queue).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n[wake] > 0 {
+		if n > 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the waiter did not subscribe to %s within %v", wake, hang)
+			t.Fatalf("the waiter did not queue in %s within %v", queue, hang)
 		}
 	}
 	h.touch("release")

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/leasekit/leasekit/scripts"
-	"github.com/redis/go-redis/v9"
 )
 
 // Held is a granted lease.
@@ -71,14 +70,15 @@ func (h *Held) Refresh(ctx context.Context, ttl time.Duration) error {
 	return nil
 }
 
-// Release deletes the lock if it is still held, waking one waiter per Locker.
+// Release ends the lease if it is still held: the lock goes to the first live
+// waiter queued for it, or is deleted and its waiters woken.
 func (h *Held) Release(ctx context.Context) error {
-	n, err := scripts.Release.Run(ctx, h.core.cfg.Client, []string{h.key}, h.value, WakeChannel(h.key), "0").Int64()
+	released, err := h.core.release(ctx, h.key, h.value, false, "")
 	if err != nil {
 		return WrapRedis("release", h.key, err)
 	}
 	h.setDeadline(time.Time{})
-	if n != 1 {
+	if !released {
 		return fmt.Errorf("%w: %s expired or has another holder", h.core.cfg.Errors.NotHeld, Quote(h.key))
 	}
 	return nil
@@ -100,17 +100,39 @@ func (h *Held) TTL(ctx context.Context) (time.Duration, error) {
 }
 
 // release runs the release script for value (or, with prefix, any value that
-// starts with it) on key.
-func release(ctx context.Context, client redis.Scripter, key, value string, prefix bool) error {
+// starts with it) on key, after taking the queue entry leaving (a waiter
+// giving up) out of the lock's queue, if it is not "". It reports whether the
+// grant was there to release.
+func (c *Core) release(ctx context.Context, key, value string, prefix bool, leaving string) (bool, error) {
 	match := "0"
 	if prefix {
 		match = "1"
 	}
-	return scripts.Release.Run(ctx, client, []string{key}, value, WakeChannel(key), match).Err()
+	reply, err := scripts.Release.Run(ctx, c.cfg.Client, c.keys(key), value, match, leaving).Result()
+	return err == nil && reply != int64(0), err
 }
 
 // Release releases the grant whose value is value on key, for callers outside
 // a Held, such as a grant undone for want of replicas.
-func Release(ctx context.Context, client redis.Scripter, key, value string) error {
-	return release(ctx, client, key, value, false)
+func (c *Core) Release(ctx context.Context, key, value string) error {
+	_, err := c.release(ctx, key, value, false, "")
+	return err
+}
+
+// keys are the KEYS of the scripts that may grant the lock at key: the lock,
+// its wait queue and its fence counter (a release may hand an efficiency lock
+// to a waiter that runs it as a correctness lock).
+func (c *Core) keys(key string) []string {
+	return []string{key, QueueKey(key), CounterKey(key)}
+}
+
+// kind is the lock's kind as the scripts name it (see scripts/grant.lua).
+func (c *Core) kind() string {
+	switch {
+	case !c.cfg.Fenced:
+		return "e"
+	case c.cfg.ClockFloor:
+		return "c"
+	}
+	return "f"
 }

@@ -27,8 +27,16 @@ func FenceKey(prefix, name string) string { return CounterKey(LockKey(prefix, na
 // CounterKey is the key of the fencing-token counter of the lock at lockKey.
 func CounterKey(lockKey string) string { return lockKey + ":fence" }
 
-// WakeChannel is the pub/sub channel on which releases of the lock are announced.
+// WakeChannel is the pub/sub channel on which releases of the lock are
+// announced to waiters that do not queue. release.lua builds the same name.
 func WakeChannel(lockKey string) string { return lockKey + ":wake" }
+
+// QueueKey is the key of the lock's wait queue (see scripts/wait.lua).
+func QueueKey(lockKey string) string { return lockKey + ":queue" }
+
+// GrantChannel is the pub/sub channel on which the Locker whose id is id hears
+// the grants handed to its waiters.
+func GrantChannel(prefix, id string) string { return prefix + "grants:" + id }
 
 // RegisterKey is the key of the fenced register of a resource.
 func RegisterKey(prefix, resource string) string { return LockKey(prefix, resource) + ":register" }

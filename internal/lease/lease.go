@@ -8,14 +8,17 @@ package lease
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/leasekit/leasekit/internal/notify"
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -27,6 +30,9 @@ type Errors struct {
 	LockLost    error
 	InvalidKey  error
 	InvalidTTL  error
+	// InvalidToken is for a grant whose token is not a positive 64-bit
+	// integer (fenced kinds only).
+	InvalidToken error
 }
 
 // Attempt is what one acquire round trip found.
@@ -40,6 +46,9 @@ type Attempt struct {
 	// HolderTTL is the holder's remaining ttl when not Granted; negative when
 	// the holder's key has no expiry.
 	HolderTTL time.Duration
+	// Place is the waiter's place in the lock's queue (server microseconds)
+	// when this attempt queued it; 0 when it did not.
+	Place int64
 }
 
 // Mode says what an acquire attempt must find out beyond "granted".
@@ -73,17 +82,39 @@ type Config struct {
 	// only the owner id is known: the whole value, or (prefix true) its start.
 	// Used to release a grant whose reply was lost.
 	Mine func(owner string) (value string, prefix bool)
+	// Fenced says the kind's grants carry a fencing token, drawn from the
+	// lock's counter key, with the clock floor when ClockFloor is set.
+	Fenced     bool
+	ClockFloor bool
+	// Replicated says a grant is used only once WAIT confirms it, which a
+	// grant handed over by another holder's release cannot be: waiters do not
+	// queue for a direct handoff.
+	Replicated bool
 }
 
 // Core runs locks of one kind for one Locker.
 type Core struct {
 	cfg      Config
 	notifier *notify.Notifier
+	// grants is the channel on which this Core's waiters hear the lock handed
+	// to them; "" when they do not queue.
+	grants string
 }
 
 // New returns a Core. The caller has validated cfg.
+//
+// Waiters queue for a direct handoff (scripts/wait.lua) only on a
+// *redis.Client, one server or a Sentinel-managed master: the release script
+// skips a vanished waiter by the count PUBLISH returns, and that count covers
+// only the subscribers of the server the script runs on. A ClusterClient's
+// subscription may be on another node, and a Ring's on another shard, so
+// their waiters wait for a wake-up and try again, as with WithReplicas.
 func New(cfg Config) *Core {
-	return &Core{cfg: cfg, notifier: notify.New(cfg.Client)}
+	c := &Core{cfg: cfg, notifier: notify.New(cfg.Client)}
+	if _, single := cfg.Client.(*redis.Client); single && !cfg.Replicated {
+		c.grants = GrantChannel(cfg.Prefix, rand.Text())
+	}
+	return c
 }
 
 // Close stops the wake-up subscription. Waiting Obtains return ErrNotObtained.
@@ -104,51 +135,139 @@ func (c *Core) check(name string, ttl time.Duration) error {
 	return CheckTTL(c.cfg.Errors.InvalidTTL, ttl)
 }
 
-// attempt runs one acquire and, when granted, returns the lease.
+// attempt runs one acquire and, when granted, returns the lease. A waiter
+// with a queue entry runs the wait script, which queues it when the lock is
+// held.
 //
 // Two outcomes would leave a grant the caller cannot use, and are undone: an
 // acquire whose reply was lost (a network error or the end of ctx: Redis may
 // have granted it), and a grant whose reply came after its lease deadline.
 // Neither is reported as obtained, and neither leaves the caller's owner id in
 // the key for the next owner to wait out.
-func (c *Core) attempt(ctx context.Context, key, owner string, ttl time.Duration, mode Mode) (*Held, Attempt, error) {
+func (c *Core) attempt(ctx context.Context, key, owner string, ttl time.Duration, mode Mode, entry string) (*Held, Attempt, error) {
 	sent := time.Now()
-	a, err := c.cfg.Acquire(ctx, key, owner, ttl, mode)
+	var a Attempt
+	var err error
+	if entry != "" {
+		a, err = c.wait(ctx, key, owner, ttl, entry)
+	} else {
+		a, err = c.cfg.Acquire(ctx, key, owner, ttl, mode)
+	}
 	if err != nil {
 		// Even an error reply may follow a grant: go-redis resends a command
 		// whose reply was lost, and the resend can meet OOM or LOADING after
 		// the first send landed. The release is scoped to this owner.
-		c.abandon(ctx, key, owner, ttl)
+		c.abandon(ctx, key, owner, ttl, "")
 		return nil, a, err
 	}
 	if !a.Granted {
 		return nil, a, nil
 	}
-	deadline := sent.Add(ttl - c.Drift(ttl))
+	h, err := c.held(ctx, key, owner, a, sent, ttl)
+	return h, a, err
+}
+
+// held makes the lease of grant a, measured from start: a time no later than
+// the grant. A grant whose deadline has passed already is released.
+func (c *Core) held(ctx context.Context, key, owner string, a Attempt, start time.Time, ttl time.Duration) (*Held, error) {
+	deadline := start.Add(ttl - c.Drift(ttl))
 	if late := time.Since(deadline); late >= 0 {
-		c.abandon(ctx, key, owner, ttl)
-		return nil, a, fmt.Errorf("%w: %s: the grant's reply came %v after its lease deadline (ttl %v); released it: %w",
+		c.abandon(ctx, key, owner, ttl, "")
+		return nil, fmt.Errorf("%w: %s: the grant's reply came %v after its lease deadline (ttl %v); released it: %w",
 			c.cfg.Errors.NotObtained, Quote(key), late.Round(time.Millisecond), ttl, errLate)
 	}
-	h := &Held{
+	return &Held{
 		core:     c,
 		key:      key,
 		value:    a.Value,
 		token:    a.Token,
 		deadline: deadline,
 		ttl:      ttl,
+	}, nil
+}
+
+// wait runs one attempt of a queued waiter (scripts/wait.lua).
+func (c *Core) wait(ctx context.Context, key, owner string, ttl time.Duration, entry string) (Attempt, error) {
+	reply, err := scripts.Wait.Run(ctx, c.cfg.Client, c.keys(key), owner, Millis(ttl), entry, c.kind()).Slice()
+	if err != nil {
+		return Attempt{}, WrapRedis("acquire", key, err)
 	}
-	return h, a, nil
+	if len(reply) == 2 && (reply[0] == int64(1) || reply[0] == int64(2)) {
+		if value, ok := reply[1].(string); ok {
+			return c.Grant(key, owner, value)
+		}
+	}
+	if len(reply) == 3 && reply[0] == int64(0) {
+		left, ok1 := reply[1].(int64)
+		place, ok2 := reply[2].(string)
+		if ok1 && ok2 {
+			a := Attempt{HolderTTL: time.Duration(left) * time.Millisecond}
+			if place != "" {
+				a.Place, err = strconv.ParseInt(place, 10, 64)
+			}
+			if err == nil {
+				return a, nil
+			}
+		}
+	}
+	return Attempt{}, fmt.Errorf("leasekit: acquire %s: unexpected reply %v", Quote(key), reply)
+}
+
+// Grant reads a grant to owner whose stored value is value: for a fenced kind,
+// "owner:token" with a positive 64-bit token.
+func (c *Core) Grant(key, owner, value string) (Attempt, error) {
+	if !c.cfg.Fenced {
+		if value != owner {
+			return Attempt{}, fmt.Errorf("leasekit: acquire %s: the grant holds another owner's id", Quote(key))
+		}
+		return Attempt{Granted: true, Value: value}, nil
+	}
+	digits, ok := strings.CutPrefix(value, owner+":")
+	if !ok {
+		return Attempt{}, fmt.Errorf("%w: %s: the grant carries no token", c.cfg.Errors.InvalidToken, Quote(key))
+	}
+	token, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil || token == 0 {
+		return Attempt{}, fmt.Errorf("%w: %s holds token %q, not a positive 64-bit integer: is the fence counter corrupt?",
+			c.cfg.Errors.InvalidToken, Quote(key), digits)
+	}
+	return Attempt{Granted: true, Value: value, Token: token}, nil
+}
+
+// handed turns a grant message, "value place waited", into the lease: the
+// lock, handed to this waiter by its holder's release, is its own since
+// waited microseconds after it queued at place. The lease is measured from
+// the time the attempt that queued it was sent (queued), plus that wait,
+// counted at most as long as it lasted here. A message for an earlier place
+// is stale: nil, and the caller asks Redis again.
+func (c *Core) handed(ctx context.Context, key, owner string, ttl time.Duration, msg string, place int64, queued time.Time) (*Held, error) {
+	f := strings.Fields(msg)
+	if len(f) != 3 {
+		return nil, nil
+	}
+	at, err1 := strconv.ParseFloat(f[1], 64)
+	waited, err2 := strconv.ParseInt(f[2], 10, 64)
+	if err1 != nil || err2 != nil || place == 0 || int64(at) != place {
+		return nil, nil
+	}
+	a, err := c.Grant(key, owner, f[0])
+	if err != nil {
+		c.abandon(ctx, key, owner, ttl, "")
+		return nil, err
+	}
+	wait := min(time.Duration(max(waited, 0))*time.Microsecond, time.Since(queued))
+	return c.held(ctx, key, owner, a, queued.Add(wait), ttl)
 }
 
 // abandon releases the caller's grant, if Redis made one, after its reply was
-// lost or came too late. Best effort: if Redis cannot be reached now either,
-// the grant expires with its ttl.
-func (c *Core) abandon(ctx context.Context, key, owner string, ttl time.Duration) {
+// lost or came too late, and takes the caller's queue entry leaving (if not
+// "") out of the lock's queue. Best effort: if Redis cannot be reached now
+// either, the grant expires with its ttl.
+func (c *Core) abandon(ctx context.Context, key, owner string, ttl time.Duration, leaving string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(ttl, time.Second))
 	defer cancel()
 	value, prefix := c.cfg.Mine(owner)
-	if err := release(ctx, c.cfg.Client, key, value, prefix); err != nil && !IsServerReply(err) {
+	if _, err := c.release(ctx, key, value, prefix, leaving); err != nil && !IsServerReply(err) {
 		c.logger().Warn("leasekit: could not release a grant whose reply was lost; it expires with its ttl",
 			"key", key, "owner", Redact(owner), "ttl", ttl, "err", err)
 	}
@@ -175,7 +294,7 @@ func (c *Core) Try(ctx context.Context, name string, ttl time.Duration) (*Held, 
 	if err != nil {
 		return nil, err
 	}
-	h, _, err := c.attempt(ctx, LockKey(c.cfg.Prefix, name), owner, ttl, Try)
+	h, _, err := c.attempt(ctx, LockKey(c.cfg.Prefix, name), owner, ttl, Try, "")
 	if err != nil {
 		return nil, err
 	}
@@ -188,10 +307,13 @@ func (c *Core) Try(ctx context.Context, name string, ttl time.Duration) (*Held, 
 // Obtain acquires the lock called name, waiting until it is free or ctx ends.
 //
 // It first probes, as cheaply as a TryObtain: a free lock costs one round trip
-// and no subscription. When the lock is held, the waiter joins the lock's
-// wake-up queue (its subscription confirmed) and tries again, so that no
-// release can slip between the failed probe and the wait; then it sleeps until
-// a release wakes it or the holder's ttl runs out, and tries again.
+// and no subscription. When the lock is held, the waiter subscribes (and waits
+// for the confirmation) before it tries again, so that nothing the holder does
+// after the failed probe goes unheard. On a single server that try queues the
+// waiter, and the holder's release hands the lock straight to the first live
+// waiter and tells it so: the handoff costs no round trip of the waiter's own.
+// Elsewhere the release wakes one waiter per Locker, which tries again. Either
+// way a waiter also tries again when the holder's ttl runs out.
 func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Held, error) {
 	if err := c.check(name, ttl); err != nil {
 		return nil, err
@@ -204,7 +326,7 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 		return nil, errors.Join(c.cfg.Errors.NotObtained, err)
 	}
 	key := LockKey(c.cfg.Prefix, name)
-	h, _, err := c.attempt(ctx, key, owner, ttl, Probe)
+	h, _, err := c.attempt(ctx, key, owner, ttl, Probe, "")
 	if errors.Is(err, errLate) {
 		err = nil // released already; wait like any other waiter
 	}
@@ -214,18 +336,33 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 		}
 		return h, err
 	}
-	w, err := c.notifier.Join(ctx, WakeChannel(key))
+	channel := c.grants
+	if channel == "" {
+		channel = WakeChannel(key)
+	}
+	w, err := c.notifier.Join(ctx, channel, owner)
+	entry := "" // the waiter's queue entry, when it queues
 	woken, granted := false, false
 	switch {
 	case err == nil:
 		defer func() {
 			// A wake-up this waiter took but leaves without using goes to
 			// the next waiter, or it would sleep out the holder's ttl.
-			if woken && !granted {
+			if woken && !granted && entry == "" {
 				w.Unused()
 			}
 			w.Leave()
 		}()
+		if c.grants != "" {
+			entry = owner + " " + strconv.FormatInt(Millis(ttl), 10) + " " + c.kind() + " " + channel
+			// A waiter that gives up leaves the queue, and releases the lock
+			// if it was handed over meanwhile, to the next waiter in line.
+			defer func() {
+				if !granted {
+					c.abandon(ctx, key, owner, ttl, entry)
+				}
+			}()
+		}
 	case ctx.Err() != nil:
 		return nil, errors.Join(c.cfg.Errors.NotObtained, ctx.Err())
 	case errors.Is(err, notify.ErrClosed):
@@ -235,8 +372,11 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 		c.logger().Warn("leasekit: cannot subscribe to lock releases; waiting on ttl alone",
 			"key", key, "err", err)
 	}
+	var place int64      // the waiter's place in the queue
+	var queued time.Time // when the attempt that queued it was sent
 	for {
-		h, a, err := c.attempt(ctx, key, owner, ttl, Wait)
+		sent := time.Now()
+		h, a, err := c.attempt(ctx, key, owner, ttl, Wait, entry)
 		switch {
 		case errors.Is(err, errLate) && ctx.Err() == nil:
 			continue // released already; the wait goes on until ctx ends
@@ -248,10 +388,26 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 		case h != nil:
 			granted = true
 			return h, nil
+		case a.Place != 0:
+			place, queued = a.Place, sent
 		}
 		woken, err = c.sleep(ctx, w, a.HolderTTL)
 		if err != nil {
 			return nil, err
+		}
+		if !woken || entry == "" {
+			continue
+		}
+		if msg, ok := w.Grant(); ok {
+			h, err := c.handed(ctx, key, owner, ttl, msg, place, queued)
+			switch {
+			case h != nil:
+				granted = true
+				return h, nil
+			case err != nil && !errors.Is(err, errLate):
+				return nil, err
+			}
+			// Late or stale: released already, or the next attempt settles it.
 		}
 	}
 }

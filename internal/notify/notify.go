@@ -5,10 +5,12 @@
 // shard: releases publish with plain PUBLISH, which the cluster bus carries to
 // every node.
 //
-// A waiter joins the queue of its lock's wake-up channel; the release script
-// publishes on that channel, and the Notifier wakes the first waiter in the
-// queue that has no wake-up pending: one waiter per release, in arrival order,
-// so a release does not stampede every local waiter into Redis.
+// A channel carries two kinds of message. An empty one is a wake-up: the
+// Notifier wakes the first waiter on the channel that has no wake-up pending,
+// one waiter per release, in arrival order, so a release does not stampede
+// every local waiter into Redis. Any other is a grant, "value ...", whose value
+// starts with the owner id of the waiter the lock was handed to ("owner" or
+// "owner:token"): that waiter alone is woken, and reads it with Grant.
 //
 // A channel is subscribed while it has waiters and unsubscribed when the last
 // one leaves, so an uncontended lock's releases never come back to the
@@ -18,6 +20,7 @@ package notify
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -78,8 +81,10 @@ func New(client redis.UniversalClient) *Notifier {
 type Waiter struct {
 	n       *Notifier
 	channel string
+	owner   string
 	sub     *channelSub
 	wake    chan struct{}
+	grant   string // the last grant message for owner, until taken; under n.mu
 }
 
 // Wake returns the channel that receives this waiter's wake-ups.
@@ -90,8 +95,9 @@ func (w *Waiter) Done() <-chan struct{} { return w.n.done }
 
 // Join queues a waiter on channel and returns once the server has confirmed the
 // subscription, so that every release published after Join returns reaches the
-// waiter. The caller must call Leave.
-func (n *Notifier) Join(ctx context.Context, channel string) (*Waiter, error) {
+// waiter. Grants on the channel for owner go to this waiter. The caller must
+// call Leave.
+func (n *Notifier) Join(ctx context.Context, channel, owner string) (*Waiter, error) {
 	n.send.Lock()
 	n.mu.Lock()
 	if n.closed {
@@ -113,7 +119,7 @@ func (n *Notifier) Join(ctx context.Context, channel string) (*Waiter, error) {
 		sub = &channelSub{need: c.sent, ready: make(chan struct{})}
 		n.subs[channel] = sub
 	}
-	w := &Waiter{n: n, channel: channel, sub: sub, wake: make(chan struct{}, 1)}
+	w := &Waiter{n: n, channel: channel, owner: owner, sub: sub, wake: make(chan struct{}, 1)}
 	sub.waiters = append(sub.waiters, w)
 	ps := n.ps
 	n.mu.Unlock()
@@ -147,6 +153,16 @@ func (n *Notifier) Join(ctx context.Context, channel string) (*Waiter, error) {
 		w.Leave()
 		return nil, ErrClosed
 	}
+}
+
+// Grant takes the grant message received for the waiter's owner since the
+// last call, if any.
+func (w *Waiter) Grant() (string, bool) {
+	w.n.mu.Lock()
+	defer w.n.mu.Unlock()
+	g := w.grant
+	w.grant = ""
+	return g, g != ""
 }
 
 // Unused hands back a wake-up the waiter took but could not use (its retry
@@ -226,6 +242,24 @@ func (s *channelSub) wakeOne() {
 	}
 }
 
+// granted hands a grant message to the waiter whose owner it names. A grant for
+// an owner no longer waiting is dropped: that waiter's leaving released it.
+// Called with n.mu held.
+func (s *channelSub) granted(msg string) {
+	value, _, _ := strings.Cut(msg, " ")
+	owner, _, _ := strings.Cut(value, ":")
+	for _, w := range s.waiters {
+		if w.owner == owner {
+			w.grant = msg
+			select {
+			case w.wake <- struct{}{}:
+			default:
+			}
+			return
+		}
+	}
+}
+
 // start opens the subscription and its receive loop. Called with n.mu held.
 func (n *Notifier) start() {
 	n.ps = n.client.Subscribe(context.Background())
@@ -262,7 +296,11 @@ func (n *Notifier) receive(ps *redis.PubSub) {
 		case *redis.Message:
 			n.mu.Lock()
 			if sub := n.subs[m.Channel]; sub != nil {
-				sub.wakeOne()
+				if m.Payload == "" {
+					sub.wakeOne()
+				} else {
+					sub.granted(m.Payload)
+				}
 			}
 			n.mu.Unlock()
 		}

@@ -23,7 +23,7 @@ func TestWakesAfterResubscribe(t *testing.T) {
 		// wait for its own confirmation, not an earlier one, or a release
 		// published right after Join could go unheard.
 		for i := range 50 {
-			w, err := n.Join(ctx, "ch")
+			w, err := n.Join(ctx, "ch", "")
 			if err != nil {
 				t.Fatalf("join %d: %v", i, err)
 			}
@@ -41,11 +41,11 @@ func TestWakesOneWaiterPerMessage(t *testing.T) {
 		ctx := t.Context()
 		n := notify.New(b.Client)
 		defer n.Close()
-		first, err := n.Join(ctx, "ch")
+		first, err := n.Join(ctx, "ch", "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		second, err := n.Join(ctx, "ch")
+		second, err := n.Join(ctx, "ch", "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +60,7 @@ func TestWakesOneWaiterPerMessage(t *testing.T) {
 		}
 		// A waiter that leaves with a wake-up it did not use passes it on,
 		// to the oldest waiter left.
-		third, err := n.Join(ctx, "ch")
+		third, err := n.Join(ctx, "ch", "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +82,7 @@ func TestWakesOneWaiterPerMessage(t *testing.T) {
 func TestCloseReleasesJoin(t *testing.T) {
 	b := redistest.Mini(t)
 	n := notify.New(b.Client)
-	w, err := n.Join(t.Context(), "ch")
+	w, err := n.Join(t.Context(), "ch", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestCloseReleasesJoin(t *testing.T) {
 	}
 	<-w.Done()
 	w.Leave()
-	if _, err := n.Join(context.Background(), "ch"); !errors.Is(err, notify.ErrClosed) {
+	if _, err := n.Join(context.Background(), "ch", ""); !errors.Is(err, notify.ErrClosed) {
 		t.Fatalf("Join after Close: got %v, want ErrClosed", err)
 	}
 }
@@ -106,4 +106,44 @@ func awaitPending(t *testing.T, w *notify.Waiter) {
 		}
 		runtime.Gosched()
 	}
+}
+
+func TestGrantGoesToItsOwner(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		n := notify.New(b.Client)
+		defer n.Close()
+		a, err := n.Join(ctx, "ch", "owner-a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Leave()
+		bw, err := n.Join(ctx, "ch", "owner-b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer bw.Leave()
+		// A grant for an owner nobody waits as wakes nobody; the one for
+		// owner-b (the second in line) wakes owner-b alone.
+		for _, msg := range []string{"owner-gone:7 1 2", "owner-b:8 123 45"} {
+			if err := b.Client.Publish(ctx, "ch", msg).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		<-bw.Wake()
+		if g, ok := bw.Grant(); !ok || g != "owner-b:8 123 45" {
+			t.Fatalf("owner-b's grant: got %q, %v", g, ok)
+		}
+		if g, ok := bw.Grant(); ok {
+			t.Fatalf("a grant is taken once: got %q again", g)
+		}
+		select {
+		case <-a.Wake():
+			t.Fatal("a grant for another owner woke owner-a")
+		default:
+		}
+		if g, ok := a.Grant(); ok {
+			t.Fatalf("owner-a got grant %q meant for another", g)
+		}
+	})
 }

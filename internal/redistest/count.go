@@ -36,6 +36,7 @@ func Count(client interface{ AddHook(redis.Hook) }) *Counter {
 
 var scriptNames = map[string]string{
 	scripts.Release.Hash():       "release",
+	scripts.Wait.Hash():          "wait",
 	scripts.Refresh.Hash():       "refresh",
 	scripts.PTTL.Hash():          "pttl",
 	scripts.FencedAcquire.Hash(): "fenced_acquire",
@@ -61,7 +62,7 @@ func opName(cmd redis.Cmder) string {
 	case "eval", "eval_ro":
 		if len(args) > 1 {
 			if s, ok := args[1].(string); ok {
-				for _, sc := range []*redis.Script{scripts.Release, scripts.Refresh, scripts.PTTL, scripts.FencedAcquire, scripts.RegisterWrite} {
+				for _, sc := range []*redis.Script{scripts.Release, scripts.Wait, scripts.Refresh, scripts.PTTL, scripts.FencedAcquire, scripts.RegisterWrite} {
 					if hashOf(sc, s) {
 						return scriptNames[sc.Hash()]
 					}

@@ -143,21 +143,21 @@ func newForeigner(value string) *foreigner {
 
 // call queues the n-th foreign call on pipe, and describes it.
 func (f *foreigner) call(ctx context.Context, pipe redis.Pipeliner, key string, n int) (string, *redis.Cmd) {
-	keys := []string{key}
+	keys := []string{key, lease.QueueKey(key), lease.CounterKey(key)}
 	switch n % 4 {
 	case 0:
 		v := f.wrongValue()
-		return fmt.Sprintf("release %q", v), scripts.Release.EvalSha(ctx, pipe, keys, v, lease.WakeChannel(key), "0")
+		return fmt.Sprintf("release %q", v), scripts.Release.EvalSha(ctx, pipe, keys, v, "0", "")
 	case 1:
 		// How a Locker releases a grant whose reply was lost: by owner id.
 		p := f.wrongOwner() + ":"
-		return fmt.Sprintf("release by owner %q", p), scripts.Release.EvalSha(ctx, pipe, keys, p, lease.WakeChannel(key), "1")
+		return fmt.Sprintf("release by owner %q", p), scripts.Release.EvalSha(ctx, pipe, keys, p, "1", "")
 	case 2:
 		v := f.wrongValue()
-		return fmt.Sprintf("refresh %q to 10m", v), scripts.Refresh.EvalSha(ctx, pipe, keys, v, (10 * time.Minute).Milliseconds())
+		return fmt.Sprintf("refresh %q to 10m", v), scripts.Refresh.EvalSha(ctx, pipe, keys[:1], v, (10 * time.Minute).Milliseconds())
 	default:
 		v := f.wrongValue()
-		return fmt.Sprintf("refresh %q to 1ms", v), scripts.Refresh.EvalSha(ctx, pipe, keys, v, 1)
+		return fmt.Sprintf("refresh %q to 1ms", v), scripts.Refresh.EvalSha(ctx, pipe, keys[:1], v, 1)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -147,6 +149,7 @@ func recordHistory(t *testing.T, b *redistest.Backend, seed uint64) (map[string]
 	start := time.Now()
 	now := func() int64 { return time.Since(start).Nanoseconds() }
 	var ops atomic.Int64
+	var handed sync.Map // tokens granted by a release, handing the lock to a waiter
 	results := make(chan clientResult, historyClients)
 	for id := range historyClients {
 		c := &historyClient{
@@ -157,6 +160,7 @@ func recordHistory(t *testing.T, b *redistest.Backend, seed uint64) (map[string]
 			rng:    rand.New(rand.NewPCG(seed, uint64(id))),
 			now:    now,
 			ops:    &ops,
+			handed: &handed,
 		}
 		go func() { results <- c.run(ctx) }()
 	}
@@ -200,6 +204,7 @@ type historyClient struct {
 	rng    *rand.Rand
 	now    func() int64
 	ops    *atomic.Int64
+	handed *sync.Map
 }
 
 type clientResult struct {
@@ -211,35 +216,52 @@ type clientResult struct {
 }
 
 func (c *historyClient) run(ctx context.Context) clientResult {
-	grants := &grantLog{lane: c.lane, now: c.now}
+	grants := &grantLog{lane: c.lane, now: c.now, handed: c.handed}
 	ctx = context.WithValue(ctx, grantLogKey{}, grants)
 	r := clientResult{lock: c.lock}
 	for round := 0; c.ops.Load() < historyOps && r.err == nil; round++ {
-		before := len(grants.ops)
+		before, ownBefore := len(grants.ops), grants.own
 		lease, err := c.locker.Acquire(ctx, c.lock, historyTTL)
 		// Each grant is one operation of the token history: grantLog
-		// recorded it with the interval of the round trip that granted it.
-		// An Acquire ends with one grant, after any number whose reply came
-		// after their lease deadline, as a loaded machine can make it:
-		// Acquire released those rather than hand out a lease already
-		// gone, and tried again. Their tokens were granted all the same and
-		// stay in the token history.
-		got := len(grants.ops) - before
+		// recorded it with the interval of the round trip that granted it,
+		// this client's acquire or, for a lock handed over, the releaser's
+		// release. An Acquire ends with one grant, after any number whose
+		// reply came after their lease deadline, as a loaded machine can
+		// make it: Acquire released those rather than hand out a lease
+		// already gone, and tried again. Their tokens were granted all the
+		// same and stay in the token history.
+		got, own := len(grants.ops)-before, grants.own-ownBefore
+		mine := err == nil && got > 0 && grants.ops[len(grants.ops)-1].Output == lease.Token()
+		handed := err == nil && !mine && c.awaitHanded(lease.Token())
 		switch {
 		case err != nil:
 			r.err = fmt.Errorf("%s client %d: Acquire: %w", c.lock, c.lane, err)
-		case got < 1:
-			r.err = fmt.Errorf("%s client %d: Acquire: got no grant from Redis", c.lock, c.lane)
-		case grants.ops[len(grants.ops)-1].Output != lease.Token():
-			r.err = fmt.Errorf("%s client %d: Acquire: got token %d, want %d, the token Redis granted last",
-				c.lock, c.lane, lease.Token(), grants.ops[len(grants.ops)-1].Output)
-		default:
-			r.late += got - 1
+		case mine:
+			r.late += own - 1
 			r.err = c.hold(ctx, lease, round, &r)
+		case handed:
+			r.late += own
+			r.err = c.hold(ctx, lease, round, &r)
+		default:
+			r.err = fmt.Errorf("%s client %d: Acquire: got token %d, which Redis was not seen to grant it last (own grants: %d)",
+				c.lock, c.lane, lease.Token(), got)
 		}
 	}
 	r.grants = grants.ops
 	return r
+}
+
+// awaitHanded reports whether a release handed the lock over with token. The
+// grantee can hear of the handoff before the releaser's hook has read the
+// release's reply, so it waits for the hook: a bound for a hung test, not a
+// timing assertion.
+func (c *historyClient) awaitHanded(token uint64) bool {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if _, ok := c.handed.LoadAndDelete(token); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // hold is one round of a client that holds lease: pause, write, perhaps read,
@@ -319,13 +341,16 @@ type grantLogKey struct{}
 // minutes and 6 GB), and almost any order of tokens would pass. The grant
 // happens inside the round trip, so the check stays sound.
 type grantLog struct {
-	lane int
-	now  func() int64
-	ops  []porcupine.Operation
+	lane   int
+	now    func() int64
+	ops    []porcupine.Operation
+	handed *sync.Map // the tokens of grants made by a release, for the grantee to find
+	own    int       // how many of ops granted the lock to this client
 }
 
-// grantHook is a go-redis hook that records the fenced acquires that granted
-// a token in the grantLog of the calling client.
+// grantHook is a go-redis hook that records the round trips that granted a
+// token (a fenced acquire, a waiter's try, a release that handed the lock on)
+// in the grantLog of the calling client.
 type grantHook struct{}
 
 func (grantHook) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -337,35 +362,61 @@ func (grantHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 func (grantHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		log, ok := ctx.Value(grantLogKey{}).(*grantLog)
-		if !ok || !isFencedAcquire(cmd) {
+		script := scriptOf(cmd)
+		if !ok || script == nil {
 			return next(ctx, cmd)
 		}
 		call := log.now()
 		err := next(ctx, cmd)
 		ret := log.now()
-		c, _ := cmd.(*redis.Cmd)
-		if reply, ok := c.Val().(string); ok && err == nil {
-			token, perr := strconv.ParseUint(reply, 10, 64)
-			if perr != nil {
-				return fmt.Errorf("grant token %q: %w", reply, perr)
-			}
-			log.ops = append(log.ops, porcupine.Operation{ClientId: log.lane, Call: call, Return: ret, Output: token})
+		if err != nil {
+			return err
 		}
-		return err
+		var token string
+		switch reply := cmd.(*redis.Cmd).Val().(type) {
+		case string: // a fenced acquire's token, or the token a release handed on
+			token = reply
+		case []any: // a waiter's try: {1, "owner:token"} when it granted
+			if len(reply) == 2 && reply[0] == int64(1) {
+				value, _ := reply[1].(string)
+				_, token, _ = strings.Cut(value, ":")
+			}
+		}
+		if token == "" {
+			return nil
+		}
+		n, perr := strconv.ParseUint(token, 10, 64)
+		if perr != nil {
+			return fmt.Errorf("grant token %q: %w", token, perr)
+		}
+		log.ops = append(log.ops, porcupine.Operation{ClientId: log.lane, Call: call, Return: ret, Output: n})
+		if script == scripts.Release {
+			log.handed.Store(n, struct{}{})
+		} else {
+			log.own++
+		}
+		return nil
 	}
 }
 
-func isFencedAcquire(cmd redis.Cmder) bool {
+// scriptOf returns the script that can grant a token which cmd runs, or nil.
+func scriptOf(cmd redis.Cmder) *redis.Script {
 	args := cmd.Args()
 	if len(args) < 2 {
-		return false
+		return nil
 	}
 	body, _ := args[1].(string)
-	switch cmd.Name() {
-	case "evalsha":
-		return body == scripts.FencedAcquire.Hash()
-	case "eval": // after NOSCRIPT: the script's source
-		return redis.NewScript(body).Hash() == scripts.FencedAcquire.Hash()
+	for _, s := range []*redis.Script{scripts.FencedAcquire, scripts.Wait, scripts.Release} {
+		switch cmd.Name() {
+		case "evalsha":
+			if body == s.Hash() {
+				return s
+			}
+		case "eval": // after NOSCRIPT: the script's source
+			if redis.NewScript(body).Hash() == s.Hash() {
+				return s
+			}
+		}
 	}
-	return false
+	return nil
 }

@@ -1,0 +1,196 @@
+package scripts_test
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasekit/leasekit/internal/redistest"
+	"github.com/leasekit/leasekit/scripts"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestHandoff drives the wait queue by hand: waiters queue in arrival order,
+// a release hands the lock to the first waiter that still listens (skipping
+// one whose channel has no subscriber), tells it where and when, and deletes
+// the key once nobody is left.
+func TestHandoff(t *testing.T) {
+	for _, fenced := range []bool{false, true} {
+		name := "efficiency"
+		if fenced {
+			name = "correctness"
+		}
+		t.Run(name, func(t *testing.T) {
+			redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+				testHandoff(t, b, fenced)
+			})
+		})
+	}
+}
+
+func testHandoff(t *testing.T, b *redistest.Backend, fenced bool) {
+	ctx := t.Context()
+	keys := []string{"lock", "lock:queue", "lock:fence"}
+	b.Client.Set(ctx, "lock:fence", "32", 0)
+	kind := "e"
+	if fenced {
+		kind = "f"
+	}
+	// value is what a grant to owner stores, given the token it should carry.
+	value := func(owner string, token int) string {
+		if fenced {
+			return owner + ":" + strconv.Itoa(token)
+		}
+		return owner
+	}
+	entry := func(owner string) string { return owner + " 60000 " + kind + " chan-" + owner }
+	wait := func(owner string) []any {
+		t.Helper()
+		reply, err := scripts.Wait.Run(ctx, b.Client, keys, owner, 60000, entry(owner), kind).Slice()
+		if err != nil {
+			t.Fatalf("wait by %s: %v", owner, err)
+		}
+		return reply
+	}
+	release := func(v, leaving string) any {
+		t.Helper()
+		reply, err := scripts.Release.Run(ctx, b.Client, keys, v, "0", leaving).Result()
+		if err != nil {
+			t.Fatalf("release of %q: %v", v, err)
+		}
+		return reply
+	}
+	handed := any(int64(2)) // what a release that hands the lock to a reads
+	if fenced {
+		handed = "35"
+	}
+
+	// A free lock: the waiter takes it at once and is not queued.
+	if got := wait("holder"); got[0] != int64(1) || got[1] != value("holder", 33) {
+		t.Fatalf("wait on a free lock: got %v, want [1 %s]", got, value("holder", 33))
+	}
+	// The holder's own retry is its grant back, not a queue entry.
+	if got := wait("holder"); got[0] != int64(2) || got[1] != value("holder", 33) {
+		t.Fatalf("the holder waiting again: got %v, want [2 %s], its own grant", got, value("holder", 33))
+	}
+
+	listen := b.Client.Subscribe(ctx, "chan-a", "chan-b", "lock:wake")
+	defer listen.Close()
+	for range 3 {
+		if _, err := listen.Receive(ctx); err != nil {
+			t.Fatalf("subscribe: %v", err)
+		}
+	}
+	places := map[string]string{}
+	for _, owner := range []string{"dead", "a", "b"} {
+		got := wait(owner)
+		ttl, _ := got[1].(int64)
+		place, _ := got[2].(string)
+		if got[0] != int64(0) || ttl <= 0 || ttl > 60000 || place == "" {
+			t.Fatalf("wait by %s on a held lock: got %v, want [0 ttl place]", owner, got)
+		}
+		places[owner] = place
+		time.Sleep(time.Millisecond) // distinct places on a fast clock
+	}
+	if again := wait("a"); again[0] != int64(0) || again[2] != "" {
+		t.Fatalf("a waiting again: got %v, want it kept in its place (place '')", again)
+	}
+	if n := b.Client.ZCard(ctx, "lock:queue").Val(); n != 3 {
+		t.Fatalf("queue length: got %d, want 3", n)
+	}
+	if ttl := b.Client.PTTL(ctx, "lock:queue").Val(); ttl <= 60*time.Second {
+		t.Fatalf("queue ttl: got %v, want it to outlive the holder's 60s", ttl)
+	}
+
+	// Released: "dead" has nobody on its channel and is skipped; a gets it.
+	if got := release(value("holder", 33), ""); got != handed {
+		t.Fatalf("release by the holder: got %v (%T), want %v, the handoff", got, got, handed)
+	}
+	if v := b.Client.Get(ctx, "lock").Val(); v != value("a", 35) {
+		t.Fatalf("after the release the lock holds %q, want %q (the dead waiter skipped; its token spent)", v, value("a", 35))
+	}
+	if n, _ := b.Client.Get(ctx, "lock:fence").Int(); fenced != (n == 35) || !fenced && n != 32 {
+		t.Fatalf("fence counter: got %d, want 35 for correctness grants, 32 (untouched) for efficiency ones", n)
+	}
+	if ttl := b.Client.PTTL(ctx, "lock").Val(); ttl <= 59*time.Second {
+		t.Fatalf("handed-off lock ttl: got %v, want a's 60s", ttl)
+	}
+	expectGrant(t, listen, "chan-a", value("a", 35), places["a"])
+
+	// b gives up: its entry goes, and the lock stays a's.
+	if got := release(value("b", 0), entry("b")); got != int64(0) {
+		t.Fatalf("b leaving the queue: got %v, want 0 (it holds nothing)", got)
+	}
+	if n := b.Client.ZCard(ctx, "lock:queue").Val(); n != 0 {
+		t.Fatalf("queue length after b left: got %d, want 0", n)
+	}
+
+	// a releases with nobody queued: the key goes and a wake-up is published.
+	if got := release(value("a", 35), ""); got != int64(1) {
+		t.Fatalf("release by a: got %v, want 1 (deleted)", got)
+	}
+	if b.Client.Exists(ctx, "lock").Val() != 0 {
+		t.Fatalf("the key survived a release with nobody queued")
+	}
+	msg, err := listen.ReceiveMessage(ctx)
+	if err != nil || msg.Channel != "lock:wake" || msg.Payload != "" {
+		t.Fatalf("after the last release: got %v, %v, want an empty message on lock:wake", msg, err)
+	}
+}
+
+// expectGrant reads the next message and checks it announces value to the
+// waiter queued at place.
+func expectGrant(t *testing.T, ps *redis.PubSub, channel, value, place string) {
+	t.Helper()
+	ctx := t.Context()
+	msg, err := ps.ReceiveMessage(ctx)
+	if err != nil {
+		t.Fatalf("grant message: %v", err)
+	}
+	fields := strings.Fields(msg.Payload)
+	if msg.Channel != channel || len(fields) != 3 || fields[0] != value {
+		t.Fatalf("grant message: got %q on %s, want %q, its place and wait on %s", msg.Payload, msg.Channel, value, channel)
+	}
+	got, err1 := strconv.ParseInt(fields[1], 10, 64)
+	want, err2 := strconv.ParseInt(place, 10, 64)
+	if err1 != nil || err2 != nil || got != want {
+		t.Fatalf("grant message place: got %q, want %q", fields[1], place)
+	}
+	if waited, err := strconv.ParseInt(fields[2], 10, 64); err != nil || waited < 0 || waited > int64(time.Minute/time.Microsecond) {
+		t.Fatalf("grant message wait: got %q, want microseconds since the entry", fields[2])
+	}
+}
+
+// TestHandoffGrantsTheWaitersKind: a release hands the lock over as the
+// waiter runs it, whatever the releaser's kind: a token for a correctness
+// waiter, none for an efficiency one.
+func TestHandoffGrantsTheWaitersKind(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		keys := []string{"lock", "lock:queue", "lock:fence"}
+		b.Client.Set(ctx, "lock:fence", "6", 0)
+		b.Client.Set(ctx, "lock", "holder", time.Minute)
+		listen := b.Client.Subscribe(ctx, "chan")
+		defer listen.Close()
+		if _, err := listen.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range []struct{ owner, kind string }{{"fenced", "f"}, {"plain", "e"}} {
+			if err := scripts.Wait.Run(ctx, b.Client, keys, w.owner, 60000, w.owner+" 60000 "+w.kind+" chan", w.kind).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, step := range []struct {
+			release, want string
+			reply         any
+		}{{"holder", "fenced:7", "7"}, {"fenced:7", "plain", int64(2)}} {
+			if reply, err := scripts.Release.Run(ctx, b.Client, keys, step.release, "0", "").Result(); err != nil || reply != step.reply {
+				t.Fatalf("release of %s: got %v, %v, want %v", step.release, reply, err, step.reply)
+			}
+			if v := b.Client.Get(ctx, "lock").Val(); v != step.want {
+				t.Fatalf("after the release of %s the lock holds %q, want %q", step.release, v, step.want)
+			}
+		}
+	})
+}
