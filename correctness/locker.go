@@ -55,21 +55,20 @@ func (l *Locker) Close() error { return l.core.Close() }
 
 // acquire runs the fenced acquire script, with WAIT in the same pipeline when
 // WithReplicas is set: one round trip either way.
-func (l *Locker) acquire(ctx context.Context, key, owner string, ttl time.Duration, _ lease.Mode) (lease.Attempt, error) {
-	keys := []string{key, lease.CounterKey(key)}
-	floor := "0"
+func (l *Locker) acquire(ctx context.Context, k *lease.Keys, owner string, ttl time.Duration, _ lease.Mode) (lease.Attempt, error) {
+	key := k.Lock()
+	floor := floorOff
 	if l.opts.clockFloor {
-		floor = "1"
+		floor = floorOn
 	}
-	args := []any{owner, lease.Millis(ttl), floor}
 	if l.opts.replicas == 0 {
-		reply, err := scripts.FencedAcquire.Run(ctx, l.client, keys, args...).Result()
+		reply, err := l.core.Run(ctx, fencedAcquire, k, 3, owner, lease.Millis(ttl), floor).Result()
 		if err != nil {
 			return lease.Attempt{}, lease.WrapRedis("acquire", key, err)
 		}
 		return l.parseGrant(key, owner, reply)
 	}
-	reply, confirmed, err := l.acquireReplicated(ctx, keys, args)
+	reply, confirmed, err := l.acquireReplicated(ctx, k.Strings(3), []any{owner, lease.Millis(ttl), floor})
 	if err != nil {
 		return lease.Attempt{}, lease.WrapRedis("acquire", key, err)
 	}
@@ -120,6 +119,13 @@ func (l *Locker) acquireReplicated(ctx context.Context, keys []string, args []an
 	}
 	return reply, n, err
 }
+
+// fencedAcquire is the acquire script, ready for lease.Core.Run, and floorOn
+// and floorOff its clock-floor argument, boxed once.
+var (
+	fencedAcquire         = lease.NewScript(scripts.FencedAcquire)
+	floorOn, floorOff any = "1", "0"
+)
 
 // parseGrant reads the fenced acquire script's reply: a token string when
 // granted, the holder's ttl in ms otherwise.

@@ -43,7 +43,8 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 // the holder in a second round trip, for the same reason; a failed probe (the
 // first attempt of Obtain) leaves that to the waiter's attempt that follows.
 func acquire(client redis.UniversalClient) lease.AcquireFunc {
-	return func(ctx context.Context, key, owner string, ttl time.Duration, mode lease.Mode) (lease.Attempt, error) {
+	return func(ctx context.Context, k *lease.Keys, owner string, ttl time.Duration, mode lease.Mode) (lease.Attempt, error) {
+		key := k.Lock()
 		var set *redis.BoolCmd
 		var holder *redis.StringCmd
 		var pttl *redis.DurationCmd

@@ -2,7 +2,10 @@
 -- how long its holder keeps it. (grant.lua is prepended.)
 --
 -- KEYS[1]  the lock key
--- KEYS[2]  the lock's fence counter key (same cluster slot as KEYS[1])
+-- KEYS[2]  the lock's wait queue key (unused here: the KEYS are the same as
+--          the other scripts that grant the lock, so that a caller builds
+--          them once)
+-- KEYS[3]  the lock's fence counter key (same cluster slot as KEYS[1])
 -- ARGV[1]  the caller's owner id (must not contain ':')
 -- ARGV[2]  the lease ttl in milliseconds
 -- ARGV[3]  '1' to apply the clock floor, '0' to use the counter alone
@@ -34,5 +37,5 @@ local kind = 'f'
 if ARGV[3] == '1' then
   kind = 'c'
 end
-local _, token = grant(KEYS[1], KEYS[2], ARGV[1], ARGV[2], kind)
+local _, token = grant(KEYS[1], KEYS[3], ARGV[1], ARGV[2], kind)
 return token

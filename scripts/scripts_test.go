@@ -86,7 +86,7 @@ func TestCompareAndChange(t *testing.T) {
 
 func fencedAcquire(t *testing.T, b *redistest.Backend, owner, floor string) any {
 	t.Helper()
-	reply, err := scripts.FencedAcquire.Run(t.Context(), b.Client, []string{"lock", "lock:fence"}, owner, 60000, floor).Result()
+	reply, err := scripts.FencedAcquire.Run(t.Context(), b.Client, []string{"lock", "lock:queue", "lock:fence"}, owner, 60000, floor).Result()
 	if err != nil {
 		t.Fatalf("fenced acquire: %v", err)
 	}
@@ -178,7 +178,7 @@ func TestRegisterWrite(t *testing.T) {
 func TestFencedAcquireRefusesAKeyOfAnotherType(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		b.Client.HSet(t.Context(), "lock", "f", "v")
-		_, err := scripts.FencedAcquire.Run(t.Context(), b.Client, []string{"lock", "lock:fence"}, "owner-a", 60000, "1").Result()
+		_, err := scripts.FencedAcquire.Run(t.Context(), b.Client, []string{"lock", "lock:queue", "lock:fence"}, "owner-a", 60000, "1").Result()
 		if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 			t.Fatalf("got %v, want WRONGTYPE: a hash must not be taken for a free lock", err)
 		}

@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"sync"
 	"time"
-
-	"github.com/leasekit/leasekit/scripts"
 )
 
 // Held is a granted lease.
 type Held struct {
 	core  *Core
+	keys  *Keys
 	key   string
 	value string
 	token uint64
@@ -57,7 +56,7 @@ func (h *Held) Refresh(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	sent := time.Now()
-	n, err := scripts.Refresh.Run(ctx, h.core.cfg.Client, []string{h.key}, h.value, Millis(ttl)).Int64()
+	n, err := h.core.Run(ctx, refreshScript, h.keys, 1, h.value, Millis(ttl)).Int64()
 	if err != nil {
 		return WrapRedis("refresh", h.key, err)
 	}
@@ -73,7 +72,7 @@ func (h *Held) Refresh(ctx context.Context, ttl time.Duration) error {
 // Release ends the lease if it is still held: the lock goes to the first live
 // waiter queued for it, or is deleted and its waiters woken.
 func (h *Held) Release(ctx context.Context) error {
-	released, err := h.core.release(ctx, h.key, h.value, false, "")
+	released, err := h.core.release(ctx, h.keys, h.value, false, "")
 	if err != nil {
 		return WrapRedis("release", h.key, err)
 	}
@@ -86,7 +85,7 @@ func (h *Held) Release(ctx context.Context) error {
 
 // TTL asks Redis how long the lease has left.
 func (h *Held) TTL(ctx context.Context) (time.Duration, error) {
-	ms, err := scripts.PTTL.Run(ctx, h.core.cfg.Client, []string{h.key}, h.value).Int64()
+	ms, err := h.core.Run(ctx, pttlScript, h.keys, 1, h.value).Int64()
 	if err != nil {
 		return 0, WrapRedis("ttl", h.key, err)
 	}
@@ -100,31 +99,27 @@ func (h *Held) TTL(ctx context.Context) (time.Duration, error) {
 }
 
 // release runs the release script for value (or, with prefix, any value that
-// starts with it) on key, after taking the queue entry leaving (a waiter
+// starts with it) on the lock, after taking the queue entry leaving (a waiter
 // giving up) out of the lock's queue, if it is not "". It reports whether the
 // grant was there to release.
-func (c *Core) release(ctx context.Context, key, value string, prefix bool, leaving string) (bool, error) {
-	match := "0"
+func (c *Core) release(ctx context.Context, lk *Keys, value string, prefix bool, leaving string) (bool, error) {
+	match := matchExact
 	if prefix {
-		match = "1"
+		match = matchPrefix
 	}
-	reply, err := scripts.Release.Run(ctx, c.cfg.Client, c.keys(key), value, match, leaving).Result()
+	reply, err := c.Run(ctx, releaseScript, lk, 3, value, match, leaving).Result()
 	return err == nil && reply != int64(0), err
 }
 
 // Release releases the grant whose value is value on key, for callers outside
 // a Held, such as a grant undone for want of replicas.
 func (c *Core) Release(ctx context.Context, key, value string) error {
-	_, err := c.release(ctx, key, value, false, "")
+	_, err := c.release(ctx, NewKeys(key), value, false, "")
 	return err
 }
 
-// keys are the KEYS of the scripts that may grant the lock at key: the lock,
-// its wait queue and its fence counter (a release may hand an efficiency lock
-// to a waiter that runs it as a correctness lock).
-func (c *Core) keys(key string) []string {
-	return []string{key, QueueKey(key), CounterKey(key)}
-}
+// The release script's match argument, boxed once.
+var matchExact, matchPrefix any = "0", "1"
 
 // kind is the lock's kind as the scripts name it (see scripts/grant.lua).
 func (c *Core) kind() string {

@@ -75,10 +75,20 @@ func NewOwner(src io.Reader) (string, error) {
 		src = rand.Reader
 	}
 	var b [ownerBytes]byte
-	if _, err := io.ReadFull(src, b[:]); err != nil {
-		return "", fmt.Errorf("leasekit: owner id source failed: %w", err)
+	if src == rand.Reader {
+		rand.Read(b[:]) // never fails, and b stays on the stack
+	} else {
+		// Read through a slice of its own: handing b to an interface
+		// method would move b to the heap on the default path too.
+		buf := make([]byte, ownerBytes)
+		if _, err := io.ReadFull(src, buf); err != nil {
+			return "", fmt.Errorf("leasekit: owner id source failed: %w", err)
+		}
+		copy(b[:], buf)
 	}
-	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+	var id [22]byte // base64.RawURLEncoding.EncodedLen(ownerBytes)
+	base64.RawURLEncoding.Encode(id[:], b[:])
+	return string(id[:]), nil
 }
 
 // Redact shows the first characters of an owner id, enough to tell two apart

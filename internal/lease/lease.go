@@ -15,10 +15,11 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasekit/leasekit/internal/notify"
-	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -65,9 +66,9 @@ const (
 	Wait
 )
 
-// AcquireFunc runs one acquire round trip on the lock whose Redis key is key
-// (two for a Try that finds the lock held, where the lock's kind needs it).
-type AcquireFunc func(ctx context.Context, key, owner string, ttl time.Duration, mode Mode) (Attempt, error)
+// AcquireFunc runs one acquire round trip on the lock whose keys are k (two
+// for a Try that finds the lock held, where the lock's kind needs it).
+type AcquireFunc func(ctx context.Context, k *Keys, owner string, ttl time.Duration, mode Mode) (Attempt, error)
 
 // Config configures a Core.
 type Config struct {
@@ -96,9 +97,12 @@ type Config struct {
 type Core struct {
 	cfg      Config
 	notifier *notify.Notifier
+	names    sync.Map     // lock name -> *Keys, for up to keyCacheSize names
+	cached   atomic.Int64 // entries in names
 	// grants is the channel on which this Core's waiters hear the lock handed
 	// to them; "" when they do not queue.
-	grants string
+	grants    string
+	boxedKind any // kind(), as a script argument
 }
 
 // New returns a Core. The caller has validated cfg.
@@ -111,6 +115,7 @@ type Core struct {
 // their waiters wait for a wake-up and try again, as with WithReplicas.
 func New(cfg Config) *Core {
 	c := &Core{cfg: cfg, notifier: notify.New(cfg.Client)}
+	c.boxedKind = c.kind()
 	if _, single := cfg.Client.(*redis.Client); single && !cfg.Replicated {
 		c.grants = GrantChannel(cfg.Prefix, rand.Text())
 	}
@@ -144,41 +149,42 @@ func (c *Core) check(name string, ttl time.Duration) error {
 // have granted it), and a grant whose reply came after its lease deadline.
 // Neither is reported as obtained, and neither leaves the caller's owner id in
 // the key for the next owner to wait out.
-func (c *Core) attempt(ctx context.Context, key, owner string, ttl time.Duration, mode Mode, entry string) (*Held, Attempt, error) {
+func (c *Core) attempt(ctx context.Context, lk *Keys, owner string, ttl time.Duration, mode Mode, entry string) (*Held, Attempt, error) {
 	sent := time.Now()
 	var a Attempt
 	var err error
 	if entry != "" {
-		a, err = c.wait(ctx, key, owner, ttl, entry)
+		a, err = c.wait(ctx, lk, owner, ttl, entry)
 	} else {
-		a, err = c.cfg.Acquire(ctx, key, owner, ttl, mode)
+		a, err = c.cfg.Acquire(ctx, lk, owner, ttl, mode)
 	}
 	if err != nil {
 		// Even an error reply may follow a grant: go-redis resends a command
 		// whose reply was lost, and the resend can meet OOM or LOADING after
 		// the first send landed. The release is scoped to this owner.
-		c.abandon(ctx, key, owner, ttl, "")
+		c.abandon(ctx, lk, owner, ttl, "")
 		return nil, a, err
 	}
 	if !a.Granted {
 		return nil, a, nil
 	}
-	h, err := c.held(ctx, key, owner, a, sent, ttl)
+	h, err := c.held(ctx, lk, owner, a, sent, ttl)
 	return h, a, err
 }
 
 // held makes the lease of grant a, measured from start: a time no later than
 // the grant. A grant whose deadline has passed already is released.
-func (c *Core) held(ctx context.Context, key, owner string, a Attempt, start time.Time, ttl time.Duration) (*Held, error) {
+func (c *Core) held(ctx context.Context, lk *Keys, owner string, a Attempt, start time.Time, ttl time.Duration) (*Held, error) {
 	deadline := start.Add(ttl - c.Drift(ttl))
 	if late := time.Since(deadline); late >= 0 {
-		c.abandon(ctx, key, owner, ttl, "")
+		c.abandon(ctx, lk, owner, ttl, "")
 		return nil, fmt.Errorf("%w: %s: the grant's reply came %v after its lease deadline (ttl %v); released it: %w",
-			c.cfg.Errors.NotObtained, Quote(key), late.Round(time.Millisecond), ttl, errLate)
+			c.cfg.Errors.NotObtained, Quote(lk.lock), late.Round(time.Millisecond), ttl, errLate)
 	}
 	return &Held{
 		core:     c,
-		key:      key,
+		keys:     lk,
+		key:      lk.lock,
 		value:    a.Value,
 		token:    a.Token,
 		deadline: deadline,
@@ -187,14 +193,14 @@ func (c *Core) held(ctx context.Context, key, owner string, a Attempt, start tim
 }
 
 // wait runs one attempt of a queued waiter (scripts/wait.lua).
-func (c *Core) wait(ctx context.Context, key, owner string, ttl time.Duration, entry string) (Attempt, error) {
-	reply, err := scripts.Wait.Run(ctx, c.cfg.Client, c.keys(key), owner, Millis(ttl), entry, c.kind()).Slice()
+func (c *Core) wait(ctx context.Context, lk *Keys, owner string, ttl time.Duration, entry string) (Attempt, error) {
+	reply, err := c.Run(ctx, waitScript, lk, 3, owner, Millis(ttl), entry, c.boxedKind).Slice()
 	if err != nil {
-		return Attempt{}, WrapRedis("acquire", key, err)
+		return Attempt{}, WrapRedis("acquire", lk.lock, err)
 	}
 	if len(reply) == 2 && (reply[0] == int64(1) || reply[0] == int64(2)) {
 		if value, ok := reply[1].(string); ok {
-			return c.Grant(key, owner, value)
+			return c.Grant(lk.lock, owner, value)
 		}
 	}
 	if len(reply) == 3 && reply[0] == int64(0) {
@@ -210,7 +216,7 @@ func (c *Core) wait(ctx context.Context, key, owner string, ttl time.Duration, e
 			}
 		}
 	}
-	return Attempt{}, fmt.Errorf("leasekit: acquire %s: unexpected reply %v", Quote(key), reply)
+	return Attempt{}, fmt.Errorf("leasekit: acquire %s: unexpected reply %v", Quote(lk.lock), reply)
 }
 
 // Grant reads a grant to owner whose stored value is value: for a fenced kind,
@@ -240,7 +246,7 @@ func (c *Core) Grant(key, owner, value string) (Attempt, error) {
 // the time the attempt that queued it was sent (queued), plus that wait,
 // counted at most as long as it lasted here. A message for an earlier place
 // is stale: nil, and the caller asks Redis again.
-func (c *Core) handed(ctx context.Context, key, owner string, ttl time.Duration, msg string, place int64, queued time.Time) (*Held, error) {
+func (c *Core) handed(ctx context.Context, lk *Keys, owner string, ttl time.Duration, msg string, place int64, queued time.Time) (*Held, error) {
 	f := strings.Fields(msg)
 	if len(f) != 3 {
 		return nil, nil
@@ -250,26 +256,26 @@ func (c *Core) handed(ctx context.Context, key, owner string, ttl time.Duration,
 	if err1 != nil || err2 != nil || place == 0 || int64(at) != place {
 		return nil, nil
 	}
-	a, err := c.Grant(key, owner, f[0])
+	a, err := c.Grant(lk.lock, owner, f[0])
 	if err != nil {
-		c.abandon(ctx, key, owner, ttl, "")
+		c.abandon(ctx, lk, owner, ttl, "")
 		return nil, err
 	}
 	wait := min(time.Duration(max(waited, 0))*time.Microsecond, time.Since(queued))
-	return c.held(ctx, key, owner, a, queued.Add(wait), ttl)
+	return c.held(ctx, lk, owner, a, queued.Add(wait), ttl)
 }
 
 // abandon releases the caller's grant, if Redis made one, after its reply was
 // lost or came too late, and takes the caller's queue entry leaving (if not
 // "") out of the lock's queue. Best effort: if Redis cannot be reached now
 // either, the grant expires with its ttl.
-func (c *Core) abandon(ctx context.Context, key, owner string, ttl time.Duration, leaving string) {
+func (c *Core) abandon(ctx context.Context, lk *Keys, owner string, ttl time.Duration, leaving string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(ttl, time.Second))
 	defer cancel()
 	value, prefix := c.cfg.Mine(owner)
-	if _, err := c.release(ctx, key, value, prefix, leaving); err != nil && !IsServerReply(err) {
+	if _, err := c.release(ctx, lk, value, prefix, leaving); err != nil && !IsServerReply(err) {
 		c.logger().Warn("leasekit: could not release a grant whose reply was lost; it expires with its ttl",
-			"key", key, "owner", Redact(owner), "ttl", ttl, "err", err)
+			"key", lk.lock, "owner", Redact(owner), "ttl", ttl, "err", err)
 	}
 }
 
@@ -294,7 +300,7 @@ func (c *Core) Try(ctx context.Context, name string, ttl time.Duration) (*Held, 
 	if err != nil {
 		return nil, err
 	}
-	h, _, err := c.attempt(ctx, LockKey(c.cfg.Prefix, name), owner, ttl, Try, "")
+	h, _, err := c.attempt(ctx, c.lockKeys(name), owner, ttl, Try, "")
 	if err != nil {
 		return nil, err
 	}
@@ -325,8 +331,9 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 	if err := ctx.Err(); err != nil {
 		return nil, errors.Join(c.cfg.Errors.NotObtained, err)
 	}
-	key := LockKey(c.cfg.Prefix, name)
-	h, _, err := c.attempt(ctx, key, owner, ttl, Probe, "")
+	lk := c.lockKeys(name)
+	key := lk.lock
+	h, _, err := c.attempt(ctx, lk, owner, ttl, Probe, "")
 	if errors.Is(err, errLate) {
 		err = nil // released already; wait like any other waiter
 	}
@@ -359,7 +366,7 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 			// if it was handed over meanwhile, to the next waiter in line.
 			defer func() {
 				if !granted {
-					c.abandon(ctx, key, owner, ttl, entry)
+					c.abandon(ctx, lk, owner, ttl, entry)
 				}
 			}()
 		}
@@ -376,7 +383,7 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 	var queued time.Time // when the attempt that queued it was sent
 	for {
 		sent := time.Now()
-		h, a, err := c.attempt(ctx, key, owner, ttl, Wait, entry)
+		h, a, err := c.attempt(ctx, lk, owner, ttl, Wait, entry)
 		switch {
 		case errors.Is(err, errLate) && ctx.Err() == nil:
 			continue // released already; the wait goes on until ctx ends
@@ -399,7 +406,7 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 			continue
 		}
 		if msg, ok := w.Grant(); ok {
-			h, err := c.handed(ctx, key, owner, ttl, msg, place, queued)
+			h, err := c.handed(ctx, lk, owner, ttl, msg, place, queued)
 			switch {
 			case h != nil:
 				granted = true

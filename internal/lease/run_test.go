@@ -1,0 +1,27 @@
+package lease
+
+import (
+	"fmt"
+	"testing"
+)
+
+func TestKeysAreKeptForABoundedNumberOfNames(t *testing.T) {
+	c := New(Config{Prefix: "p:"})
+	first := c.lockKeys("job")
+	if again := c.lockKeys("job"); again != first {
+		t.Fatal("the keys of a name seen before were built again")
+	}
+	want := []string{"p:{job}", "p:{job}:queue", "p:{job}:fence"}
+	if got := first.Strings(3); fmt.Sprint(got) != fmt.Sprint(want) || first.Lock() != want[0] {
+		t.Fatalf("keys: got %v (lock %q), want %v", got, first.Lock(), want)
+	}
+	for i := range 2 * keyCacheSize {
+		name := fmt.Sprintf("n%d", i)
+		if k := c.lockKeys(name); k.Lock() != "p:{"+name+"}" {
+			t.Fatalf("lock key of %s: got %q", name, k.Lock())
+		}
+	}
+	if n := c.cached.Load(); n != keyCacheSize {
+		t.Fatalf("names kept: got %d, want at most %d", n, keyCacheSize)
+	}
+}
