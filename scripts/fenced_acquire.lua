@@ -37,5 +37,6 @@ local kind = 'f'
 if ARGV[3] == '1' then
   kind = 'c'
 end
+local grant = grantlib()
 local _, token = grant(KEYS[1], KEYS[3], ARGV[1], ARGV[2], kind)
 return token

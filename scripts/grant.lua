@@ -2,81 +2,78 @@
 -- (fenced_acquire, wait, release). scripts.go prepends this file to each of
 -- them, so a token is drawn by one piece of code wherever a grant happens.
 --
+-- Redis runs a script's whole chunk on every call, and each function defined
+-- in it is a closure built anew each time. So the shared functions are built
+-- by grantlib, which a script calls only on its way to a grant: a release of
+-- a lock nobody waits for builds none of them.
+--
 -- Tokens never pass through tostring(): Lua numbers are doubles and print with
 -- %.14g, which would round a 16-digit token. They stay decimal strings, compared
 -- by length and then by text.
 
--- greater compares two decimal integers held as strings; b may be a
--- (corrupt) negative counter.
-local function greater(a, b)
-  if string.sub(b, 1, 1) == '-' then
-    return true
+-- grantlib returns grant, micros and keepQueue, described below.
+local function grantlib()
+  -- micros is the server clock in microseconds, as a decimal string.
+  local function micros()
+    local now = redis.call('TIME')
+    return now[1] .. string.format('%06d', tonumber(now[2]))
   end
-  if #a ~= #b then
-    return #a > #b
-  end
-  return a > b
-end
 
--- incr bumps the counter and returns it as a decimal string. INCR's reply is
--- a Lua number, exact below 2^53 and printed exactly by '%d'; above that, the
--- string comes from Redis itself.
-local function incr(key)
-  local n = redis.call('INCR', key)
-  if n < 9007199254740992 then
-    return string.format('%d', n)
+  -- grant stores owner's grant in the lock key for ttl milliseconds and
+  -- returns the value stored and, for a correctness lock, the grant's token.
+  -- kind is the lock's kind as its owner's Locker runs it: 'e' for an
+  -- efficiency lock (the value is the owner id), 'f' for a correctness lock,
+  -- 'c' for a correctness lock with the clock floor. The token is
+  -- max(counter + 1, server clock in microseconds) with the clock floor,
+  -- counter + 1 without, and is stored back into the counter key; the value
+  -- is "owner:token".
+  local function grant(lock, counter, owner, ttl, kind)
+    if kind == 'e' then
+      redis.call('SET', lock, owner, 'PX', ttl)
+      return owner
+    end
+    local current = redis.call('GET', counter)
+    local token
+    if kind == 'c' then
+      local now = micros()
+      -- now > current, as decimal strings; a (corrupt) negative counter is
+      -- below any clock.
+      if not current or string.sub(current, 1, 1) == '-' or #now > #current or #now == #current and now > current then
+        token = now
+        redis.call('SET', counter, token)
+      end
+    end
+    if not token then
+      -- INCR's reply is a Lua number, exact below 2^53 and printed exactly
+      -- by '%d'; above that, the string comes from Redis itself.
+      local n = redis.call('INCR', counter)
+      if n < 9007199254740992 then
+        token = string.format('%d', n)
+      else
+        token = redis.call('GET', counter)
+      end
+    end
+    local value = owner .. ':' .. token
+    redis.call('SET', lock, value, 'PX', ttl)
+    return value, token
   end
-  return redis.call('GET', key)
-end
 
--- micros is the server clock in microseconds, as a decimal string.
-local function micros()
-  local now = redis.call('TIME')
-  return now[1] .. string.format('%06d', tonumber(now[2]))
-end
-
--- grant stores owner's grant in the lock key for ttl milliseconds and returns
--- the value stored and, for a correctness lock, the grant's token. kind is the
--- lock's kind as its owner's Locker runs it: 'e' for an efficiency lock (the
--- value is the owner id), 'f' for a correctness lock, 'c' for a correctness
--- lock with the clock floor. The token is max(counter + 1, server clock in
--- microseconds) with the clock floor, counter + 1 without, and is stored back
--- into the counter key; the value is "owner:token".
-local function grant(lock, counter, owner, ttl, kind)
-  if kind == 'e' then
-    redis.call('SET', lock, owner, 'PX', ttl)
-    return owner
-  end
-  local current = redis.call('GET', counter)
-  local token
-  if kind == 'c' then
-    local now = micros()
-    if not current or greater(now, current) then
-      token = now
-      redis.call('SET', counter, token)
+  -- keepQueue makes the wait queue outlive the current grant by ten seconds,
+  -- so that waiters whose timers run to the holder's expiry find their places
+  -- kept; a queue left behind by waiters that vanished expires on its own. A
+  -- holder without an expiry keeps the queue without one.
+  local function keepQueue(queue, holderTTL)
+    if holderTTL < 0 then
+      redis.call('PERSIST', queue)
+      return
+    end
+    local want = holderTTL + 10000
+    local left = redis.call('PTTL', queue)
+    if left == -1 or (left >= 0 and left < want) then
+      redis.call('PEXPIRE', queue, want)
     end
   end
-  if not token then
-    token = incr(counter)
-  end
-  local value = owner .. ':' .. token
-  redis.call('SET', lock, value, 'PX', ttl)
-  return value, token
-end
 
--- keepQueue makes the wait queue outlive the current grant by ten seconds, so
--- that waiters whose timers run to the holder's expiry find their places kept;
--- a queue left behind by waiters that vanished expires on its own. A holder
--- without an expiry keeps the queue without one.
-local function keepQueue(queue, holderTTL)
-  if holderTTL < 0 then
-    redis.call('PERSIST', queue)
-    return
-  end
-  local want = holderTTL + 10000
-  local left = redis.call('PTTL', queue)
-  if left == -1 or (left >= 0 and left < want) then
-    redis.call('PEXPIRE', queue, want)
-  end
+  return grant, micros, keepQueue
 end
 

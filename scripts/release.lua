@@ -42,6 +42,7 @@ if ARGV[2] == '1' then
 elseif held ~= ARGV[1] then
   return 0
 end
+local grant, micros, keepQueue
 while true do
   local head = redis.call('ZPOPMIN', KEYS[2])
   if #head == 0 then
@@ -49,6 +50,9 @@ while true do
   end
   local owner, ttl, kind, channel = string.match(head[1], '^([^ ]+) (%d+) ([efc]) (.+)$')
   if owner then
+    if not grant then
+      grant, micros, keepQueue = grantlib()
+    end
     local value, token = grant(KEYS[1], KEYS[3], owner, ttl, kind)
     local waited = math.max(tonumber(micros()) - tonumber(head[2]), 0)
     local message = value .. ' ' .. head[2] .. ' ' .. string.format('%d', waited)

@@ -25,6 +25,7 @@
 -- Otherwise {0, ttl, place}: ttl is the holder's remaining ttl in ms (at least
 -- 1; -1 when the key has no expiry), and place is the entry's score when this
 -- call added it, or '' when the entry was queued already.
+local grant, micros, keepQueue = grantlib()
 local held = redis.call('GET', KEYS[1])
 if not held then
   local value = grant(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[4])
