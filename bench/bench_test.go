@@ -185,7 +185,7 @@ func BenchmarkUncontended(b *testing.B) {
 			b.Run(s.name, func(b *testing.B) {
 				ctx := context.Background()
 				key := "bench:go-uncontended:" + s.name
-				for range 10 { // leasekit's first wait on a key subscribes to it
+				for range 10 { // an untimed warm-up, as in the command
 					if err := s.op(ctx, key); err != nil {
 						b.Fatalf("warm-up: %v", err)
 					}

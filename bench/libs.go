@@ -45,7 +45,7 @@ var libraries = []library{
 	{
 		name: "efficiency",
 		describe: func(ttl time.Duration) string {
-			return fmt.Sprintf("leasekit efficiency: one efficiency.New(client) (default options); Obtain(ctx, key, %v), woken by pub/sub on release", ttl)
+			return fmt.Sprintf("leasekit efficiency: one efficiency.New(client) (default options); Obtain(ctx, key, %v); a waiter queues and the release hands it the lock, announced by pub/sub", ttl)
 		},
 		open: func(client *redis.Client, ttl time.Duration) locker {
 			l := efficiency.New(client)

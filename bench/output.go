@@ -27,7 +27,8 @@ How to read it:
     then 10 of the next; a whole convoy; 50 ms of keys-parallel. Every subject
     gets the same untimed warm-up first. uncontended and convoy use each
     library's waiting acquire. leasekit's first tries like a TryObtain; only a
-    held lock makes it subscribe to the lock's release channel (while it waits).
+    held lock makes it subscribe to its Locker's grant channel and queue, and
+    the holder's release then hands the lock straight to the first in line.
   - allocs/op counts every allocation in the process while the op runs, in an
     untimed pass of its own (runtime.MemStats): the library, go-redis,
     leasekit's subscription reader`)
