@@ -375,3 +375,86 @@ func TestHoldAnAcquiredLease(t *testing.T) {
 		}
 	})
 }
+
+// TestHandoffInArrivalOrderWithNewTokens: a release hands the lock to the
+// waiters in the order they queued, each with a token above the last.
+func TestHandoffInArrivalOrderWithNewTokens(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		count := redistest.Count(b.Client)
+		l := newLocker(t, b, correctness.WithAudit(false))
+		holder, err := l.TryAcquire(ctx, "fifo", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const waiters = 4
+		type grant struct {
+			arrival int
+			lease   *correctness.Lease
+		}
+		got := make(chan grant, waiters)
+		errs := make(chan error, waiters)
+		for i := range waiters {
+			go func() {
+				lease, err := l.Acquire(ctx, "fifo", time.Hour)
+				if err != nil {
+					errs <- err
+					return
+				}
+				got <- grant{i, lease}
+			}()
+			count.Await(t, "wait", i+1)
+		}
+		last := holder
+		for want := range waiters {
+			if err := last.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case g := <-got:
+				if g.arrival != want || g.lease.Token() <= last.Token() {
+					t.Fatalf("handoff %d: waiter %d with token %d, want waiter %d with a token above %d",
+						want+1, g.arrival, g.lease.Token(), want, last.Token())
+				}
+				last = g.lease
+			case err := <-errs:
+				t.Fatal(err)
+			}
+		}
+		if err := last.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestWithReplicasDoesNotQueue: a grant handed over by a release could not be
+// confirmed by WAIT, so a WithReplicas waiter does not queue; the release
+// wakes it and it tries again (and here, with no replica to confirm, fails).
+func TestWithReplicasDoesNotQueue(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		count := redistest.Count(b.Client)
+		holder, err := newLocker(t, b, correctness.WithAudit(false)).TryAcquire(ctx, "replicated", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := newLocker(t, b, correctness.WithAudit(false), correctness.WithReplicas(1, 10*time.Millisecond))
+		got := make(chan error, 1)
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second) // the holder's hour outlasts it
+			defer cancel()
+			_, err := l.Acquire(wctx, "replicated", time.Minute)
+			got <- err
+		}()
+		count.Await(t, "pipeline", 2) // the probe and the try once subscribed, each with WAIT
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; !errors.Is(err, correctness.ErrNotReplicated) {
+			t.Fatalf("the WithReplicas waiter, woken by the release: got %v, want ErrNotReplicated (it tried again; no replica confirmed)", err)
+		}
+		if n := count.Of("wait"); n != 0 {
+			t.Fatalf("a WithReplicas waiter ran the wait script %d times, want 0", n)
+		}
+	})
+}
