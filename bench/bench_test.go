@@ -44,7 +44,7 @@ func TestQuickRun(t *testing.T) {
 	}
 	libs := libraryNames()
 	want := map[string][]string{
-		"ping":          {"PING", "PING after idle"},
+		"ping":          {"PING", "PING after idle", "PUBLISH after idle"},
 		"uncontended":   append([]string{"2×PING"}, libs...),
 		"convoy-8":      libs,
 		"convoy-64":     libs,
@@ -69,9 +69,9 @@ func TestQuickRun(t *testing.T) {
 		}
 	}
 	for _, r := range printed {
-		if strings.HasPrefix(r.Scenario, "convoy-") && (r.Makespan <= 0 || r.IdealNs <= 0 || r.HandoffP50 <= 0) {
-			t.Errorf("%s/%s: got makespan %d, ideal %d, handoff p50 %d, want all positive",
-				r.Scenario, r.Lib, r.Makespan, r.IdealNs, r.HandoffP50)
+		if strings.HasPrefix(r.Scenario, "convoy-") && (r.Makespan <= 0 || r.IdealNs <= 0 || r.HandoffP50 <= 0 || r.HandoffPublishes <= 0) {
+			t.Errorf("%s/%s: got makespan %d, ideal %d, handoff p50 %d (%.1f PUBLISHes), want all positive",
+				r.Scenario, r.Lib, r.Makespan, r.IdealNs, r.HandoffP50, r.HandoffPublishes)
 		}
 	}
 	if !strings.Contains(stderr.String(), "miniredis") {

@@ -39,8 +39,10 @@ How to read it:
   - trips/op counts round trips through the client (a pub/sub SUBSCRIBE is not one).
   - convoy: makespan against the ideal N × (measured hold + one PING); handoff is
     from the holder calling release to the next holder's acquire returning, in
-    PINGs and in PINGs made after the same idle time as a holder's (a round trip
-    that starts from idle is what a handoff starts with).
+    PINGs, in PINGs made after the same idle time as a holder's (a round trip
+    that starts from idle is what a handoff starts with), and in PUBLISHes made
+    after that idle time and received by a subscriber in this process (the
+    floor of a handoff announced over pub/sub).
 `)
 }
 
@@ -67,6 +69,9 @@ type row struct {
 	HandoffPings float64  `json:"handoff_p50_pings,omitempty"`
 	// HandoffIdlePings is the handoff p50 in PINGs made from idle.
 	HandoffIdlePings float64 `json:"handoff_p50_idle_pings,omitempty"`
+	// HandoffPublishes is the handoff p50 in PUBLISHes made from idle and
+	// received by a subscriber: the floor of a handoff over pub/sub.
+	HandoffPublishes float64 `json:"handoff_p50_publishes,omitempty"`
 	WaitMax          int64   `json:"wait_max_ns,omitempty"`
 	Failures         int     `json:"failures"`
 	Overlaps         int     `json:"overlaps,omitempty"`
@@ -139,6 +144,7 @@ func columnsOf(scenario string) []column {
 		{"handoff p50", func(r row) string { return fmtDur(time.Duration(r.HandoffP50)) }},
 		{"÷ PING", func(r row) string { return fmt.Sprintf("%.1f", r.HandoffPings) }},
 		{"÷ idle PING", func(r row) string { return fmt.Sprintf("%.1f", r.HandoffIdlePings) }},
+		{"÷ PUBLISH", func(r row) string { return fmt.Sprintf("%.1f", r.HandoffPublishes) }},
 		{"handoff p99", func(r row) string { return fmtDur(time.Duration(r.HandoffP99)) }},
 		{"wait p50", p50.value}, {"wait p99", p99.value},
 		{"wait max", func(r row) string { return fmtDur(time.Duration(r.WaitMax)) }},

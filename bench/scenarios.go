@@ -31,6 +31,9 @@ type bench struct {
 	// ping and idlePing are the p50 of one PING round trip, busy and from
 	// idle, measured before any scenario.
 	ping, idlePing time.Duration
+	// publish is the p50 of a PUBLISH from idle until a subscriber in this
+	// process has it: the floor of a handoff over pub/sub (0 if unmeasured).
+	publish time.Duration
 	// notes are warnings about the measurements, printed after the tables.
 	notes []string
 }
@@ -121,18 +124,77 @@ func (b *bench) pingSubject(name string, n int) subject {
 // PING on a busy connection, and a PING after the client and server have been
 // idle for -hold, as the release at the end of a convoy holder's critical
 // section is. On a virtual machine the second can cost several times the
-// first: idle CPUs take a while to wake.
+// first: idle CPUs take a while to wake. A third reference, a PUBLISH after
+// the same idle time until a subscriber goroutine of the same process has
+// received it, is the floor of any handoff announced over pub/sub.
 func (b *bench) measurePing(ctx context.Context) []row {
 	idle := b.pingSubject("PING after idle", 1)
 	idle.idle = max(b.cfg.hold, time.Microsecond)
-	rows := b.sequential(ctx, "ping", []subject{b.pingSubject("PING", 1), idle})
+	subjects := []subject{b.pingSubject("PING", 1), idle}
+	published, stop, err := b.publishSubject(ctx, idle.idle)
+	if err == nil {
+		defer stop()
+		subjects = append(subjects, published)
+	} else {
+		b.notes = append(b.notes, "note: the PUBLISH reference could not subscribe: "+err.Error())
+	}
+	rows := b.sequential(ctx, "ping", subjects)
 	b.ping, b.idlePing = time.Duration(rows[0].P50), time.Duration(rows[1].P50)
+	if len(rows) > 2 {
+		b.publish = time.Duration(rows[2].P50)
+	}
 	rows[0].Config = "go-redis Ping: one round trip, the physical floor of any Redis command"
 	rows[1].Config = fmt.Sprintf("go-redis Ping after sleeping %v (untimed): a round trip from idle", idle.idle)
+	if len(rows) > 2 {
+		rows[2].Config = fmt.Sprintf("go-redis Publish after sleeping %v (untimed), until a PubSub.Receive goroutine has handed the message on: the floor of a handoff over pub/sub", idle.idle)
+	}
 	for i := range rows {
 		rows[i].Ratio, rows[i].RatioTo = ratio(rows[i].P50, rows[0].P50), "PING p50"
 	}
 	return rows
+}
+
+// publishSubject times a PUBLISH, after idle, until a goroutine reading a
+// subscription of the same client has received the message and passed it on
+// over a Go channel, as leasekit's grant reader does. stop ends the
+// subscription.
+func (b *bench) publishSubject(ctx context.Context, idle time.Duration) (subject, func(), error) {
+	channel := b.key("ping", "publish")
+	ps := b.client.Subscribe(ctx, channel)
+	if _, err := ps.Receive(ctx); err != nil {
+		_ = ps.Close()
+		return subject{}, nil, err
+	}
+	heard := make(chan struct{}, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			if _, err := ps.Receive(context.Background()); err != nil {
+				return
+			}
+			select {
+			case heard <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	s := subject{name: "PUBLISH after idle", ref: true, idle: idle, op: func(ctx context.Context, _ string) error {
+		if err := b.client.Publish(ctx, channel, "").Err(); err != nil {
+			return err
+		}
+		select {
+		case <-heard:
+			return nil
+		case <-time.After(time.Second):
+			return fmt.Errorf("no message within a second")
+		}
+	}}
+	stop := func() {
+		_ = ps.Close()
+		<-done
+	}
+	return s, stop, nil
 }
 
 func (b *bench) uncontended(ctx context.Context) []row {
@@ -278,7 +340,7 @@ func (b *bench) convoy(ctx context.Context, n int) []row {
 	}
 	rows := make([]row, len(b.libs))
 	for i, lib := range b.libs {
-		rows[i] = res[i].row(scenario, lib.name, n*reps, n, b.ping, b.idlePing)
+		rows[i] = res[i].row(scenario, lib.name, n*reps, n, b)
 	}
 	return rows
 }
@@ -352,8 +414,8 @@ func (b *bench) contend(ctx context.Context, c *contender, l locker, key string,
 	c.released = time.Now()
 }
 
-func (r *convoyResult) row(scenario, lib string, acquisitions, n int, ping, idlePing time.Duration) row {
-	ideal := time.Duration(n) * (r.holds.mean() + ping)
+func (r *convoyResult) row(scenario, lib string, acquisitions, n int, b *bench) row {
+	ideal := time.Duration(n) * (r.holds.mean() + b.ping)
 	makespan := r.makespans.p50()
 	return row{
 		Scenario: scenario, Lib: lib, N: acquisitions,
@@ -365,8 +427,9 @@ func (r *convoyResult) row(scenario, lib string, acquisitions, n int, ping, idle
 		Makespan:   int64(makespan),
 		HoldNs:     int64(r.holds.mean()),
 		HandoffP50: int64(r.handoffs.p50()), HandoffP99: int64(r.handoffs.p99()),
-		HandoffPings:     ratio(r.handoffs.p50(), ping),
-		HandoffIdlePings: ratio(r.handoffs.p50(), idlePing),
+		HandoffPings:     ratio(r.handoffs.p50(), b.ping),
+		HandoffIdlePings: ratio(r.handoffs.p50(), b.idlePing),
+		HandoffPublishes: ratio(r.handoffs.p50(), b.publish),
 		TripsPerOp:       float64(r.trips) / float64(acquisitions),
 		Failures:         r.failures,
 		Overlaps:         r.overlaps,
