@@ -37,6 +37,13 @@ func testHandoff(t *testing.T, b *redistest.Backend, fenced bool) {
 	if fenced {
 		kind = "f"
 	}
+	// token is how a grant message names the token of a grant: '-' for none.
+	token := func(n int) string {
+		if fenced {
+			return strconv.Itoa(n)
+		}
+		return "-"
+	}
 	// value is what a grant to owner stores, given the token it should carry.
 	value := func(owner string, token int) string {
 		if fenced {
@@ -44,7 +51,7 @@ func testHandoff(t *testing.T, b *redistest.Backend, fenced bool) {
 		}
 		return owner
 	}
-	entry := func(owner string) string { return owner + " 60000 " + kind + " chan-" + owner }
+	entry := func(owner string) string { return owner + " 60000 " + kind + " ticket-" + owner + " chan-" + owner }
 	wait := func(owner string) []any {
 		t.Helper()
 		reply, err := scripts.Wait.Run(ctx, b.Client, keys, owner, 60000, entry(owner), kind).Slice()
@@ -63,7 +70,7 @@ func testHandoff(t *testing.T, b *redistest.Backend, fenced bool) {
 	}
 	handed := any(int64(2)) // what a release that hands the lock to a reads
 	if fenced {
-		handed = "35"
+		handed = "34"
 	}
 
 	// A free lock: the waiter takes it at once and is not queued.
@@ -81,6 +88,13 @@ func testHandoff(t *testing.T, b *redistest.Backend, fenced bool) {
 		if _, err := listen.Receive(ctx); err != nil {
 			t.Fatalf("subscribe: %v", err)
 		}
+	}
+	// A pattern subscriber (a monitoring tool, say) hears every channel; it
+	// must not make the dead waiter look alive.
+	watcher := b.Client.PSubscribe(ctx, "chan-*")
+	defer watcher.Close()
+	if _, err := watcher.Receive(ctx); err != nil {
+		t.Fatalf("psubscribe: %v", err)
 	}
 	places := map[string]string{}
 	for _, owner := range []string{"dead", "a", "b"} {
@@ -103,20 +117,21 @@ func testHandoff(t *testing.T, b *redistest.Backend, fenced bool) {
 		t.Fatalf("queue ttl: got %v, want it to outlive the holder's 60s", ttl)
 	}
 
-	// Released: "dead" has nobody on its channel and is skipped; a gets it.
+	// Released: "dead" has nobody on its channel and is skipped, without a
+	// token spent on it; a gets it.
 	if got := release(value("holder", 33), ""); got != handed {
 		t.Fatalf("release by the holder: got %v (%T), want %v, the handoff", got, got, handed)
 	}
-	if v := b.Client.Get(ctx, "lock").Val(); v != value("a", 35) {
-		t.Fatalf("after the release the lock holds %q, want %q (the dead waiter skipped; its token spent)", v, value("a", 35))
+	if v := b.Client.Get(ctx, "lock").Val(); v != value("a", 34) {
+		t.Fatalf("after the release the lock holds %q, want %q (the dead waiter skipped)", v, value("a", 34))
 	}
-	if n, _ := b.Client.Get(ctx, "lock:fence").Int(); fenced != (n == 35) || !fenced && n != 32 {
-		t.Fatalf("fence counter: got %d, want 35 for correctness grants, 32 (untouched) for efficiency ones", n)
+	if n, _ := b.Client.Get(ctx, "lock:fence").Int(); fenced != (n == 34) || !fenced && n != 32 {
+		t.Fatalf("fence counter: got %d, want 34 for correctness grants, 32 (untouched) for efficiency ones", n)
 	}
 	if ttl := b.Client.PTTL(ctx, "lock").Val(); ttl <= 59*time.Second {
 		t.Fatalf("handed-off lock ttl: got %v, want a's 60s", ttl)
 	}
-	expectGrant(t, listen, "chan-a", value("a", 35), places["a"])
+	expectGrant(t, listen, "chan-a", "ticket-a", token(34), places["a"])
 
 	// b gives up: its entry goes, and the lock stays a's.
 	if got := release(value("b", 0), entry("b")); got != int64(0) {
@@ -127,7 +142,7 @@ func testHandoff(t *testing.T, b *redistest.Backend, fenced bool) {
 	}
 
 	// a releases with nobody queued: the key goes and a wake-up is published.
-	if got := release(value("a", 35), ""); got != int64(1) {
+	if got := release(value("a", 34), ""); got != int64(1) {
 		t.Fatalf("release by a: got %v, want 1 (deleted)", got)
 	}
 	if b.Client.Exists(ctx, "lock").Val() != 0 {
@@ -139,9 +154,9 @@ func testHandoff(t *testing.T, b *redistest.Backend, fenced bool) {
 	}
 }
 
-// expectGrant reads the next message and checks it announces value to the
-// waiter queued at place.
-func expectGrant(t *testing.T, ps *redis.PubSub, channel, value, place string) {
+// expectGrant reads the next message and checks it announces a grant with
+// token to the waiter with ticket queued at place.
+func expectGrant(t *testing.T, ps *redis.PubSub, channel, ticket, token, place string) {
 	t.Helper()
 	ctx := t.Context()
 	msg, err := ps.ReceiveMessage(ctx)
@@ -149,16 +164,16 @@ func expectGrant(t *testing.T, ps *redis.PubSub, channel, value, place string) {
 		t.Fatalf("grant message: %v", err)
 	}
 	fields := strings.Fields(msg.Payload)
-	if msg.Channel != channel || len(fields) != 3 || fields[0] != value {
-		t.Fatalf("grant message: got %q on %s, want %q, its place and wait on %s", msg.Payload, msg.Channel, value, channel)
+	if msg.Channel != channel || len(fields) != 4 || fields[0] != ticket || fields[1] != token {
+		t.Fatalf("grant message: got %q on %s, want %q, %q, a place and a wait on %s", msg.Payload, msg.Channel, ticket, token, channel)
 	}
-	got, err1 := strconv.ParseInt(fields[1], 10, 64)
+	got, err1 := strconv.ParseInt(fields[2], 10, 64)
 	want, err2 := strconv.ParseInt(place, 10, 64)
 	if err1 != nil || err2 != nil || got != want {
-		t.Fatalf("grant message place: got %q, want %q", fields[1], place)
+		t.Fatalf("grant message place: got %q, want %q", fields[2], place)
 	}
-	if waited, err := strconv.ParseInt(fields[2], 10, 64); err != nil || waited < 0 || waited > int64(time.Minute/time.Microsecond) {
-		t.Fatalf("grant message wait: got %q, want microseconds since the entry", fields[2])
+	if waited, err := strconv.ParseInt(fields[3], 10, 64); err != nil || waited < 0 || waited > int64(time.Minute/time.Microsecond) {
+		t.Fatalf("grant message wait: got %q, want microseconds since the entry", fields[3])
 	}
 }
 
@@ -177,7 +192,7 @@ func TestHandoffGrantsTheWaitersKind(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, w := range []struct{ owner, kind string }{{"fenced", "f"}, {"plain", "e"}} {
-			if err := scripts.Wait.Run(ctx, b.Client, keys, w.owner, 60000, w.owner+" 60000 "+w.kind+" chan", w.kind).Err(); err != nil {
+			if err := scripts.Wait.Run(ctx, b.Client, keys, w.owner, 60000, w.owner+" 60000 "+w.kind+" t-"+w.owner+" chan", w.kind).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}

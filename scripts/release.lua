@@ -17,13 +17,18 @@
 -- released and deleted; when it was handed to a waiter, 2 for an efficiency
 -- grant, and the new token, as a decimal string, for a correctness grant.
 --
--- The handoff: pop the first entry, grant the lock to it as wait.lua would
--- (of the kind the entry names, whatever the kind of the releaser), and publish "value place waited" on the entry's channel (place: the
--- entry's score; waited: microseconds since it). PUBLISH counts the clients
--- that receive it: 0 means the waiter's Locker is no longer listening (its
--- process died, or the waiter left), and the next entry is tried, so a
--- vanished waiter never holds up the queue. PUBLISH counts only clients of
--- this server, so Redis Cluster clients do not queue (see internal/lease).
+-- The handoff: pop the first entry, "owner ttl kind ticket channel". When
+-- nobody is subscribed to its channel (PUBSUB NUMSUB, which unlike PUBLISH's
+-- count leaves pattern subscribers out), the waiter's Locker is gone (its
+-- process died, or the waiter left and its Locker has no other waiter), and
+-- the next entry is tried, so a vanished waiter does not hold up the queue.
+-- Otherwise grant the lock to it as wait.lua would (of the kind the entry
+-- names, whatever the kind of the releaser) and publish "ticket token place
+-- waited" on the channel: ticket is the waiter's random id for its Locker
+-- (not its owner id, which would let a mere subscriber release the lock),
+-- token is the new token or '-', place the entry's score, and waited the
+-- microseconds since it. NUMSUB counts only clients of this server, so Redis
+-- Cluster clients do not queue (see internal/lease).
 --
 -- With no live waiter left the key is deleted, and a wake-up goes to
 -- KEYS[1] .. ':wake' for waiters that do not queue: a plain PUBLISH, which in
@@ -42,24 +47,26 @@ if ARGV[2] == '1' then
 elseif held ~= ARGV[1] then
   return 0
 end
-local grant, micros, keepQueue
+local grant, micros, keepQueue, now
 while true do
   local head = redis.call('ZPOPMIN', KEYS[2])
   if #head == 0 then
     break
   end
-  local owner, ttl, kind, channel = string.match(head[1], '^([^ ]+) (%d+) ([efc]) (.+)$')
-  if owner then
-    if not grant then
-      grant, micros, keepQueue = grantlib()
-    end
-    local value, token = grant(KEYS[1], KEYS[3], owner, ttl, kind)
-    local waited = math.max(tonumber(micros()) - tonumber(head[2]), 0)
-    local message = value .. ' ' .. head[2] .. ' ' .. string.format('%d', waited)
-    if redis.call('PUBLISH', channel, message) > 0 then
-      keepQueue(KEYS[2], tonumber(ttl))
-      return token or 2
-    end
+  if not grant then
+    grant, micros, keepQueue = grantlib()
+    -- One reading, before any grant: Redis 7.2 and later count a PX set
+    -- inside a script from the script's start, so a wait measured to a later
+    -- reading would make the new holder's lease outlast its key.
+    now = tonumber(micros())
+  end
+  local owner, ttl, kind, ticket, channel = string.match(head[1], '^([^ ]+) (%d+) ([efc]) ([^ ]+) (.+)$')
+  if owner and redis.call('PUBSUB', 'NUMSUB', channel)[2] > 0 then
+    local _, token = grant(KEYS[1], KEYS[3], owner, ttl, kind)
+    local waited = math.max(now - tonumber(head[2]), 0)
+    redis.call('PUBLISH', channel, ticket .. ' ' .. (token or '-') .. ' ' .. head[2] .. ' ' .. string.format('%d', waited))
+    keepQueue(KEYS[2], tonumber(ttl))
+    return token or 2
   end
 end
 redis.call('DEL', KEYS[1])

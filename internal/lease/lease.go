@@ -216,7 +216,8 @@ func (c *Core) wait(ctx context.Context, lk *Keys, owner string, ttl time.Durati
 			}
 		}
 	}
-	return Attempt{}, fmt.Errorf("leasekit: acquire %s: unexpected reply %v", Quote(lk.lock), reply)
+	// %T, not %v: a grant reply holds the owner id.
+	return Attempt{}, fmt.Errorf("leasekit: acquire %s: unexpected reply %T of %d elements", Quote(lk.lock), reply, len(reply))
 }
 
 // Grant reads a grant to owner whose stored value is value: for a fenced kind,
@@ -240,28 +241,37 @@ func (c *Core) Grant(key, owner, value string) (Attempt, error) {
 	return Attempt{Granted: true, Value: value, Token: token}, nil
 }
 
-// handed turns a grant message, "value place waited", into the lease: the
-// lock, handed to this waiter by its holder's release, is its own since
-// waited microseconds after it queued at place. The lease is measured from
-// the time the attempt that queued it was sent (queued), plus that wait,
-// counted at most as long as it lasted here. A message for an earlier place
-// is stale: nil, and the caller asks Redis again.
+// handed turns a grant message, "ticket token place waited", into the lease:
+// the lock, handed to this waiter by its holder's release (with token, or '-'
+// for an efficiency grant), is its own since waited microseconds after it
+// queued at place. The lease is measured from the time the attempt that
+// queued it was sent (queued), plus that wait. A wait longer than the one
+// seen here means the server's clock stepped forward meanwhile; then only the
+// send time is sure. A message for an earlier place is stale: nil, and the
+// caller asks Redis again.
 func (c *Core) handed(ctx context.Context, lk *Keys, owner string, ttl time.Duration, msg string, place int64, queued time.Time) (*Held, error) {
 	f := strings.Fields(msg)
-	if len(f) != 3 {
+	if len(f) != 4 {
 		return nil, nil
 	}
-	at, err1 := strconv.ParseFloat(f[1], 64)
-	waited, err2 := strconv.ParseInt(f[2], 10, 64)
+	at, err1 := strconv.ParseFloat(f[2], 64)
+	waited, err2 := strconv.ParseInt(f[3], 10, 64)
 	if err1 != nil || err2 != nil || place == 0 || int64(at) != place {
 		return nil, nil
 	}
-	a, err := c.Grant(lk.lock, owner, f[0])
+	value := owner
+	if f[1] != "-" {
+		value = owner + ":" + f[1]
+	}
+	a, err := c.Grant(lk.lock, owner, value)
 	if err != nil {
 		c.abandon(ctx, lk, owner, ttl, "")
 		return nil, err
 	}
-	wait := min(time.Duration(max(waited, 0))*time.Microsecond, time.Since(queued))
+	wait := time.Duration(max(waited, 0)) * time.Microsecond
+	if wait > time.Since(queued) {
+		wait = 0
+	}
 	return c.held(ctx, lk, owner, a, queued.Add(wait), ttl)
 }
 
@@ -347,7 +357,11 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 	if channel == "" {
 		channel = WakeChannel(key)
 	}
-	w, err := c.notifier.Join(ctx, channel, owner)
+	ticket := "" // names this waiter in a grant message, in place of its secret owner id
+	if c.grants != "" {
+		ticket = rand.Text()
+	}
+	w, err := c.notifier.Join(ctx, channel, ticket)
 	entry := "" // the waiter's queue entry, when it queues
 	woken, granted := false, false
 	switch {
@@ -361,7 +375,7 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 			w.Leave()
 		}()
 		if c.grants != "" {
-			entry = owner + " " + strconv.FormatInt(Millis(ttl), 10) + " " + c.kind() + " " + channel
+			entry = owner + " " + strconv.FormatInt(Millis(ttl), 10) + " " + c.kind() + " " + ticket + " " + channel
 			// A waiter that gives up leaves the queue, and releases the lock
 			// if it was handed over meanwhile, to the next waiter in line.
 			defer func() {

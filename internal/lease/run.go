@@ -41,13 +41,18 @@ func (k *Keys) Strings(n int) []string {
 // their keys afresh past this many, and memory stays bounded.
 const keyCacheSize = 4096
 
+// keyCacheNameLen is the longest name whose keys are kept, so that the cache
+// stays small in bytes too: a caller locking ever new megabyte names does
+// not pin gigabytes.
+const keyCacheNameLen = 256
+
 // lockKeys returns the keys of the lock called name.
 func (c *Core) lockKeys(name string) *Keys {
 	if lk, ok := c.names.Load(name); ok {
 		return lk.(*Keys)
 	}
 	lk := NewKeys(LockKey(c.cfg.Prefix, name))
-	if c.cached.Load() < keyCacheSize {
+	if len(name) <= keyCacheNameLen && c.cached.Load() < keyCacheSize {
 		if _, loaded := c.names.LoadOrStore(name, lk); !loaded {
 			c.cached.Add(1)
 		}

@@ -24,4 +24,9 @@ func TestKeysAreKeptForABoundedNumberOfNames(t *testing.T) {
 	if n := c.cached.Load(); n != keyCacheSize {
 		t.Fatalf("names kept: got %d, want at most %d", n, keyCacheSize)
 	}
+	c = New(Config{Prefix: "p:"})
+	long := string(make([]byte, keyCacheNameLen+1))
+	if c.lockKeys(long) == c.lockKeys(long) || c.cached.Load() != 0 {
+		t.Fatalf("a name of %d bytes was kept; want names over %d built afresh", len(long), keyCacheNameLen)
+	}
 }

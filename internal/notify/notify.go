@@ -8,9 +8,9 @@
 // A channel carries two kinds of message. An empty one is a wake-up: the
 // Notifier wakes the first waiter on the channel that has no wake-up pending,
 // one waiter per release, in arrival order, so a release does not stampede
-// every local waiter into Redis. Any other is a grant, "value ...", whose value
-// starts with the owner id of the waiter the lock was handed to ("owner" or
-// "owner:token"): that waiter alone is woken, and reads it with Grant.
+// every local waiter into Redis. Any other is a grant, "ticket ...", whose
+// first field is the ticket (a random id) of the waiter the lock was handed
+// to: that waiter alone is woken, and reads it with Grant.
 //
 // A channel is subscribed while it has waiters and unsubscribed when the last
 // one leaves, so an uncontended lock's releases never come back to the
@@ -81,10 +81,10 @@ func New(client redis.UniversalClient) *Notifier {
 type Waiter struct {
 	n       *Notifier
 	channel string
-	owner   string
+	ticket  string
 	sub     *channelSub
 	wake    chan struct{}
-	grant   string // the last grant message for owner, until taken; under n.mu
+	grant   string // the last grant message for ticket, until taken; under n.mu
 }
 
 // Wake returns the channel that receives this waiter's wake-ups.
@@ -95,9 +95,9 @@ func (w *Waiter) Done() <-chan struct{} { return w.n.done }
 
 // Join queues a waiter on channel and returns once the server has confirmed the
 // subscription, so that every release published after Join returns reaches the
-// waiter. Grants on the channel for owner go to this waiter. The caller must
+// waiter. Grants on the channel for ticket go to this waiter. The caller must
 // call Leave.
-func (n *Notifier) Join(ctx context.Context, channel, owner string) (*Waiter, error) {
+func (n *Notifier) Join(ctx context.Context, channel, ticket string) (*Waiter, error) {
 	n.send.Lock()
 	n.mu.Lock()
 	if n.closed {
@@ -119,7 +119,7 @@ func (n *Notifier) Join(ctx context.Context, channel, owner string) (*Waiter, er
 		sub = &channelSub{need: c.sent, ready: make(chan struct{})}
 		n.subs[channel] = sub
 	}
-	w := &Waiter{n: n, channel: channel, owner: owner, sub: sub, wake: make(chan struct{}, 1)}
+	w := &Waiter{n: n, channel: channel, ticket: ticket, sub: sub, wake: make(chan struct{}, 1)}
 	sub.waiters = append(sub.waiters, w)
 	ps := n.ps
 	n.mu.Unlock()
@@ -155,7 +155,7 @@ func (n *Notifier) Join(ctx context.Context, channel, owner string) (*Waiter, er
 	}
 }
 
-// Grant takes the grant message received for the waiter's owner since the
+// Grant takes the grant message received for the waiter's ticket since the
 // last call, if any.
 func (w *Waiter) Grant() (string, bool) {
 	w.n.mu.Lock()
@@ -242,14 +242,13 @@ func (s *channelSub) wakeOne() {
 	}
 }
 
-// granted hands a grant message to the waiter whose owner it names. A grant for
-// an owner no longer waiting is dropped: that waiter's leaving released it.
-// Called with n.mu held.
+// granted hands a grant message to the waiter whose ticket it names. A grant
+// for a ticket no longer waiting is dropped: that waiter's leaving released
+// it. Called with n.mu held.
 func (s *channelSub) granted(msg string) {
-	value, _, _ := strings.Cut(msg, " ")
-	owner, _, _ := strings.Cut(value, ":")
+	ticket, _, _ := strings.Cut(msg, " ")
 	for _, w := range s.waiters {
-		if w.owner == owner {
+		if w.ticket != "" && w.ticket == ticket {
 			w.grant = msg
 			select {
 			case w.wake <- struct{}{}:

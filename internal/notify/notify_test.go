@@ -113,37 +113,37 @@ func TestGrantGoesToItsOwner(t *testing.T) {
 		ctx := t.Context()
 		n := notify.New(b.Client)
 		defer n.Close()
-		a, err := n.Join(ctx, "ch", "owner-a")
+		a, err := n.Join(ctx, "ch", "ticket-a")
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer a.Leave()
-		bw, err := n.Join(ctx, "ch", "owner-b")
+		bw, err := n.Join(ctx, "ch", "ticket-b")
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer bw.Leave()
-		// A grant for an owner nobody waits as wakes nobody; the one for
-		// owner-b (the second in line) wakes owner-b alone.
-		for _, msg := range []string{"owner-gone:7 1 2", "owner-b:8 123 45"} {
+		// A grant for a ticket nobody holds wakes nobody; the one for
+		// ticket-b (the second in line) wakes that waiter alone.
+		for _, msg := range []string{"ticket-gone 7 1 2", "ticket-b 8 123 45"} {
 			if err := b.Client.Publish(ctx, "ch", msg).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}
 		<-bw.Wake()
-		if g, ok := bw.Grant(); !ok || g != "owner-b:8 123 45" {
-			t.Fatalf("owner-b's grant: got %q, %v", g, ok)
+		if g, ok := bw.Grant(); !ok || g != "ticket-b 8 123 45" {
+			t.Fatalf("ticket-b's grant: got %q, %v", g, ok)
 		}
 		if g, ok := bw.Grant(); ok {
 			t.Fatalf("a grant is taken once: got %q again", g)
 		}
 		select {
 		case <-a.Wake():
-			t.Fatal("a grant for another owner woke owner-a")
+			t.Fatal("a grant for another ticket woke ticket-a")
 		default:
 		}
 		if g, ok := a.Grant(); ok {
-			t.Fatalf("owner-a got grant %q meant for another", g)
+			t.Fatalf("ticket-a got grant %q meant for another", g)
 		}
 	})
 }
