@@ -32,15 +32,20 @@ local function grantlib()
       redis.call('SET', lock, owner, 'PX', ttl)
       return owner
     end
-    local current = redis.call('GET', counter)
     local token
     if kind == 'c' then
+      -- Store the clock and read the counter it replaces in one call (a
+      -- counter of another type fails with WRONGTYPE, untouched). Nearly
+      -- always the clock is ahead; when it is not, put the counter back and
+      -- count on from it below.
       local now = micros()
+      local current = redis.call('SET', counter, now, 'GET')
       -- now > current, as decimal strings; a (corrupt) negative counter is
       -- below any clock.
       if not current or string.sub(current, 1, 1) == '-' or #now > #current or #now == #current and now > current then
         token = now
-        redis.call('SET', counter, token)
+      else
+        redis.call('SET', counter, current)
       end
     end
     if not token then

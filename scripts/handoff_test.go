@@ -62,7 +62,7 @@ func testHandoff(t *testing.T, b *redistest.Backend, fenced bool) {
 	}
 	release := func(v, leaving string) any {
 		t.Helper()
-		reply, err := scripts.Release.Run(ctx, b.Client, keys, v, "0", leaving).Result()
+		reply, err := scripts.Release.Run(ctx, b.Client, keys, v, "0", leaving, "1").Result()
 		if err != nil {
 			t.Fatalf("release of %q: %v", v, err)
 		}
@@ -200,7 +200,7 @@ func TestHandoffGrantsTheWaitersKind(t *testing.T) {
 			release, want string
 			reply         any
 		}{{"holder", "fenced:7", "7"}, {"fenced:7", "plain", int64(2)}} {
-			if reply, err := scripts.Release.Run(ctx, b.Client, keys, step.release, "0", "").Result(); err != nil || reply != step.reply {
+			if reply, err := scripts.Release.Run(ctx, b.Client, keys, step.release, "0", "", "1").Result(); err != nil || reply != step.reply {
 				t.Fatalf("release of %s: got %v, %v, want %v", step.release, reply, err, step.reply)
 			}
 			if v := b.Client.Get(ctx, "lock").Val(); v != step.want {

@@ -11,6 +11,9 @@
 --          or empty, matches nothing)
 -- ARGV[2]  '1' to match ARGV[1] as a prefix, else exactly
 -- ARGV[3]  a queue entry to remove first (a waiter giving up), or ''
+-- ARGV[4]  '1' to publish the wake-up for waiters that do not queue when the
+--          lock is deleted; '0' from a Locker whose waiters queue, sparing
+--          an uncontended release a command
 --
 -- Reply: 0 when the caller does not hold the lock (it expired, or another
 -- owner holds it now), and then nothing else is changed; 1 when the lock was
@@ -30,9 +33,9 @@
 -- microseconds since it. NUMSUB counts only clients of this server, so Redis
 -- Cluster clients do not queue (see internal/lease).
 --
--- With no live waiter left the key is deleted, and a wake-up goes to
--- KEYS[1] .. ':wake' for waiters that do not queue: a plain PUBLISH, which in
--- Redis Cluster reaches every node over the cluster bus.
+-- With no live waiter left the key is deleted, and (ARGV[4]) a wake-up goes
+-- to KEYS[1] .. ':wake' for waiters that do not queue: a plain PUBLISH, which
+-- in Redis Cluster reaches every node over the cluster bus.
 if ARGV[3] ~= '' then
   redis.call('ZREM', KEYS[2], ARGV[3])
 end
@@ -70,5 +73,7 @@ while true do
   end
 end
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', KEYS[1] .. ':wake', '')
+if ARGV[4] == '1' then
+  redis.call('PUBLISH', KEYS[1] .. ':wake', '')
+end
 return 1

@@ -51,7 +51,7 @@ func TestCompareAndChange(t *testing.T) {
 			{"refresh", func(o string) (int64, error) { return scripts.Refresh.Run(ctx, b.Client, keys, o, 3600000).Int64() }, 0},
 			{"pttl", func(o string) (int64, error) { return scripts.PTTL.Run(ctx, b.Client, keys, o).Int64() }, -2},
 			{"release", func(o string) (int64, error) {
-				return scripts.Release.Run(ctx, b.Client, releaseKeys, o, "0", "").Int64()
+				return scripts.Release.Run(ctx, b.Client, releaseKeys, o, "0", "", "1").Int64()
 			}, 0},
 		}
 		for _, tc := range cases {
@@ -70,12 +70,12 @@ func TestCompareAndChange(t *testing.T) {
 			t.Errorf("pttl by the owner after refresh: got %d, want over 60000", got)
 		}
 		for _, prefix := range []string{"owner-b:", "owner-", "", ":"} {
-			if got, _ := scripts.Release.Run(ctx, b.Client, releaseKeys, prefix, "1", "").Int64(); got != 0 {
+			if got, _ := scripts.Release.Run(ctx, b.Client, releaseKeys, prefix, "1", "", "1").Int64(); got != 0 {
 				t.Errorf("release by prefix %q of %q: got %d, want 0", prefix, "owner-a", got)
 			}
 		}
 		b.Client.Set(ctx, "lock", "owner-a:33", time.Minute)
-		if got, _ := scripts.Release.Run(ctx, b.Client, releaseKeys, "owner-a:", "1", "").Int64(); got != 1 {
+		if got, _ := scripts.Release.Run(ctx, b.Client, releaseKeys, "owner-a:", "1", "", "1").Int64(); got != 1 {
 			t.Errorf("release by a matching prefix: got %d, want 1", got)
 		}
 		if b.Client.Exists(ctx, "lock").Val() != 0 {
@@ -184,6 +184,52 @@ func TestFencedAcquireRefusesAKeyOfAnotherType(t *testing.T) {
 		}
 		if typ := b.Client.Type(t.Context(), "lock").Val(); typ != "hash" {
 			t.Fatalf("the key is now a %s", typ)
+		}
+	})
+}
+
+func TestFencedAcquireRefusesACounterOfAnotherType(t *testing.T) {
+	for _, floor := range []string{"0", "1"} {
+		redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+			b.Client.HSet(t.Context(), "lock:fence", "f", "v")
+			_, err := scripts.FencedAcquire.Run(t.Context(), b.Client, []string{"lock", "lock:queue", "lock:fence"}, "owner-a", 60000, floor).Result()
+			if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+				t.Fatalf("clock floor %s: got %v, want WRONGTYPE: a hash must not be overwritten as a counter", floor, err)
+			}
+			if typ := b.Client.Type(t.Context(), "lock:fence").Val(); typ != "hash" {
+				t.Fatalf("clock floor %s: the counter key is now a %s", floor, typ)
+			}
+		})
+	}
+}
+
+// TestReleaseWakesOnlyWhenAsked: a Locker whose waiters queue releases
+// without the wake-up for waiters that do not (ARGV[4] = '0').
+func TestReleaseWakesOnlyWhenAsked(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		keys := []string{"lock", "lock:queue", "lock:fence"}
+		ps := b.Client.Subscribe(ctx, "lock:wake")
+		defer ps.Close()
+		if _, err := ps.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, wake := range []string{"0", "1"} {
+			b.Client.Set(ctx, "lock", "owner-a", time.Minute)
+			if n, err := scripts.Release.Run(ctx, b.Client, keys, "owner-a", "0", "", wake).Int64(); err != nil || n != 1 {
+				t.Fatalf("release (wake %s): got %d, %v, want 1", wake, n, err)
+			}
+			if b.Client.Exists(ctx, "lock").Val() != 0 {
+				t.Fatalf("release (wake %s) left the key", wake)
+			}
+		}
+		// The first message is the second release's: the first sent none.
+		b.Client.Publish(ctx, "lock:wake", "end")
+		for _, want := range []string{"", "end"} {
+			msg, err := ps.ReceiveMessage(ctx)
+			if err != nil || msg.Payload != want {
+				t.Fatalf("got %v, %v, want the message %q", msg, err, want)
+			}
 		}
 	})
 }

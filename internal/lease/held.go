@@ -107,7 +107,7 @@ func (c *Core) release(ctx context.Context, lk *Keys, value string, prefix bool,
 	if prefix {
 		match = matchPrefix
 	}
-	reply, err := c.Run(ctx, releaseScript, lk, 3, value, match, leaving).Result()
+	reply, err := c.Run(ctx, releaseScript, lk, 3, value, match, leaving, c.wake).Result()
 	return err == nil && reply != int64(0), err
 }
 
@@ -118,8 +118,8 @@ func (c *Core) Release(ctx context.Context, key, value string) error {
 	return err
 }
 
-// The release script's match argument, boxed once.
-var matchExact, matchPrefix any = "0", "1"
+// The release script's match and wake arguments, boxed once.
+var matchExact, matchPrefix, wakeOn, wakeOff any = "0", "1", "1", "0"
 
 // kind is the lock's kind as the scripts name it (see scripts/grant.lua).
 func (c *Core) kind() string {

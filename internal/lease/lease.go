@@ -103,6 +103,9 @@ type Core struct {
 	// to them; "" when they do not queue.
 	grants    string
 	boxedKind any // kind(), as a script argument
+	// wake is the release script's ARGV[4]: publish the wake-up for waiters
+	// that do not queue, unless this Core's waiters queue.
+	wake any
 }
 
 // New returns a Core. The caller has validated cfg.
@@ -115,9 +118,10 @@ type Core struct {
 // their waiters wait for a wake-up and try again, as with WithReplicas.
 func New(cfg Config) *Core {
 	c := &Core{cfg: cfg, notifier: notify.New(cfg.Client)}
-	c.boxedKind = c.kind()
+	c.boxedKind, c.wake = c.kind(), wakeOn
 	if _, single := cfg.Client.(*redis.Client); single && !cfg.Replicated {
 		c.grants = GrantChannel(cfg.Prefix, rand.Text())
+		c.wake = wakeOff
 	}
 	return c
 }

@@ -123,8 +123,14 @@ func TestMissingPermissionSaysNOPERM(t *testing.T) {
 			_, err := l.TryObtain(ctx, "k", time.Minute)
 			return err
 		}, "acquire", false},
-		{"no scripts", "+evalsha +eval", obtainAndRelease, "release", true},
-		{"no PUBLISH", "+publish", obtainAndRelease, "release", true},
+		{"no scripts", "+evalsha +eval", func(ctx context.Context, c *redis.Client) error {
+			return obtainAndRelease(ctx, c)
+		}, "release", true},
+		{"no PUBLISH", "+publish", func(ctx context.Context, c *redis.Client) error {
+			// A Locker whose waiters do not queue (its client is not a
+			// *redis.Client) publishes a wake-up on every release.
+			return obtainAndRelease(ctx, wakeOnly{c})
+		}, "release", true},
 		{"no INCR", "+incr", func(ctx context.Context, c *redis.Client) error {
 			l := correctness.New(c, correctness.WithClockFloor(false), correctness.WithAudit(false))
 			defer l.Close()
@@ -162,9 +168,13 @@ func TestMissingPermissionSaysNOPERM(t *testing.T) {
 	}
 }
 
+// wakeOnly hides the *redis.Client from leasekit, as a wrapped client would:
+// its Lockers' waiters do not queue, and releases publish wake-ups.
+type wakeOnly struct{ *redis.Client }
+
 // obtainAndRelease takes an efficiency lock, which needs only SET, and
 // releases it, which needs the release script and what it calls.
-func obtainAndRelease(ctx context.Context, c *redis.Client) error {
+func obtainAndRelease(ctx context.Context, c redis.UniversalClient) error {
 	l := efficiency.New(c)
 	defer l.Close()
 	lock, err := l.TryObtain(ctx, "k", time.Minute)

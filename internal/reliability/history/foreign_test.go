@@ -147,11 +147,11 @@ func (f *foreigner) call(ctx context.Context, pipe redis.Pipeliner, key string, 
 	switch n % 4 {
 	case 0:
 		v := f.wrongValue()
-		return fmt.Sprintf("release %q", v), scripts.Release.EvalSha(ctx, pipe, keys, v, "0", "")
+		return fmt.Sprintf("release %q", v), scripts.Release.EvalSha(ctx, pipe, keys, v, "0", "", "1")
 	case 1:
 		// How a Locker releases a grant whose reply was lost: by owner id.
 		p := f.wrongOwner() + ":"
-		return fmt.Sprintf("release by owner %q", p), scripts.Release.EvalSha(ctx, pipe, keys, p, "1", "")
+		return fmt.Sprintf("release by owner %q", p), scripts.Release.EvalSha(ctx, pipe, keys, p, "1", "", "1")
 	case 2:
 		v := f.wrongValue()
 		return fmt.Sprintf("refresh %q to 10m", v), scripts.Refresh.EvalSha(ctx, pipe, keys[:1], v, (10 * time.Minute).Milliseconds())
