@@ -11,7 +11,7 @@
 -- %.14g, which would round a 16-digit token. They stay decimal strings, compared
 -- by length and then by text.
 
--- grantlib returns grant, micros and keepQueue, described below.
+-- grantlib returns grant and micros, described below.
 local function grantlib()
   -- micros is the server clock in microseconds, as a decimal string.
   local function micros()
@@ -63,22 +63,6 @@ local function grantlib()
     return value, token
   end
 
-  -- keepQueue makes the wait queue outlive the current grant by ten seconds,
-  -- so that waiters whose timers run to the holder's expiry find their places
-  -- kept; a queue left behind by waiters that vanished expires on its own. A
-  -- holder without an expiry keeps the queue without one.
-  local function keepQueue(queue, holderTTL)
-    if holderTTL < 0 then
-      redis.call('PERSIST', queue)
-      return
-    end
-    local want = holderTTL + 10000
-    local left = redis.call('PTTL', queue)
-    if left == -1 or (left >= 0 and left < want) then
-      redis.call('PEXPIRE', queue, want)
-    end
-  end
-
-  return grant, micros, keepQueue
+  return grant, micros
 end
 

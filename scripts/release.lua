@@ -50,14 +50,14 @@ if ARGV[2] == '1' then
 elseif held ~= ARGV[1] then
   return 0
 end
-local grant, micros, keepQueue, now
+local grant, micros, now
 while true do
   local head = redis.call('ZPOPMIN', KEYS[2])
   if #head == 0 then
     break
   end
   if not grant then
-    grant, micros, keepQueue = grantlib()
+    grant, micros = grantlib()
     -- One reading, before any grant: Redis 7.2 and later count a PX set
     -- inside a script from the script's start, so a wait measured to a later
     -- reading would make the new holder's lease outlast its key.
@@ -68,7 +68,6 @@ while true do
     local _, token = grant(KEYS[1], KEYS[3], owner, ttl, kind)
     local waited = math.max(now - tonumber(head[2]), 0)
     redis.call('PUBLISH', channel, ticket .. ' ' .. (token or '-') .. ' ' .. head[2] .. ' ' .. string.format('%d', waited))
-    keepQueue(KEYS[2], tonumber(ttl))
     return token or 2
   end
 end

@@ -25,7 +25,7 @@
 -- Otherwise {0, ttl, place}: ttl is the holder's remaining ttl in ms (at least
 -- 1; -1 when the key has no expiry), and place is the entry's score when this
 -- call added it, or '' when the entry was queued already.
-local grant, micros, keepQueue = grantlib()
+local grant, micros = grantlib()
 local held = redis.call('GET', KEYS[1])
 if not held then
   local value = grant(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[4])
@@ -58,5 +58,17 @@ if not redis.call('ZSCORE', KEYS[2], ARGV[3]) then
   place = string.format('%d', now)
   redis.call('ZADD', KEYS[2], place, ARGV[3])
 end
-keepQueue(KEYS[2], ttl)
+-- Keep the queue for the holder's remaining ttl and ten seconds more. A
+-- waiter tries again (and so comes back here) by the time the holder's ttl
+-- runs out, so the queue outlives every live waiter, and the release need not
+-- extend it; a queue left behind by waiters that vanished expires on its own.
+-- A holder without an expiry keeps the queue without one.
+if ttl < 0 then
+  redis.call('PERSIST', KEYS[2])
+else
+  local left = redis.call('PTTL', KEYS[2])
+  if left == -1 or (left >= 0 and left < ttl + 10000) then
+    redis.call('PEXPIRE', KEYS[2], ttl + 10000)
+  end
+end
 return {0, ttl, place}
