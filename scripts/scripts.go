@@ -9,7 +9,7 @@
 // EVAL when the server does not have the script cached (after SCRIPT FLUSH or a
 // restart).
 //
-// The efficiency acquire is no script but a plain SET NX PX GET (acquire.go).
+// The efficiency acquire is no script but a plain SET NX PX (acquire.go).
 //
 // Every operation is idempotent under a client retry: go-redis resends a
 // command whose reply was lost, and the same owner acquiring again gets the

@@ -11,7 +11,6 @@ import (
 type Held struct {
 	core  *Core
 	keys  *Keys
-	key   string
 	value string
 	token uint64
 
@@ -28,7 +27,7 @@ func (h *Held) TTLSet() time.Duration {
 }
 
 // Key is the lock's Redis key.
-func (h *Held) Key() string { return h.key }
+func (h *Held) Key() string { return h.keys.lock }
 
 // Token is the grant's fencing token (0 for efficiency locks).
 func (h *Held) Token() uint64 { return h.token }
@@ -58,10 +57,10 @@ func (h *Held) Refresh(ctx context.Context, ttl time.Duration) error {
 	sent := time.Now()
 	n, err := h.core.Run(ctx, refreshScript, h.keys, 1, h.value, Millis(ttl)).Int64()
 	if err != nil {
-		return WrapRedis("refresh", h.key, err)
+		return WrapRedis("refresh", h.keys.lock, err)
 	}
 	if n != 1 {
-		return fmt.Errorf("%w: %s expired or has another holder", errs.NotHeld, Quote(h.key))
+		return fmt.Errorf("%w: %s expired or has another holder", errs.NotHeld, Quote(h.keys.lock))
 	}
 	h.mu.Lock()
 	h.deadline, h.ttl = sent.Add(ttl-h.core.Drift(ttl)), ttl
@@ -74,11 +73,11 @@ func (h *Held) Refresh(ctx context.Context, ttl time.Duration) error {
 func (h *Held) Release(ctx context.Context) error {
 	released, err := h.core.release(ctx, h.keys, h.value, false, "")
 	if err != nil {
-		return WrapRedis("release", h.key, err)
+		return WrapRedis("release", h.keys.lock, err)
 	}
 	h.setDeadline(time.Time{})
 	if !released {
-		return fmt.Errorf("%w: %s expired or has another holder", h.core.cfg.Errors.NotHeld, Quote(h.key))
+		return fmt.Errorf("%w: %s expired or has another holder", h.core.cfg.Errors.NotHeld, Quote(h.keys.lock))
 	}
 	return nil
 }
@@ -87,11 +86,11 @@ func (h *Held) Release(ctx context.Context) error {
 func (h *Held) TTL(ctx context.Context) (time.Duration, error) {
 	ms, err := h.core.Run(ctx, pttlScript, h.keys, 1, h.value).Int64()
 	if err != nil {
-		return 0, WrapRedis("ttl", h.key, err)
+		return 0, WrapRedis("ttl", h.keys.lock, err)
 	}
 	switch {
 	case ms == -2:
-		return 0, fmt.Errorf("%w: %s expired or has another holder", h.core.cfg.Errors.NotHeld, Quote(h.key))
+		return 0, fmt.Errorf("%w: %s expired or has another holder", h.core.cfg.Errors.NotHeld, Quote(h.keys.lock))
 	case ms < 0:
 		return -1, nil
 	}
@@ -111,10 +110,10 @@ func (c *Core) release(ctx context.Context, lk *Keys, value string, prefix bool,
 	return err == nil && reply != int64(0), err
 }
 
-// Release releases the grant whose value is value on key, for callers outside
-// a Held, such as a grant undone for want of replicas.
-func (c *Core) Release(ctx context.Context, key, value string) error {
-	_, err := c.release(ctx, NewKeys(key), value, false, "")
+// Release releases the grant whose value is value on the lock with keys k,
+// for callers outside a Held, such as a grant undone for want of replicas.
+func (c *Core) Release(ctx context.Context, k *Keys, value string) error {
+	_, err := c.release(ctx, k, value, false, "")
 	return err
 }
 

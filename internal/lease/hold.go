@@ -29,7 +29,7 @@ func (c *Core) Do(ctx context.Context, name string, ttl time.Duration, fn func(c
 // longer be confirmed before its deadline; Hold's error then matches LockLost.
 func (h *Held) Hold(ctx context.Context, fn func(context.Context, *Held) error) error {
 	if !time.Now().Before(h.Deadline()) {
-		return fmt.Errorf("%w: %s: the lease was released or is past its deadline", h.core.cfg.Errors.NotHeld, Quote(h.key))
+		return fmt.Errorf("%w: %s: the lease was released or is past its deadline", h.core.cfg.Errors.NotHeld, Quote(h.keys.lock))
 	}
 	ttl := h.TTLSet()
 	fnErr, lost := h.run(ctx, ttl/3, func(time.Time) time.Duration { return ttl }, fn)
@@ -90,7 +90,7 @@ func (h *Held) releaseDetached(ctx context.Context) error {
 }
 
 func (c *Core) lost(h *Held, why string) error {
-	return fmt.Errorf("%w: %s: %s", c.cfg.Errors.LockLost, Quote(h.key), why)
+	return fmt.Errorf("%w: %s: %s", c.cfg.Errors.LockLost, Quote(h.keys.lock), why)
 }
 
 // run calls fn with a context that is cancelled when the lease is lost, while a
@@ -177,7 +177,7 @@ func (h *Held) keepAlive(ctx context.Context, stop <-chan struct{}, interval tim
 			return
 		default:
 			h.core.logger().Warn("leasekit: refresh failed; retrying until the lease deadline",
-				"key", h.key, "owner", h.Owner(), "err", err)
+				"key", h.keys.lock, "owner", h.Owner(), "err", err)
 			wait = max(interval/4, MinTTL)
 		}
 	}

@@ -1,5 +1,6 @@
 // Package lease is the engine shared by leasekit's two kinds of lock: acquiring
-// with a one-round-trip script, waiting for a release, lease deadlines on the
+// in one round trip, waiting in the lock's queue for a release to hand it over
+// (or for a wake-up, where waiters cannot queue), lease deadlines on the
 // monotonic clock, refresh, release, and holding a lease while a function runs.
 //
 // The public packages efficiency and correctness configure it with their own
@@ -112,8 +113,8 @@ type Core struct {
 //
 // Waiters queue for a direct handoff (scripts/wait.lua) only on a
 // *redis.Client, one server or a Sentinel-managed master: the release script
-// skips a vanished waiter by the count PUBLISH returns, and that count covers
-// only the subscribers of the server the script runs on. A ClusterClient's
+// skips a vanished waiter by PUBSUB NUMSUB of its channel, which counts only
+// the subscribers of the server the script runs on. A ClusterClient's
 // subscription may be on another node, and a Ring's on another shard, so
 // their waiters wait for a wake-up and try again, as with WithReplicas.
 func New(cfg Config) *Core {
@@ -188,7 +189,6 @@ func (c *Core) held(ctx context.Context, lk *Keys, owner string, a Attempt, star
 	return &Held{
 		core:     c,
 		keys:     lk,
-		key:      lk.lock,
 		value:    a.Value,
 		token:    a.Token,
 		deadline: deadline,
@@ -357,13 +357,12 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 		}
 		return h, err
 	}
-	channel := c.grants
-	if channel == "" {
-		channel = WakeChannel(key)
-	}
-	ticket := "" // names this waiter in a grant message, in place of its secret owner id
+	// A queueing waiter listens on its Locker's grant channel, where a random
+	// ticket names it in place of its secret owner id; any other, on the
+	// lock's wake-up channel.
+	channel, ticket := WakeChannel(key), ""
 	if c.grants != "" {
-		ticket = rand.Text()
+		channel, ticket = c.grants, rand.Text()
 	}
 	w, err := c.notifier.Join(ctx, channel, ticket)
 	entry := "" // the waiter's queue entry, when it queues
@@ -378,7 +377,7 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 			}
 			w.Leave()
 		}()
-		if c.grants != "" {
+		if ticket != "" {
 			entry = owner + " " + strconv.FormatInt(Millis(ttl), 10) + " " + c.kind() + " " + ticket + " " + channel
 			// A waiter that gives up leaves the queue, and releases the lock
 			// if it was handed over meanwhile, to the next waiter in line.

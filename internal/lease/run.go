@@ -19,8 +19,8 @@ type Keys struct {
 	keys []any
 }
 
-// NewKeys returns the keys of the lock whose key is key.
-func NewKeys(key string) *Keys {
+// newKeys returns the keys of the lock whose key is key.
+func newKeys(key string) *Keys {
 	return &Keys{lock: key, keys: []any{key, QueueKey(key), CounterKey(key)}}
 }
 
@@ -51,7 +51,7 @@ func (c *Core) lockKeys(name string) *Keys {
 	if lk, ok := c.names.Load(name); ok {
 		return lk.(*Keys)
 	}
-	lk := NewKeys(LockKey(c.cfg.Prefix, name))
+	lk := newKeys(LockKey(c.cfg.Prefix, name))
 	if len(name) <= keyCacheNameLen && c.cached.Load() < keyCacheSize {
 		if _, loaded := c.names.LoadOrStore(name, lk); !loaded {
 			c.cached.Add(1)
