@@ -13,10 +13,13 @@
 
 -- grantlib returns grant and micros, described below.
 local function grantlib()
-  -- micros is the server clock in microseconds, as a decimal string.
-  local function micros()
-    local now = redis.call('TIME')
-    return now[1] .. string.format('%06d', tonumber(now[2]))
+  -- micros is the server clock in microseconds, as a decimal string, from
+  -- time (a TIME reply) or, when time is nil, a new reading. It pads by hand:
+  -- string.format and tonumber cost a release several microseconds when
+  -- Redis wakes from idle, as it does for every handoff.
+  local function micros(time)
+    time = time or redis.call('TIME')
+    return time[1] .. string.rep('0', 6 - #time[2]) .. time[2]
   end
 
   -- grant stores owner's grant in the lock key for ttl milliseconds and
@@ -26,8 +29,9 @@ local function grantlib()
   -- 'c' for a correctness lock with the clock floor. The token is
   -- max(counter + 1, server clock in microseconds) with the clock floor,
   -- counter + 1 without, and is stored back into the counter key; the value
-  -- is "owner:token".
-  local function grant(lock, counter, owner, ttl, kind)
+  -- is "owner:token". time is a TIME reply the caller read already, for the
+  -- clock floor, or nil.
+  local function grant(lock, counter, owner, ttl, kind, time)
     if kind == 'e' then
       redis.call('SET', lock, owner, 'PX', ttl)
       return owner
@@ -38,7 +42,7 @@ local function grantlib()
       -- counter of another type fails with WRONGTYPE, untouched). Nearly
       -- always the clock is ahead; when it is not, put the counter back and
       -- count on from it below.
-      local now = micros()
+      local now = micros(time)
       local current = redis.call('SET', counter, now, 'GET')
       -- now > current, as decimal strings; a (corrupt) negative counter is
       -- below any clock.

@@ -119,6 +119,7 @@ func testHandoff(t *testing.T, b *redistest.Backend, fenced bool) {
 
 	// Released: "dead" has nobody on its channel and is skipped, without a
 	// token spent on it; a gets it.
+	before := serverMicros(t, b.Client)
 	if got := release(value("holder", 33), ""); got != handed {
 		t.Fatalf("release by the holder: got %v (%T), want %v, the handoff", got, got, handed)
 	}
@@ -131,7 +132,7 @@ func testHandoff(t *testing.T, b *redistest.Backend, fenced bool) {
 	if ttl := b.Client.PTTL(ctx, "lock").Val(); ttl <= 59*time.Second {
 		t.Fatalf("handed-off lock ttl: got %v, want a's 60s", ttl)
 	}
-	expectGrant(t, listen, "chan-a", "ticket-a", token(34), places["a"])
+	expectGrant(t, listen, "chan-a", "ticket-a", token(34), places["a"], before, serverMicros(t, b.Client))
 
 	// b gives up: its entry goes, and the lock stays a's.
 	if got := release(value("b", 0), entry("b")); got != int64(0) {
@@ -155,8 +156,9 @@ func testHandoff(t *testing.T, b *redistest.Backend, fenced bool) {
 }
 
 // expectGrant reads the next message and checks it announces a grant with
-// token to the waiter with ticket queued at place.
-func expectGrant(t *testing.T, ps *redis.PubSub, channel, ticket, token, place string) {
+// token to the waiter with ticket queued at place, made when the server clock
+// read between before and after (microseconds).
+func expectGrant(t *testing.T, ps *redis.PubSub, channel, ticket, token, place string, before, after int64) {
 	t.Helper()
 	ctx := t.Context()
 	msg, err := ps.ReceiveMessage(ctx)
@@ -164,17 +166,32 @@ func expectGrant(t *testing.T, ps *redis.PubSub, channel, ticket, token, place s
 		t.Fatalf("grant message: %v", err)
 	}
 	fields := strings.Fields(msg.Payload)
-	if msg.Channel != channel || len(fields) != 4 || fields[0] != ticket || fields[1] != token {
-		t.Fatalf("grant message: got %q on %s, want %q, %q, a place and a wait on %s", msg.Payload, msg.Channel, ticket, token, channel)
+	if msg.Channel != channel || len(fields) != 5 || fields[0] != ticket || fields[1] != token {
+		t.Fatalf("grant message: got %q on %s, want %q, %q, a place and the server time on %s", msg.Payload, msg.Channel, ticket, token, channel)
 	}
 	got, err1 := strconv.ParseInt(fields[2], 10, 64)
 	want, err2 := strconv.ParseInt(place, 10, 64)
 	if err1 != nil || err2 != nil || got != want {
 		t.Fatalf("grant message place: got %q, want %q", fields[2], place)
 	}
-	if waited, err := strconv.ParseInt(fields[3], 10, 64); err != nil || waited < 0 || waited > int64(time.Minute/time.Microsecond) {
-		t.Fatalf("grant message wait: got %q, want microseconds since the entry", fields[3])
+	sec, err1 := strconv.ParseInt(fields[3], 10, 64)
+	usec, err2 := strconv.ParseInt(fields[4], 10, 64)
+	if err1 != nil || err2 != nil || usec < 0 || usec >= 1e6 {
+		t.Fatalf("grant message time: got %q %q, want TIME's seconds and microseconds", fields[3], fields[4])
 	}
+	if at := sec*1e6 + usec; at < before || at > after {
+		t.Fatalf("grant message time: got %d µs, want the server clock during the release, between %d and %d", at, before, after)
+	}
+}
+
+// serverMicros reads the server clock in microseconds.
+func serverMicros(t *testing.T, c *redis.Client) int64 {
+	t.Helper()
+	now, err := c.Time(t.Context()).Result()
+	if err != nil {
+		t.Fatalf("TIME: %v", err)
+	}
+	return now.UnixMicro()
 }
 
 // TestHandoffGrantsTheWaitersKind: a release hands the lock over as the
@@ -207,5 +224,53 @@ func TestHandoffGrantsTheWaitersKind(t *testing.T) {
 				t.Fatalf("after the release of %s the lock holds %q, want %q", step.release, v, step.want)
 			}
 		}
+	})
+}
+
+// TestHandoffDropsMalformedEntries: a queue entry that does not parse as
+// "owner ttl kind ticket channel" (written by something other than wait.lua)
+// is dropped, even with a live subscriber on its channel, and the release goes
+// on to the next entry rather than failing.
+func TestHandoffDropsMalformedEntries(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		keys := []string{"lock", "lock:queue", "lock:fence"}
+		b.Client.Set(ctx, "lock", "holder", time.Minute)
+		listen := b.Client.Subscribe(ctx, "chan")
+		defer listen.Close()
+		if _, err := listen.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+		malformed := []string{
+			"",
+			"owner 60000 e ticket",            // no channel
+			"owner 60000 e ticket ",           // empty channel
+			" 60000 e ticket chan",            // empty owner
+			"owner 6000x e ticket chan",       // ttl not a number
+			"owner  e ticket chan",            // empty ttl
+			"owner 1234567890123456 e t chan", // ttl too long for PX
+			"owner 60000 x ticket chan",       // unknown kind
+			"owner 60000 ee ticket chan",      // unknown kind
+			"owner 60000 e  chan",             // empty ticket
+		}
+		var z []redis.Z
+		for i, m := range malformed {
+			z = append(z, redis.Z{Score: float64(i + 1), Member: m})
+		}
+		z = append(z, redis.Z{Score: 100, Member: "good 60000 e ticket-good chan"})
+		if err := b.Client.ZAdd(ctx, "lock:queue", z...).Err(); err != nil {
+			t.Fatal(err)
+		}
+		before := serverMicros(t, b.Client)
+		if reply, err := scripts.Release.Run(ctx, b.Client, keys, "holder", "0", "", "0").Result(); err != nil || reply != int64(2) {
+			t.Fatalf("release: got %v, %v, want 2, handed to the one well-formed entry", reply, err)
+		}
+		if v := b.Client.Get(ctx, "lock").Val(); v != "good" {
+			t.Fatalf("the lock holds %q, want %q", v, "good")
+		}
+		if n := b.Client.ZCard(ctx, "lock:queue").Val(); n != 0 {
+			t.Fatalf("queue: got %d entries, want every malformed one dropped", n)
+		}
+		expectGrant(t, listen, "chan", "ticket-good", "-", "100", before, serverMicros(t, b.Client))
 	})
 }

@@ -20,17 +20,18 @@
 -- released and deleted; when it was handed to a waiter, 2 for an efficiency
 -- grant, and the new token, as a decimal string, for a correctness grant.
 --
--- The handoff: pop the first entry, "owner ttl kind ticket channel". When
--- nobody is subscribed to its channel (PUBSUB NUMSUB, which unlike PUBLISH's
+-- The handoff: pop the first entry, "owner ttl kind ticket channel"; one
+-- that does not parse is dropped. When nobody is subscribed to its channel (PUBSUB NUMSUB, which unlike PUBLISH's
 -- count leaves pattern subscribers out), the waiter's Locker is gone (its
 -- process died, or the waiter left and its Locker has no other waiter), and
 -- the next entry is tried, so a vanished waiter does not hold up the queue.
 -- Otherwise grant the lock to it as wait.lua would (of the kind the entry
 -- names, whatever the kind of the releaser) and publish "ticket token place
--- waited" on the channel: ticket is the waiter's random id for its Locker
--- (not its owner id, which would let a mere subscriber release the lock),
--- token is the new token or '-', place the entry's score, and waited the
--- microseconds since it. NUMSUB counts only clients of this server, so Redis
+-- seconds micros" on the channel: ticket is the waiter's random id for its
+-- Locker (not its owner id, which would let a mere subscriber release the
+-- lock), token is the new token or '-', place the entry's score (the server
+-- clock in microseconds when it queued), and seconds and micros the server
+-- clock at the grant, as TIME gives them. NUMSUB counts only clients of this server, so Redis
 -- Cluster clients do not queue (see internal/lease).
 --
 -- With no live waiter left the key is deleted, and (ARGV[4]) a wake-up goes
@@ -50,24 +51,38 @@ if ARGV[2] == '1' then
 elseif held ~= ARGV[1] then
   return 0
 end
-local grant, micros, now
+local grant, now
 while true do
   local head = redis.call('ZPOPMIN', KEYS[2])
   if #head == 0 then
     break
   end
   if not grant then
-    grant, micros = grantlib()
+    grant = grantlib()
     -- One reading, before any grant: Redis 7.2 and later count a PX set
     -- inside a script from the script's start, so a wait measured to a later
     -- reading would make the new holder's lease outlast its key.
-    now = tonumber(micros())
+    now = redis.call('TIME')
   end
-  local owner, ttl, kind, ticket, channel = string.match(head[1], '^([^ ]+) (%d+) ([efc]) ([^ ]+) (.+)$')
-  if owner and redis.call('PUBSUB', 'NUMSUB', channel)[2] > 0 then
-    local _, token = grant(KEYS[1], KEYS[3], owner, ttl, kind)
-    local waited = math.max(now - tonumber(head[2]), 0)
-    redis.call('PUBLISH', channel, ticket .. ' ' .. (token or '-') .. ' ' .. head[2] .. ' ' .. string.format('%d', waited))
+  -- Split the entry with plain finds, not a pattern, and leave arithmetic
+  -- to the waiter: Lua's pattern matcher, string.format and tonumber each
+  -- cost a handoff microseconds when Redis wakes from idle.
+  local e = head[1]
+  local a = string.find(e, ' ', 1, true)
+  local b = a and string.find(e, ' ', a + 1, true)
+  local c = b and string.find(e, ' ', b + 1, true)
+  local d = c and string.find(e, ' ', c + 1, true)
+  local kind = d and string.sub(e, b + 1, c - 1)
+  local ttl = d and string.sub(e, a + 1, b - 1) or ''
+  local valid = d and a > 1 and d > c + 1 and d < #e and #ttl > 0 and #ttl < 16 and (kind == 'e' or kind == 'f' or kind == 'c')
+  for i = 1, valid and #ttl or 0 do
+    local digit = string.byte(ttl, i)
+    valid = valid and digit >= 48 and digit <= 57
+  end
+  local channel = valid and string.sub(e, d + 1)
+  if valid and redis.call('PUBSUB', 'NUMSUB', channel)[2] > 0 then
+    local _, token = grant(KEYS[1], KEYS[3], string.sub(e, 1, a - 1), ttl, kind, now)
+    redis.call('PUBLISH', channel, string.sub(e, c + 1, d - 1) .. ' ' .. (token or '-') .. ' ' .. head[2] .. ' ' .. now[1] .. ' ' .. now[2])
     return token or 2
   end
 end

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -245,24 +246,27 @@ func (c *Core) Grant(key, owner, value string) (Attempt, error) {
 	return Attempt{Granted: true, Value: value, Token: token}, nil
 }
 
-// handed turns a grant message, "ticket token place waited", into the lease:
-// the lock, handed to this waiter by its holder's release (with token, or '-'
-// for an efficiency grant), is its own since waited microseconds after it
-// queued at place. The lease is measured from the time the attempt that
+// handed turns a grant message, "ticket token place seconds micros", into the
+// lease: the lock, handed to this waiter by its holder's release (with token,
+// or '-' for an efficiency grant) when the server clock read seconds and
+// micros, is its own since that long after it queued at place (microseconds
+// on the same clock). The lease is measured from the time the attempt that
 // queued it was sent (queued), plus that wait. A wait longer than the one
 // seen here means the server's clock stepped forward meanwhile; then only the
 // send time is sure. A message for an earlier place is stale: nil, and the
 // caller asks Redis again.
 func (c *Core) handed(ctx context.Context, lk *Keys, owner string, ttl time.Duration, msg string, place int64, queued time.Time) (*Held, error) {
 	f := strings.Fields(msg)
-	if len(f) != 4 {
+	if len(f) != 5 {
 		return nil, nil
 	}
 	at, err1 := strconv.ParseFloat(f[2], 64)
-	waited, err2 := strconv.ParseInt(f[3], 10, 64)
-	if err1 != nil || err2 != nil || place == 0 || int64(at) != place {
+	sec, err2 := strconv.ParseInt(f[3], 10, 64)
+	usec, err3 := strconv.ParseInt(f[4], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || place == 0 || int64(at) != place || sec < 0 || sec > math.MaxInt64/1_000_000-1 || usec < 0 || usec >= 1_000_000 {
 		return nil, nil
 	}
+	waited := sec*1_000_000 + usec - place
 	value := owner
 	if f[1] != "-" {
 		value = owner + ":" + f[1]
