@@ -236,6 +236,7 @@ func TestHandoffDropsMalformedEntries(t *testing.T) {
 		ctx := t.Context()
 		keys := []string{"lock", "lock:queue", "lock:fence"}
 		b.Client.Set(ctx, "lock", "holder", time.Minute)
+		b.Client.Set(ctx, "lock:fence", "5", 0)
 		listen := b.Client.Subscribe(ctx, "chan")
 		defer listen.Close()
 		if _, err := listen.Receive(ctx); err != nil {
@@ -248,7 +249,9 @@ func TestHandoffDropsMalformedEntries(t *testing.T) {
 			" 60000 e ticket chan",            // empty owner
 			"owner 6000x e ticket chan",       // ttl not a number
 			"owner  e ticket chan",            // empty ttl
-			"owner 1234567890123456 e t chan", // ttl too long for PX
+			"owner 1234567890123456 e t chan", // ttl of more than 15 digits
+			"owner 0 e ticket chan",           // a zero ttl, which PX refuses
+			"owner 060000 f ticket chan",      // a leading zero
 			"owner 60000 x ticket chan",       // unknown kind
 			"owner 60000 ee ticket chan",      // unknown kind
 			"owner 60000 e  chan",             // empty ticket
@@ -270,6 +273,9 @@ func TestHandoffDropsMalformedEntries(t *testing.T) {
 		}
 		if n := b.Client.ZCard(ctx, "lock:queue").Val(); n != 0 {
 			t.Fatalf("queue: got %d entries, want every malformed one dropped", n)
+		}
+		if n := b.Client.Get(ctx, "lock:fence").Val(); n != "5" {
+			t.Fatalf("fence counter: got %s, want 5: no token spent on a malformed entry", n)
 		}
 		expectGrant(t, listen, "chan", "ticket-good", "-", "100", before, serverMicros(t, b.Client))
 	})

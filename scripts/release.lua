@@ -21,18 +21,19 @@
 -- grant, and the new token, as a decimal string, for a correctness grant.
 --
 -- The handoff: pop the first entry, "owner ttl kind ticket channel"; one
--- that does not parse is dropped. When nobody is subscribed to its channel (PUBSUB NUMSUB, which unlike PUBLISH's
--- count leaves pattern subscribers out), the waiter's Locker is gone (its
--- process died, or the waiter left and its Locker has no other waiter), and
--- the next entry is tried, so a vanished waiter does not hold up the queue.
--- Otherwise grant the lock to it as wait.lua would (of the kind the entry
--- names, whatever the kind of the releaser) and publish "ticket token place
--- seconds micros" on the channel: ticket is the waiter's random id for its
--- Locker (not its owner id, which would let a mere subscriber release the
--- lock), token is the new token or '-', place the entry's score (the server
--- clock in microseconds when it queued), and seconds and micros the server
--- clock at the grant, as TIME gives them. NUMSUB counts only clients of this server, so Redis
--- Cluster clients do not queue (see internal/lease).
+-- that does not parse is dropped. When nobody is subscribed to its channel
+-- (PUBSUB NUMSUB, which unlike PUBLISH's count leaves pattern subscribers
+-- out), the waiter's Locker is gone (its process died, or the waiter left and
+-- its Locker has no other waiter), and the next entry is tried, so a vanished
+-- waiter does not hold up the queue. Otherwise grant the lock to it as
+-- wait.lua would (of the kind the entry names, whatever the kind of the
+-- releaser) and publish "ticket token place seconds micros" on the channel:
+-- ticket is the waiter's random id for its Locker (not its owner id, which
+-- would let a mere subscriber release the lock), token is the new token or
+-- '-', place the entry's score (the server clock in microseconds when it
+-- queued), and seconds and micros the server clock at the grant, as TIME
+-- gives them. NUMSUB counts only clients of this server, so Redis Cluster
+-- clients do not queue (see internal/lease).
 --
 -- With no live waiter left the key is deleted, and (ARGV[4]) a wake-up goes
 -- to KEYS[1] .. ':wake' for waiters that do not queue: a plain PUBLISH, which
@@ -75,9 +76,11 @@ while true do
   local kind = d and string.sub(e, b + 1, c - 1)
   local ttl = d and string.sub(e, a + 1, b - 1) or ''
   local valid = d and a > 1 and d > c + 1 and d < #e and #ttl > 0 and #ttl < 16 and (kind == 'e' or kind == 'f' or kind == 'c')
+  -- A ttl is digits without a leading zero: PX refuses 0, and the script
+  -- must not fail once the entry is popped.
   for i = 1, valid and #ttl or 0 do
     local digit = string.byte(ttl, i)
-    valid = valid and digit >= 48 and digit <= 57
+    valid = valid and digit >= (i == 1 and 49 or 48) and digit <= 57
   end
   local channel = valid and string.sub(e, d + 1)
   if valid and redis.call('PUBSUB', 'NUMSUB', channel)[2] > 0 then
