@@ -261,9 +261,14 @@ func (c *Core) handed(ctx context.Context, lk *Keys, owner string, ttl time.Dura
 		return nil, nil
 	}
 	at, err1 := strconv.ParseFloat(f[2], 64)
+	if err1 != nil || place == 0 || int64(at) != place {
+		return nil, nil
+	}
+	// TIME's seconds and microseconds; seconds bounded so that the sum
+	// cannot overflow.
 	sec, err2 := strconv.ParseInt(f[3], 10, 64)
 	usec, err3 := strconv.ParseInt(f[4], 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil || place == 0 || int64(at) != place || sec < 0 || sec > math.MaxInt64/1_000_000-1 || usec < 0 || usec >= 1_000_000 {
+	if err2 != nil || err3 != nil || sec < 0 || sec >= math.MaxInt64/1_000_000 || usec < 0 || usec >= 1_000_000 {
 		return nil, nil
 	}
 	waited := sec*1_000_000 + usec - place
