@@ -4,8 +4,8 @@
 --
 -- Redis runs a script's whole chunk on every call, and each function defined
 -- in it is a closure built anew each time. So the shared functions are built
--- by grantlib, which a script calls only on its way to a grant: a release of
--- a lock nobody waits for builds none of them.
+-- by grantlib, which a script calls only on a path that uses them: a release
+-- of a lock nobody waits for builds none of them.
 --
 -- Tokens never pass through tostring(): Lua numbers are doubles and print with
 -- %.14g, which would round a 16-digit token. They stay decimal strings, compared

@@ -208,7 +208,7 @@ func TestHandoffGrantsTheWaitersKind(t *testing.T) {
 		if _, err := listen.Receive(ctx); err != nil {
 			t.Fatal(err)
 		}
-		for _, w := range []struct{ owner, kind string }{{"fenced", "f"}, {"plain", "e"}} {
+		for _, w := range []struct{ owner, kind string }{{"fenced", "f"}, {"plain", "e"}, {"floored", "c"}} {
 			if err := scripts.Wait.Run(ctx, b.Client, keys, w.owner, 60000, w.owner+" 60000 "+w.kind+" t-"+w.owner+" chan", w.kind).Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -223,6 +223,37 @@ func TestHandoffGrantsTheWaitersKind(t *testing.T) {
 			if v := b.Client.Get(ctx, "lock").Val(); v != step.want {
 				t.Fatalf("after the release of %s the lock holds %q, want %q", step.release, v, step.want)
 			}
+		}
+		// A clock-floor waiter gets the server clock at the release as its
+		// token, and the counter follows.
+		before := serverMicros(t, b.Client)
+		reply, err := scripts.Release.Run(ctx, b.Client, keys, "plain", "0", "", "1").Text()
+		after := serverMicros(t, b.Client)
+		token, perr := strconv.ParseInt(reply, 10, 64)
+		if err != nil || perr != nil || token < before || token > after {
+			t.Fatalf("release of plain to a clock-floor waiter: got %q, %v, want the server clock, between %d and %d", reply, err, before, after)
+		}
+		if v, c := b.Client.Get(ctx, "lock").Val(), b.Client.Get(ctx, "lock:fence").Val(); v != "floored:"+reply || c != reply {
+			t.Fatalf("after the clock-floor grant: lock %q, counter %q, want %q and %q", v, c, "floored:"+reply, reply)
+		}
+	})
+}
+
+// TestWaitPlacesAfterAnEntryAheadOfTheClock: when the last entry's place is
+// not behind the server clock (a clock that stepped back, or froze), a new
+// entry goes just after it, so arrival order holds.
+func TestWaitPlacesAfterAnEntryAheadOfTheClock(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		keys := []string{"lock", "lock:queue", "lock:fence"}
+		b.Client.Set(ctx, "lock", "holder", time.Minute)
+		ahead := serverMicros(t, b.Client) + int64(time.Hour/time.Microsecond)
+		if err := b.Client.ZAdd(ctx, "lock:queue", redis.Z{Score: float64(ahead), Member: "first 60000 e t-first chan"}).Err(); err != nil {
+			t.Fatal(err)
+		}
+		got, err := scripts.Wait.Run(ctx, b.Client, keys, "second", 60000, "second 60000 e t-second chan", "e").Slice()
+		if err != nil || len(got) != 3 || got[0] != int64(0) || got[2] != strconv.FormatInt(ahead+1, 10) {
+			t.Fatalf("wait behind an entry at %d: got %v, %v, want [0 ttl %d]", ahead, got, err, ahead+1)
 		}
 	})
 }

@@ -74,6 +74,10 @@ func TestCompareAndChange(t *testing.T) {
 				t.Errorf("release by prefix %q of %q: got %d, want 0", prefix, "owner-a", got)
 			}
 		}
+		b.Client.Set(ctx, "lock", ":33", time.Minute)
+		if got, _ := scripts.Release.Run(ctx, b.Client, releaseKeys, ":", "1", "", "1").Int64(); got != 0 {
+			t.Errorf("release by the empty owner prefix %q of %q: got %d, want 0", ":", ":33", got)
+		}
 		b.Client.Set(ctx, "lock", "owner-a:33", time.Minute)
 		if got, _ := scripts.Release.Run(ctx, b.Client, releaseKeys, "owner-a:", "1", "", "1").Int64(); got != 1 {
 			t.Errorf("release by a matching prefix: got %d, want 1", got)
@@ -105,6 +109,7 @@ func TestFencedAcquireTokens(t *testing.T) {
 		{"16 digits stay exact", "1795974129470711", "0", func(s string) bool { return s == "1795974129470712" }, "1795974129470712, not %.14g's 1.7959741294707e+15"},
 		{"beyond 2^53 stays exact", "123456789012345678", "0", func(s string) bool { return s == "123456789012345679" }, "123456789012345679"},
 		{"counter above the clock wins", "123456789012345678", "1", func(s string) bool { return s == "123456789012345679" }, "123456789012345679"},
+		{"16-digit counter above the clock wins", "9999999999999998", "1", func(s string) bool { return s == "9999999999999999" }, "9999999999999999, compared digit by digit with the 16-digit clock"},
 		{"clock floor lifts a small counter", "5", "1", func(s string) bool {
 			n, err := strconv.ParseUint(s, 10, 64)
 			return err == nil && n > uint64(time.Now().Add(-time.Hour).UnixMicro()) && len(s) == 16

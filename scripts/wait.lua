@@ -9,10 +9,11 @@
 -- KEYS[3]  the lock's fence counter key
 -- ARGV[1]  the caller's owner id (must not contain ':' or ' ')
 -- ARGV[2]  the lease ttl in milliseconds
--- ARGV[3]  the caller's queue entry: "owner ttl kind channel", where kind is
---          the lock's kind as the caller runs it (see grant in grant.lua) and
---          channel is the pub/sub channel on which the caller's Locker hears
---          the grants handed to its waiters
+-- ARGV[3]  the caller's queue entry: "owner ttl kind ticket channel", where
+--          kind is the lock's kind as the caller runs it (see grant in
+--          grant.lua), ticket the caller's random id in grant messages, and
+--          channel the pub/sub channel on which the caller's Locker hears the
+--          grants handed to its waiters (release.lua parses the entry)
 -- ARGV[4]  the kind, as in the entry
 --
 -- Reply, when the lock is the caller's: {1, value} for a grant made by this
@@ -25,9 +26,9 @@
 -- Otherwise {0, ttl, place}: ttl is the holder's remaining ttl in ms (at least
 -- 1; -1 when the key has no expiry), and place is the entry's score when this
 -- call added it, or '' when the entry was queued already.
-local grant, micros = grantlib()
 local held = redis.call('GET', KEYS[1])
 if not held then
+  local grant = grantlib()
   local value = grant(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[4])
   redis.call('ZREM', KEYS[2], ARGV[3])
   return {1, value}
@@ -50,6 +51,7 @@ end
 -- that arrival order holds whatever the clock does.
 local place = ''
 if not redis.call('ZSCORE', KEYS[2], ARGV[3]) then
+  local _, micros = grantlib()
   local now = tonumber(micros())
   local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
   if #last == 2 and tonumber(last[2]) >= now then
@@ -66,8 +68,10 @@ end
 if ttl < 0 then
   redis.call('PERSIST', KEYS[2])
 else
+  -- The queue exists here (the entry is in it), so left is -1 (no
+  -- expiry) or its ttl.
   local left = redis.call('PTTL', KEYS[2])
-  if left == -1 or (left >= 0 and left < ttl + 10000) then
+  if left < ttl + 10000 then
     redis.call('PEXPIRE', KEYS[2], ttl + 10000)
   end
 end

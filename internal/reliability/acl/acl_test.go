@@ -20,7 +20,7 @@ func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 
 // leastPrivilege is the README's ACL line, less the password.
 const leastPrivilege = "ACL SETUSER leasekit on >PASSWORD resetkeys ~leasekit:* resetchannels &leasekit:* " +
-	"-@all +set +get +del +pttl +pexpire +mget +incr +time +hget +hset +hmget " +
+	"-@all +set +get +del +pttl +pexpire +incr +time +hget +hset +hmget " +
 	"+zadd +zrem +zpopmin +zscore +zrange +persist +publish +pubsub|numsub +subscribe +unsubscribe +evalsha +eval +wait +config|get +info"
 
 func TestREADMEDocumentsTheACL(t *testing.T) {
