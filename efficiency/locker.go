@@ -128,7 +128,9 @@ func (l *Locker) Do(ctx context.Context, key string, ttl time.Duration, fn func(
 // Once runs fn at most once per period for key across every process sharing
 // the Redis: cron-style deduplication. The first caller takes the lock for
 // period and runs fn, and Once returns true with fn's error. A caller that
-// finds the lock taken returns false, nil.
+// finds the lock taken returns false, nil. One whose grant came back after its
+// lease deadline (a ttl too short for the link) releases it and returns false
+// with an error matching ErrNotObtained, since nobody runs fn for that grant.
 //
 // The lock is not released when fn returns, so a replica whose timer fires late
 // for the same tick still skips. While fn runs past the period the lock is kept

@@ -48,12 +48,13 @@ func (h *Held) Hold(ctx context.Context, fn func(context.Context, *Held) error) 
 
 // Once runs fn at most once per period across every Locker sharing the Redis:
 // the first caller takes the lock for period and runs fn; the others return
-// false. The lock is not released when fn returns inside the period, so a late
+// false. A grant whose reply came after its deadline was released, so nobody
+// runs fn for it: that is an error, not a skip. The lock is not released when fn returns inside the period, so a late
 // caller for the same tick skips; it is kept alive while fn runs past the
 // period, and released as soon as such a long run ends.
 func (c *Core) Once(ctx context.Context, name string, period time.Duration, fn func(context.Context, *Held) error) (bool, error) {
 	h, err := c.Try(ctx, name, period)
-	if errors.Is(err, c.cfg.Errors.NotObtained) {
+	if errors.Is(err, c.cfg.Errors.NotObtained) && !errors.Is(err, errLate) {
 		return false, nil
 	}
 	if err != nil {

@@ -165,6 +165,8 @@ type locker struct {
 	try    func(ctx context.Context, name string, ttl time.Duration) (*grant, error)
 	obtain func(ctx context.Context, name string, ttl time.Duration) (*grant, error)
 	do     func(ctx context.Context, name string, ttl time.Duration, fn func(context.Context) error) error
+	// once is efficiency's Once; nil for correctness, which has none.
+	once func(ctx context.Context, name string, period time.Duration, fn func(context.Context) error) (bool, error)
 }
 
 // lockConfig is what the fault tests set on a Locker of either kind.
@@ -238,7 +240,8 @@ func openEfficiency(t *testing.T, c redis.UniversalClient, cfg lockConfig) locke
 		obtain: func(ctx context.Context, name string, ttl time.Duration) (*grant, error) {
 			return wrap(l.Obtain(ctx, name, ttl))
 		},
-		do: l.Do,
+		do:   l.Do,
+		once: l.Once,
 	}
 }
 

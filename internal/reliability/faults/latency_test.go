@@ -146,6 +146,20 @@ func TestLateGrantNotReported(t *testing.T) {
 				t.Fatalf("got a lease with its Deadline %v from now, want an error: the reply came %v after the request, past the %v ttl", time.Until(g.deadline), leaseTTL*3/2, leaseTTL)
 			}
 			t.Logf("late grant: %v", err)
+			if l.once == nil {
+				return
+			}
+			// Once must not report a late grant as another caller's run:
+			// the grant was released, and nobody runs fn for this period.
+			p.Delay(leaseTTL * 3 / 2)
+			ran, err := l.once(t.Context(), "late-once", leaseTTL, func(context.Context) error {
+				t.Error("fn ran on a late grant")
+				return nil
+			})
+			p.Delay(0)
+			if ran || err == nil || !errors.Is(err, k.notObtained) {
+				t.Fatalf("Once on a late grant: got %v, %v, want false and an error matching ErrNotObtained", ran, err)
+			}
 		})
 	}
 }
