@@ -111,6 +111,7 @@ func barPanel(title, ylabel string, rows []row, value func(row) float64) (*plot.
 	p.Add(bars, plotter.NewGrid())
 	p.NominalX(names...)
 	p.X.Min, p.X.Max = -0.5, float64(len(rows))-0.5 // whole bars at the ends
+	p.Y.Max *= 1.1                                  // room above the tallest bar
 	return p, nil
 }
 

@@ -169,7 +169,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) ([]row, erro
 	if cfg.json {
 		header = stderr
 	}
-	writeHeader(header, cfg, backend)
+	writeHeader(header, cfg, backend, client.Options().PoolSize)
 	if len(scenarios) > 0 && scenarios[0].name != "ping" {
 		b.measurePing(ctx)
 	}
@@ -246,9 +246,9 @@ func serverVersion(ctx context.Context, client *redis.Client) string {
 }
 
 // fillPool opens as many connections as keys-parallel and the largest convoy
-// will use, so that no scenario pays for dialing.
+// will use, up to the pool's size, so that no scenario pays for dialing.
 func (b *bench) fillPool(ctx context.Context) error {
-	n := slices.Max(append(slices.Clone(b.cfg.contenders), keysParallelWorkers))
+	n := min(slices.Max(append(slices.Clone(b.cfg.contenders), keysParallelWorkers)), b.client.Options().PoolSize)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {

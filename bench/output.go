@@ -11,27 +11,31 @@ import (
 	"time"
 )
 
-func writeHeader(w io.Writer, cfg config, backend string) {
+func writeHeader(w io.Writer, cfg config, backend string, pool int) {
 	fmt.Fprintf(w, "leasekit bench on %s\n", backend)
 	fmt.Fprintf(w, "%s, GOMAXPROCS %d, go-redis %s: one client (pool %d) shared by every library and reference\n",
-		runtime.Version(), runtime.GOMAXPROCS(0), moduleVersion("github.com/redis/go-redis/v9"), 10*runtime.GOMAXPROCS(0))
+		runtime.Version(), runtime.GOMAXPROCS(0), moduleVersion("github.com/redis/go-redis/v9"), pool)
 	fmt.Fprintf(w, "ttl %v for every library; convoy hold %v, a convoy acquisition gives up after one ttl\n\n", cfg.ttl, cfg.hold)
 	for _, lib := range libraries {
 		if slices.Contains(cfg.libs, lib.name) {
 			fmt.Fprintf(w, "  %-12s %s\n", lib.name, lib.describe(cfg.ttl))
 		}
 	}
-	fmt.Fprint(w, `
+	cell := keysParallelCell
+	if cfg.quick {
+		cell = keysParallelQuickCell
+	}
+	fmt.Fprintf(w, `
 How to read it:
-  - Each scenario interleaves its subjects (A, B, C, A, B, C, ...): 10 ops of one,
-    then 10 of the next; a whole convoy; 50 ms of keys-parallel. Every subject
+  - Each scenario interleaves its subjects (A, B, C, A, B, C, ...): %d ops of one,
+    then %d of the next; a whole convoy; %v of keys-parallel. Every subject
     gets the same untimed warm-up first. uncontended and convoy use each
     library's waiting acquire. leasekit's first tries like a TryObtain; only a
     held lock makes it subscribe to its Locker's grant channel and queue, and
     the holder's release then hands the lock straight to the first in line.
   - allocs/op counts every allocation in the process while the op runs, in an
     untimed pass of its own (runtime.MemStats): the library, go-redis,
-    leasekit's subscription reader`)
+    leasekit's subscription reader`, chunk, chunk, cell)
 	if cfg.addr == "" && cfg.url == "" {
 		fmt.Fprint(w, ", and here miniredis itself")
 	}

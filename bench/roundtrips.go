@@ -12,7 +12,7 @@ import (
 // per pipeline. A script that the server answers NOSCRIPT counts twice, as it
 // costs (EVALSHA, then EVAL). Pub/sub connections bypass hooks, so the
 // SUBSCRIBE of a leasekit waiter is not counted: it goes on the Locker's
-// subscription connection, once per contended key while waiters wait.
+// subscription connection, once while the Locker has waiters.
 type tripCounter struct{ n atomic.Int64 }
 
 func countTrips(client *redis.Client) *tripCounter {
