@@ -179,7 +179,9 @@ func (l *Locker) TryAcquire(ctx context.Context, key string, ttl time.Duration) 
 // first waiter in arrival order; otherwise it wakes one waiter per Locker,
 // which tries again. If the holder never releases, waiters try again when its
 // ttl runs out. When ctx ends first, the error matches both ErrNotObtained and
-// ctx.Err().
+// ctx.Err(). When three grants in a row come back after their lease deadline
+// (a ttl shorter than the round trip), Acquire releases them and returns
+// ErrNotObtained rather than try forever.
 func (l *Locker) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
 	l.auditOnce(ctx)
 	h, err := l.core.Obtain(ctx, key, ttl)

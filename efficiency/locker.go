@@ -103,8 +103,10 @@ func (l *Locker) TryObtain(ctx context.Context, key string, ttl time.Duration) (
 // it. On a *redis.Client waiters queue, and the holder's release hands the lock
 // to the first in arrival order; on other clients the release wakes one waiter
 // per Locker, which tries again. If the holder never releases, waiters try
-// again when its ttl runs out. When ctx ends
-// first, the error matches both ErrNotObtained and ctx.Err().
+// again when its ttl runs out. When ctx ends first, the error matches both
+// ErrNotObtained and ctx.Err(). When three grants in a row come back after
+// their lease deadline (a ttl shorter than the round trip), Obtain releases
+// them and returns ErrNotObtained rather than try forever.
 func (l *Locker) Obtain(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
 	h, err := l.core.Obtain(ctx, key, ttl)
 	if err != nil {

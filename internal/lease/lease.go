@@ -303,8 +303,13 @@ func (c *Core) abandon(ctx context.Context, lk *Keys, owner string, ttl time.Dur
 }
 
 // errLate marks a grant whose reply came after its lease deadline: Try
-// reports it, Obtain tries again.
+// reports it, Obtain tries again, up to maxLateGrants in a row.
 var errLate = errors.New("late grant")
+
+// maxLateGrants is how many grants in a row may come back past their lease
+// deadline before Obtain gives up: a ttl shorter than the round trip would
+// otherwise have it grant and release in a loop until ctx ends.
+const maxLateGrants = 3
 
 // IsServerReply reports whether err is an error reply from Redis (WRONGTYPE,
 // NOPERM, OOM, an unknown command) rather than a failure to reach it: the
@@ -342,7 +347,9 @@ func (c *Core) Try(ctx context.Context, name string, ttl time.Duration) (*Held, 
 // waiter, and the holder's release hands the lock straight to the first live
 // waiter and tells it so: the handoff costs no round trip of the waiter's own.
 // Elsewhere the release wakes one waiter per Locker, which tries again. Either
-// way a waiter also tries again when the holder's ttl runs out.
+// way a waiter also tries again when the holder's ttl runs out. After
+// maxLateGrants grants in a row whose replies came past their lease deadline
+// (a ttl too short for the link) it gives up with NotObtained.
 func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Held, error) {
 	if err := c.check(name, ttl); err != nil {
 		return nil, err
@@ -407,12 +414,18 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 	}
 	var place int64      // the waiter's place in the queue
 	var queued time.Time // when the attempt that queued it was sent
+	late := 0            // grants in a row that came back past their deadline
 	for {
+		if late >= maxLateGrants {
+			return nil, fmt.Errorf("%w: %s: %d grants in a row came back after their lease deadline (ttl %v): "+
+				"the ttl is too short for the round trip to Redis: %w", c.cfg.Errors.NotObtained, Quote(key), late, ttl, errLate)
+		}
 		sent := time.Now()
 		h, a, err := c.attempt(ctx, lk, owner, ttl, Wait, entry)
 		switch {
 		case errors.Is(err, errLate) && ctx.Err() == nil:
-			continue // released already; the wait goes on until ctx ends
+			late++
+			continue // released already; try again
 		case err != nil:
 			if ctx.Err() != nil {
 				return nil, errors.Join(c.cfg.Errors.NotObtained, ctx.Err(), err)
@@ -424,6 +437,7 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 		case a.Place != 0:
 			place, queued = a.Place, sent
 		}
+		late = 0
 		woken, err = c.sleep(ctx, w, a.HolderTTL)
 		if err != nil {
 			return nil, err
@@ -437,10 +451,12 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 			case h != nil:
 				granted = true
 				return h, nil
-			case err != nil && !errors.Is(err, errLate):
+			case errors.Is(err, errLate):
+				late++ // released already; the next attempt tries again
+			case err != nil:
 				return nil, err
 			}
-			// Late or stale: released already, or the next attempt settles it.
+			// Stale: the next attempt settles it.
 		}
 	}
 }

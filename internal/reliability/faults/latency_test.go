@@ -145,6 +145,9 @@ func TestLateGrantNotReported(t *testing.T) {
 				_ = g.release(t.Context())
 				t.Fatalf("got a lease with its Deadline %v from now, want an error: the reply came %v after the request, past the %v ttl", time.Until(g.deadline), leaseTTL*3/2, leaseTTL)
 			}
+			if !errors.Is(err, k.notObtained) {
+				t.Fatalf("late grant: got %v, want an error matching ErrNotObtained", err)
+			}
 			t.Logf("late grant: %v", err)
 			if l.once == nil {
 				return
@@ -160,6 +163,39 @@ func TestLateGrantNotReported(t *testing.T) {
 			if ran || err == nil || !errors.Is(err, k.notObtained) {
 				t.Fatalf("Once on a late grant: got %v, %v, want false and an error matching ErrNotObtained", ran, err)
 			}
+		})
+	}
+}
+
+// TestObtainGivesUpOnLateGrants: when every reply comes back after the lease
+// deadline (a ttl shorter than the round trip), a waiting acquire releases
+// each grant and gives up after a few, with ErrNotObtained, rather than grant
+// and release in a loop until its context ends.
+func TestObtainGivesUpOnLateGrants(t *testing.T) {
+	const ttl = 100 * time.Millisecond
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			t.Parallel()
+			srv, _ := startServer(t)
+			p := newProxy(t, srv.Addr)
+			l := k.open(t, proxiedClient(t, p, false), lockConfig{})
+			p.Delay(ttl * 3 / 2)
+			// A bound on a hang, not a timing assertion: the acquire gives
+			// up after a handful of delayed round trips.
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			g, err := l.obtain(ctx, "late", ttl)
+			p.Delay(0)
+			switch {
+			case err == nil:
+				_ = g.release(t.Context())
+				t.Fatalf("got a lease with its Deadline %v from now, want an error: every reply came after the ttl", time.Until(g.deadline))
+			case ctx.Err() != nil:
+				t.Fatalf("the acquire ran until its context ended (%v), want it to give up on late grants", err)
+			case !errors.Is(err, k.notObtained):
+				t.Fatalf("got %v, want an error matching ErrNotObtained", err)
+			}
+			t.Logf("gave up: %v", err)
 		})
 	}
 }
