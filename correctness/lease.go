@@ -83,9 +83,10 @@ func (l *Lease) Hold(ctx context.Context, fn func(ctx context.Context, token uin
 }
 
 // Release ends the lease if the caller still holds it: it hands the lock, with
-// a new token, to the first waiter queued for it, or deletes it and wakes a
-// waiter of each Locker waiting for it that does not queue. It returns ErrNotHeld when the lease had expired
-// or another owner holds the lock, or when l is nil. After a lost reply
+// a new token, to the first waiter queued for it, or deletes it (and, from a
+// Locker whose waiters do not queue, wakes such waiters; see Acquire). It
+// returns ErrNotHeld when the lease had expired or another owner holds the
+// lock, or when l is nil. After a lost reply
 // go-redis sends the release again, and the second finds the lock gone:
 // ErrNotHeld then, though the first released it.
 func (l *Lease) Release(ctx context.Context) error {

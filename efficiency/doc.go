@@ -2,8 +2,9 @@
 // same work at the same time, when an overlap costs duplicate work and nothing
 // worse.
 //
-// An efficiency lock is a lease: SET key owner NX PX ttl, released with a
-// compare-and-delete script. It guarantees that while Redis keeps the key, no
+// An efficiency lock is a lease: SET key owner NX PX ttl, released by a script
+// that acts only for the owner, handing the lock to the next queued waiter or
+// deleting it. It guarantees that while Redis keeps the key, no
 // other owner is granted the lock. It does NOT guarantee that two holders never
 // act at once: a holder that pauses (a GC pause, a VM migration, SIGSTOP) past
 // its ttl wakes up still believing it holds the lock while another owner holds
@@ -22,9 +23,10 @@
 // listening, in arrival order: the new holder hears of it over pub/sub (one
 // subscription connection per Locker) and makes no round trip of its own. On a
 // ClusterClient or Ring a release wakes one waiter per Locker, which tries
-// again. Either way the holder's remaining ttl is the fallback. Do holds a lock while a function runs and cancels the function's
-// context when the lease is lost; Once runs a function at most once per period
-// across replicas.
+// again. Either way the holder's remaining ttl is the fallback. Do holds a
+// lock while a function runs and cancels the function's context when the
+// lease is lost; Once runs a function at most once per period across
+// replicas.
 //
 // An uncontended TryObtain and Release cost two round trips to Redis, the
 // minimum. A TryObtain that finds the lock held reads the holder in a second

@@ -68,10 +68,10 @@ func (l *Lock) Hold(ctx context.Context, fn func(ctx context.Context) error) err
 }
 
 // Release ends the lock if the caller still holds it: it hands the lock to the
-// first waiter queued for it, or deletes it and wakes a waiter of each Locker
-// waiting for it that does not queue. It returns ErrNotHeld when the lease had expired
-// or another owner holds the lock (which is then left untouched), or when l is
-// nil. After a lost reply go-redis sends the release again, and the second
+// first waiter queued for it, or deletes it (and, from a Locker whose waiters
+// do not queue, wakes such waiters; see Obtain). It returns ErrNotHeld when
+// the lease had expired or another owner holds the lock (which is then left
+// untouched), or when l is nil. After a lost reply go-redis sends the release again, and the second
 // finds the lock gone: ErrNotHeld then, though the first released it.
 func (l *Lock) Release(ctx context.Context) error {
 	if l == nil || l.h == nil {

@@ -50,8 +50,7 @@ func (h *Held) setDeadline(d time.Time) {
 
 // Refresh restarts the lease at ttl if it is still held.
 func (h *Held) Refresh(ctx context.Context, ttl time.Duration) error {
-	errs := h.core.cfg.Errors
-	if err := CheckTTL(errs.InvalidTTL, ttl); err != nil {
+	if err := CheckTTL(h.core.cfg.Errors.InvalidTTL, ttl); err != nil {
 		return err
 	}
 	sent := time.Now()
@@ -60,7 +59,7 @@ func (h *Held) Refresh(ctx context.Context, ttl time.Duration) error {
 		return WrapRedis("refresh", h.keys.lock, err)
 	}
 	if n != 1 {
-		return fmt.Errorf("%w: %s expired or has another holder", errs.NotHeld, Quote(h.keys.lock))
+		return h.notHeld()
 	}
 	h.mu.Lock()
 	h.deadline, h.ttl = sent.Add(ttl-h.core.Drift(ttl)), ttl
@@ -69,7 +68,8 @@ func (h *Held) Refresh(ctx context.Context, ttl time.Duration) error {
 }
 
 // Release ends the lease if it is still held: the lock goes to the first live
-// waiter queued for it, or is deleted and its waiters woken.
+// waiter queued for it, or is deleted (and, from a Core whose waiters do not
+// queue, a wake-up is published for such waiters).
 func (h *Held) Release(ctx context.Context) error {
 	released, err := h.core.release(ctx, h.keys, h.value, false, "")
 	if err != nil {
@@ -77,9 +77,14 @@ func (h *Held) Release(ctx context.Context) error {
 	}
 	h.setDeadline(time.Time{})
 	if !released {
-		return fmt.Errorf("%w: %s expired or has another holder", h.core.cfg.Errors.NotHeld, Quote(h.keys.lock))
+		return h.notHeld()
 	}
 	return nil
+}
+
+// notHeld is the error for a lease Redis no longer holds for this owner.
+func (h *Held) notHeld() error {
+	return fmt.Errorf("%w: %s expired or has another holder", h.core.cfg.Errors.NotHeld, Quote(h.keys.lock))
 }
 
 // TTL asks Redis how long the lease has left.
@@ -90,7 +95,7 @@ func (h *Held) TTL(ctx context.Context) (time.Duration, error) {
 	}
 	switch {
 	case ms == -2:
-		return 0, fmt.Errorf("%w: %s expired or has another holder", h.core.cfg.Errors.NotHeld, Quote(h.keys.lock))
+		return 0, h.notHeld()
 	case ms < 0:
 		return -1, nil
 	}

@@ -297,7 +297,7 @@ func (c *Core) abandon(ctx context.Context, lk *Keys, owner string, ttl time.Dur
 	defer cancel()
 	value, prefix := c.cfg.Mine(owner)
 	if _, err := c.release(ctx, lk, value, prefix, leaving); err != nil && !IsServerReply(err) {
-		c.logger().Warn("leasekit: could not release a grant whose reply was lost; it expires with its ttl",
+		c.logger().Warn("leasekit: could not release a grant it cannot use (its reply was lost or late, or its waiter gave up); it expires with its ttl",
 			"key", lk.lock, "owner", Redact(owner), "ttl", ttl, "err", err)
 	}
 }

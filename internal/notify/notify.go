@@ -95,7 +95,8 @@ func (w *Waiter) Done() <-chan struct{} { return w.n.done }
 
 // Join queues a waiter on channel and returns once the server has confirmed the
 // subscription, so that every release published after Join returns reaches the
-// waiter. Grants on the channel for ticket go to this waiter. The caller must
+// waiter; or, if no confirmation comes within confirmWait (a connection that
+// died silently), unconfirmed, and then only the holder's ttl bounds the wait. Grants on the channel for ticket go to this waiter. The caller must
 // call Leave.
 func (n *Notifier) Join(ctx context.Context, channel, ticket string) (*Waiter, error) {
 	n.send.Lock()
@@ -167,10 +168,16 @@ func (w *Waiter) Grant() (string, bool) {
 
 // Unused hands back a wake-up the waiter took but could not use (its retry
 // failed, or it gave up), so that Leave passes it to the next waiter.
-func (w *Waiter) Unused() {
+func (w *Waiter) Unused() { w.signal() }
+
+// signal gives the waiter a wake-up unless it has one pending, and reports
+// whether it did.
+func (w *Waiter) signal() bool {
 	select {
 	case w.wake <- struct{}{}:
+		return true
 	default:
+		return false
 	}
 }
 
@@ -234,10 +241,8 @@ func (w *Waiter) Leave() {
 // wakeOne signals the first waiter with no wake-up pending. Called with n.mu held.
 func (s *channelSub) wakeOne() {
 	for _, w := range s.waiters {
-		select {
-		case w.wake <- struct{}{}:
+		if w.signal() {
 			return
-		default:
 		}
 	}
 }
@@ -250,10 +255,7 @@ func (s *channelSub) granted(msg string) {
 	for _, w := range s.waiters {
 		if w.ticket != "" && w.ticket == ticket {
 			w.grant = msg
-			select {
-			case w.wake <- struct{}{}:
-			default:
-			}
+			w.signal()
 			return
 		}
 	}
@@ -320,10 +322,7 @@ func (n *Notifier) reconnected() {
 			close(sub.ready)
 		}
 		for _, w := range sub.waiters {
-			select {
-			case w.wake <- struct{}{}:
-			default:
-			}
+			w.signal()
 		}
 	}
 }

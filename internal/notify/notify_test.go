@@ -125,13 +125,13 @@ func TestGrantGoesToItsOwner(t *testing.T) {
 		defer bw.Leave()
 		// A grant for a ticket nobody holds wakes nobody; the one for
 		// ticket-b (the second in line) wakes that waiter alone.
-		for _, msg := range []string{"ticket-gone 7 1 2", "ticket-b 8 123 45"} {
+		for _, msg := range []string{"ticket-gone 7 1 2 3", "ticket-b 8 123 45 6"} {
 			if err := b.Client.Publish(ctx, "ch", msg).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}
 		<-bw.Wake()
-		if g, ok := bw.Grant(); !ok || g != "ticket-b 8 123 45" {
+		if g, ok := bw.Grant(); !ok || g != "ticket-b 8 123 45 6" {
 			t.Fatalf("ticket-b's grant: got %q, %v", g, ok)
 		}
 		if g, ok := bw.Grant(); ok {
