@@ -22,6 +22,11 @@ func FuzzAcquireAndWrite(f *testing.F) {
 	}
 	f.Add("k", int64(-1), uint64(7), []byte{})
 	f.Add("k", int64(time.Millisecond)-1, uint64(7), []byte("\x00\r\n"))
+	// The fence, both ways: a lower token after 9 is refused, an equal one
+	// is accepted.
+	f.Add("w", int64(time.Second), uint64(9), []byte("a"))
+	f.Add("w", int64(time.Second), uint64(8), []byte("b"))
+	f.Add("w", int64(time.Second), uint64(9), []byte("c"))
 	env := leasetest.New(f)
 	l := correctness.New(env.Client, correctness.WithAudit(false))
 	f.Cleanup(func() { _ = l.Close() })
@@ -45,6 +50,9 @@ func FuzzAcquireAndWrite(f *testing.F) {
 		err = reg.Write(ctx, name, token, value)
 		switch {
 		case err == nil:
+			if token < before {
+				t.Fatalf("Write(%d) accepted with %d accepted before", token, before)
+			}
 			got, tok, err := reg.Read(ctx, name)
 			if err != nil || string(got) != string(value) || tok != token {
 				t.Fatalf("Read after Write(%d): got %q, %d, %v", token, trim(string(got)), tok, err)

@@ -404,7 +404,12 @@ func TestReleaseWakesOneWaiter(t *testing.T) {
 		if err := holder.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		next := <-obtained
+		var next *efficiency.Lock
+		select {
+		case next = <-obtained:
+		case err := <-errs:
+			t.Fatal(err)
+		}
 		// Each further release hands over to exactly one more waiter.
 		for i := 1; i < waiters; i++ {
 			if n := count.Of("acquire"); n != 1+2*waiters+i {

@@ -68,6 +68,7 @@ func TestEveryOperationUnderLeastPrivilege(t *testing.T) {
 	must("Refresh", lock.Refresh(ctx, time.Minute))
 	_, err = lock.TTL(ctx)
 	must("TTL", err)
+	count := redistest.Count(c)
 	waited := make(chan error, 1)
 	go func() {
 		l, err := el.Obtain(ctx, "job", time.Minute) // woken by the release below
@@ -76,7 +77,7 @@ func TestEveryOperationUnderLeastPrivilege(t *testing.T) {
 		}
 		waited <- err
 	}()
-	time.Sleep(20 * time.Millisecond) // let the waiter subscribe; it works either way
+	count.Await(t, "wait", 1) // queued, so the release hands over under this ACL
 	must("Release", lock.Release(ctx))
 	must("Obtain", <-waited)
 	must("Do", el.Do(ctx, "job", time.Minute, func(context.Context) error { return nil }))

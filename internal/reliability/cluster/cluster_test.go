@@ -152,9 +152,15 @@ func TestClusterAuditAndReplicas(t *testing.T) {
 	}
 	want := map[string]correctness.Status{"persistence": correctness.StatusRisk, "eviction": correctness.StatusOK, "replication": correctness.StatusOK}
 	for _, f := range fs {
-		if w, ok := want[f.Check]; ok && f.Status != w {
-			t.Errorf("%s: got %v (%s), want %v", f.Check, f.Status, f.Detail, w)
+		if w, ok := want[f.Check]; ok {
+			if f.Status != w {
+				t.Errorf("%s: got %v (%s), want %v", f.Check, f.Status, f.Detail, w)
+			}
+			delete(want, f.Check)
 		}
+	}
+	for check := range want {
+		t.Errorf("the audit reported no %s finding", check)
 	}
 	// No master has a replica: WAIT, sent to the key's master, counts none.
 	for _, name := range spread(t, client, 3) {
