@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -439,8 +440,8 @@ func TestObtainDeadline(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 		defer cancel()
 		_, err := l.Obtain(ctx, "deadline", time.Second)
-		if !errors.Is(err, efficiency.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("got %v, want ErrNotObtained and context.DeadlineExceeded", err)
+		if !errors.Is(err, efficiency.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "{deadline}") {
+			t.Fatalf("got %v, want ErrNotObtained and context.DeadlineExceeded, naming the key", err)
 		}
 	})
 }

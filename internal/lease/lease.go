@@ -358,18 +358,18 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 	if err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, errors.Join(c.cfg.Errors.NotObtained, err)
-	}
 	lk := c.lockKeys(name)
 	key := lk.lock
+	if err := ctx.Err(); err != nil {
+		return nil, c.notObtained(key, err)
+	}
 	h, _, err := c.attempt(ctx, lk, owner, ttl, Probe, "")
 	if errors.Is(err, errLate) {
 		err = nil // released already; wait like any other waiter
 	}
 	if h != nil || err != nil {
 		if err != nil && ctx.Err() != nil {
-			err = errors.Join(c.cfg.Errors.NotObtained, ctx.Err(), err)
+			err = c.notObtained(key, ctx.Err(), err)
 		}
 		return h, err
 	}
@@ -404,9 +404,9 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 			}()
 		}
 	case ctx.Err() != nil:
-		return nil, errors.Join(c.cfg.Errors.NotObtained, ctx.Err())
+		return nil, c.notObtained(key, ctx.Err())
 	case errors.Is(err, notify.ErrClosed):
-		return nil, fmt.Errorf("%w: the locker is closed", c.cfg.Errors.NotObtained)
+		return nil, c.notObtained(key, errLockerClosed)
 	default:
 		// Without wake-ups the holder's ttl still bounds the wait.
 		c.logger().Warn("leasekit: cannot subscribe to lock releases; waiting on ttl alone",
@@ -428,7 +428,7 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 			continue // released already; try again
 		case err != nil:
 			if ctx.Err() != nil {
-				return nil, errors.Join(c.cfg.Errors.NotObtained, ctx.Err(), err)
+				return nil, c.notObtained(key, ctx.Err(), err)
 			}
 			return nil, err
 		case h != nil:
@@ -438,7 +438,7 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 			place, queued = a.Place, sent
 		}
 		late = 0
-		woken, err = c.sleep(ctx, w, a.HolderTTL)
+		woken, err = c.sleep(ctx, key, w, a.HolderTTL)
 		if err != nil {
 			return nil, err
 		}
@@ -463,7 +463,7 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 
 // sleep waits for a wake-up, the holder's ttl to run out, or ctx to end. It
 // reports whether a wake-up ended it.
-func (c *Core) sleep(ctx context.Context, w *notify.Waiter, holderTTL time.Duration) (bool, error) {
+func (c *Core) sleep(ctx context.Context, key string, w *notify.Waiter, holderTTL time.Duration) (bool, error) {
 	var expiry <-chan time.Time
 	if holderTTL >= 0 {
 		t := time.NewTimer(holderTTL)
@@ -487,10 +487,20 @@ func (c *Core) sleep(ctx context.Context, w *notify.Waiter, holderTTL time.Durat
 	case <-expiry:
 		return false, nil
 	case <-closed:
-		return false, fmt.Errorf("%w: the locker is closed", c.cfg.Errors.NotObtained)
+		return false, c.notObtained(key, errLockerClosed)
 	case <-ctx.Done():
-		return false, errors.Join(c.cfg.Errors.NotObtained, ctx.Err())
+		return false, c.notObtained(key, ctx.Err())
 	}
+}
+
+// errLockerClosed is why an Obtain ends when its Locker is closed under it.
+var errLockerClosed = errors.New("the locker is closed")
+
+// notObtained is Obtain's error for the lock key when it ends for causes (the
+// context's end, the Locker's close, a failure meanwhile): it matches
+// NotObtained and each cause.
+func (c *Core) notObtained(key string, causes ...error) error {
+	return fmt.Errorf("%w: %s: %w", c.cfg.Errors.NotObtained, Quote(key), errors.Join(causes...))
 }
 
 func (c *Core) logger() *slog.Logger {
