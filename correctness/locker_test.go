@@ -13,14 +13,9 @@ import (
 
 	"github.com/leasekit/leasekit/correctness"
 	"github.com/leasekit/leasekit/internal/redistest"
-	"github.com/redis/go-redis/v9"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
-
-// wakeOnly hides the *redis.Client from leasekit, as a wrapped client would:
-// its Lockers' waiters do not queue, and their releases publish wake-ups.
-type wakeOnly struct{ *redis.Client }
 
 func newLocker(t *testing.T, b *redistest.Backend, opts ...correctness.Option) *correctness.Locker {
 	t.Helper()
@@ -440,7 +435,7 @@ func TestWithReplicasDoesNotQueue(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
 		count := redistest.Count(b.Client)
-		plain := correctness.New(wakeOnly{b.Client}, correctness.WithAudit(false))
+		plain := correctness.New(redistest.WakeOnly{Client: b.Client}, correctness.WithAudit(false))
 		t.Cleanup(func() { _ = plain.Close() })
 		holder, err := plain.TryAcquire(ctx, "replicated", time.Hour)
 		if err != nil {

@@ -28,12 +28,10 @@ func newLocker(t *testing.T, b *redistest.Backend, opts ...efficiency.Option) *e
 // a Ring or under WithReplicas: its client is not a *redis.Client.
 func newWakeLocker(t *testing.T, b *redistest.Backend) *efficiency.Locker {
 	t.Helper()
-	l := efficiency.New(wakeOnly{b.Client})
+	l := efficiency.New(redistest.WakeOnly{Client: b.Client})
 	t.Cleanup(func() { _ = l.Close() })
 	return l
 }
-
-type wakeOnly struct{ *redis.Client }
 
 // obtainInBackground obtains the lock called name for a minute in a goroutine,
 // giving up after 30 seconds, runs check (if not nil) on it and releases it.

@@ -267,3 +267,8 @@ func (s *Server) Stop() {
 	s.Kill()
 	_ = os.RemoveAll(s.Dir)
 }
+
+// WakeOnly hides a *redis.Client from leasekit, as a client wrapped by an
+// application would: the Lockers on it do not queue their waiters, and their
+// releases publish wake-ups, as on a ClusterClient or under WithReplicas.
+type WakeOnly struct{ *redis.Client }

@@ -130,7 +130,7 @@ func TestMissingPermissionSaysNOPERM(t *testing.T) {
 		{"no PUBLISH", "+publish", func(ctx context.Context, c *redis.Client) error {
 			// A Locker whose waiters do not queue (its client is not a
 			// *redis.Client) publishes a wake-up on every release.
-			return obtainAndRelease(ctx, wakeOnly{c})
+			return obtainAndRelease(ctx, redistest.WakeOnly{Client: c})
 		}, "release", true},
 		{"no INCR", "+incr", func(ctx context.Context, c *redis.Client) error {
 			l := correctness.New(c, correctness.WithClockFloor(false), correctness.WithAudit(false))
@@ -168,10 +168,6 @@ func TestMissingPermissionSaysNOPERM(t *testing.T) {
 		})
 	}
 }
-
-// wakeOnly hides the *redis.Client from leasekit, as a wrapped client would:
-// its Lockers' waiters do not queue, and releases publish wake-ups.
-type wakeOnly struct{ *redis.Client }
 
 // obtainAndRelease takes an efficiency lock, which needs only SET, and
 // releases it, which needs the release script and what it calls.
