@@ -148,7 +148,12 @@ func columnsOf(scenario string) []column {
 		{"handoff p50", func(r row) string { return fmtDur(time.Duration(r.HandoffP50)) }},
 		{"÷ PING", func(r row) string { return fmt.Sprintf("%.1f", r.HandoffPings) }},
 		{"÷ idle PING", func(r row) string { return fmt.Sprintf("%.1f", r.HandoffIdlePings) }},
-		{"÷ PUBLISH", func(r row) string { return fmt.Sprintf("%.1f", r.HandoffPublishes) }},
+		{"÷ PUBLISH", func(r row) string {
+			if r.HandoffPublishes == 0 {
+				return "-" // the PUBLISH reference could not be measured
+			}
+			return fmt.Sprintf("%.1f", r.HandoffPublishes)
+		}},
 		{"handoff p99", func(r row) string { return fmtDur(time.Duration(r.HandoffP99)) }},
 		{"wait p50", p50.value}, {"wait p99", p99.value},
 		{"wait max", func(r row) string { return fmtDur(time.Duration(r.WaitMax)) }},

@@ -55,5 +55,5 @@ if [ -z "$pid" ]; then
 	exit 1
 fi
 
-echo "bench.sh: redis-server $(redis-server --version | awk '{print $3}') on 127.0.0.1:$port" >&2
+echo "bench.sh: redis-server $(redis-server --version | awk '{sub(/^v=/, "", $3); print $3}') on 127.0.0.1:$port" >&2
 go run ./bench -addr "127.0.0.1:$port" "$@"
