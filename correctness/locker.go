@@ -76,11 +76,7 @@ func (l *Locker) acquire(ctx context.Context, k *lease.Keys, owner string, ttl t
 	if err != nil || !a.Granted || confirmed >= int64(l.opts.replicas) {
 		return a, err
 	}
-	undo := l.core.Release(ctx, k, a.Value)
-	if undo != nil {
-		return lease.Attempt{}, fmt.Errorf("%w: %s: %d of %d replicas confirmed; releasing the grant failed too: %w",
-			ErrNotReplicated, lease.Quote(key), confirmed, l.opts.replicas, undo)
-	}
+	// The caller releases the grant, as after any error (lease.Core.attempt).
 	return lease.Attempt{}, fmt.Errorf("%w: %s: %d of %d replicas confirmed within %v",
 		ErrNotReplicated, lease.Quote(key), confirmed, l.opts.replicas, l.opts.replicaWait)
 }

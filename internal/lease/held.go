@@ -115,13 +115,6 @@ func (c *Core) release(ctx context.Context, lk *Keys, value string, prefix bool,
 	return err == nil && reply != int64(0), err
 }
 
-// Release releases the grant whose value is value on the lock with keys k,
-// for callers outside a Held, such as a grant undone for want of replicas.
-func (c *Core) Release(ctx context.Context, k *Keys, value string) error {
-	_, err := c.release(ctx, k, value, false, "")
-	return err
-}
-
 // The release script's match and wake arguments, boxed once.
 var matchExact, matchPrefix, wakeOn, wakeOff any = "0", "1", "1", "0"
 

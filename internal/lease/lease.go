@@ -167,7 +167,9 @@ func (c *Core) attempt(ctx context.Context, lk *Keys, owner string, ttl time.Dur
 	if err != nil {
 		// Even an error reply may follow a grant: go-redis resends a command
 		// whose reply was lost, and the resend can meet OOM or LOADING after
-		// the first send landed. The release is scoped to this owner.
+		// the first send landed; and an Acquire may refuse a grant it made
+		// (correctness's WithReplicas, when WAIT falls short). The release is
+		// scoped to this owner.
 		c.abandon(ctx, lk, owner, ttl, "")
 		return nil, a, err
 	}
