@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/leasekit/leasekit/efficiency"
+	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/redistest"
+	"github.com/leasekit/leasekit/scripts"
 )
 
 func TestBadInput(t *testing.T) {
@@ -232,7 +234,7 @@ func TestSpoiledAcquireLeavesNoGrant(t *testing.T) {
 					{"TryObtain", func() error { _, err := l.TryObtain(t.Context(), "spoiled", 20*time.Millisecond); return err }},
 					{"Obtain", func() error {
 						// A late grant is released and Obtain tries again,
-						// until its ctx ends.
+						// until three in a row were late.
 						ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 						defer cancel()
 						_, err := l.Obtain(ctx, "spoiled", 20*time.Millisecond)
@@ -251,6 +253,39 @@ func TestSpoiledAcquireLeavesNoGrant(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestQueuedWaiterWithALostReplyLeavesNoEntry: a waiter whose queueing try
+// took effect in Redis but whose reply was lost returns the error, and leaves
+// neither its queue entry (which a release would hand the lock to) nor a
+// grant behind.
+func TestQueuedWaiterWithALostReplyLeavesNoEntry(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		holder, err := newLocker(t, b).TryObtain(ctx, "lost", time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Loaded first, so that the spoiled reply is the script's own and
+		// not the NOSCRIPT that would stop it from running.
+		if err := scripts.Wait.Load(ctx, b.Client).Err(); err != nil {
+			t.Fatal(err)
+		}
+		redistest.Inject(b.Client, &redistest.Fault{Match: func(op string) bool { return op == "wait" }, Err: io.ErrUnexpectedEOF})
+		if _, err := newLocker(t, b).Obtain(ctx, "lost", time.Minute); !errors.Is(err, io.ErrUnexpectedEOF) {
+			t.Fatalf("Obtain: got %v, want the lost reply's error", err)
+		}
+		queue := lease.QueueKey(lease.LockKey(lease.DefaultPrefix, "lost"))
+		if n := b.Client.ZCard(ctx, queue).Val(); n != 0 {
+			t.Fatalf("queue: got %d entries, want the failed waiter's gone", n)
+		}
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := b.Client.Exists(ctx, "leasekit:{lost}").Val(); n != 0 {
+			t.Fatal("the release handed the lock to the waiter that had failed")
+		}
+	})
 }
 
 func TestWakeUpPassesOnWhenTheWokenWaiterFails(t *testing.T) {

@@ -169,8 +169,11 @@ func (c *Core) attempt(ctx context.Context, lk *Keys, owner string, ttl time.Dur
 		// whose reply was lost, and the resend can meet OOM or LOADING after
 		// the first send landed; and an Acquire may refuse a grant it made
 		// (correctness's WithReplicas, when WAIT falls short). The release is
-		// scoped to this owner.
-		c.abandon(ctx, lk, owner, ttl, "")
+		// scoped to this owner. A queued waiter's Obtain releases, and
+		// leaves the queue, when it returns this error.
+		if entry == "" {
+			c.abandon(ctx, lk, owner, ttl, "")
+		}
 		return nil, a, err
 	}
 	if !a.Granted {
