@@ -76,7 +76,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.addr, "addr", "", "host:port of a Redis server (default: an in-process miniredis)")
 	fs.StringVar(&cfg.url, "url", "", "redis://... URL of a Redis server, instead of -addr")
 	fs.DurationVar(&cfg.hold, "hold", time.Millisecond, "how long each convoy contender holds the lock")
-	fs.IntVar(&cfg.n, "n", 0, "acquisitions per library in ping and uncontended (default 3000, 40 with -quick)")
+	fs.IntVar(&cfg.n, "n", 0, "ops per subject in ping and uncontended, and n/600 convoys of each size (1 to 10); keys-parallel runs for a fixed time (default 3000, 40 with -quick)")
 	contenders := fs.String("contenders", "8,64", "convoy sizes, comma-separated")
 	libs := fs.String("libs", strings.Join(libraryNames(), ","), "libraries to compare, comma-separated")
 	scenarios := fs.String("scenarios", strings.Join(scenarioNames, ","), "scenarios to run, comma-separated (convoy-N picks one convoy size)")
