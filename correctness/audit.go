@@ -67,7 +67,8 @@ type Finding struct {
 //     clock never going back further than an outage lasted.
 //
 // A check that cannot run (miniredis, an ACL that denies CONFIG or INFO) is
-// StatusUnverified, never OK. The error is for a Redis that cannot be reached.
+// StatusUnverified, never OK. The error is for a Redis that cannot be reached
+// or will not serve this client at all (wrong credentials, still loading).
 func (l *Locker) Audit(ctx context.Context) ([]Finding, error) {
 	if cc, ok := l.client.(*redis.ClusterClient); ok {
 		return l.auditCluster(ctx, cc)
@@ -82,10 +83,15 @@ func (l *Locker) auditNode(ctx context.Context, node redis.Cmdable) ([]Finding, 
 	fsync := pipe.ConfigGet(ctx, "appendfsync")
 	policy := pipe.ConfigGet(ctx, "maxmemory-policy")
 	repl := pipe.Info(ctx, "replication")
-	_, _ = pipe.Exec(ctx) // per-command errors are findings, not failures
+	// A command Redis refused is a finding ("could not verify"); a pipeline
+	// that failed as a whole (the connection, or a handshake Redis refused,
+	// which go-redis reports on Exec alone) is the audit's error.
+	if _, err := pipe.Exec(ctx); err != nil && !refused(err) {
+		return nil, fmt.Errorf("correctness: audit: %w", err)
+	}
 	for _, cmd := range []redis.Cmder{aof, fsync, policy, repl} {
-		if e := cmd.Err(); e != nil && !lease.IsServerReply(e) {
-			return nil, fmt.Errorf("leasekit: audit: %w", e)
+		if e := cmd.Err(); e != nil && !refused(e) {
+			return nil, fmt.Errorf("correctness: audit: %w", e)
 		}
 	}
 	return []Finding{
@@ -116,7 +122,7 @@ func (l *Locker) auditCluster(ctx context.Context, cc *redis.ClusterClient) ([]F
 	}
 	addrs := slices.Sorted(maps.Keys(perNode))
 	if len(addrs) == 0 {
-		return nil, errors.New("leasekit: audit: the cluster has no masters")
+		return nil, errors.New("correctness: audit: the cluster has no masters")
 	}
 	merged := slices.Clone(perNode[addrs[0]])
 	for i := range merged {
@@ -137,6 +143,22 @@ func (l *Locker) auditCluster(ctx context.Context, cc *redis.ClusterClient) ([]F
 		}
 	}
 	return merged, nil
+}
+
+// refused reports whether err is Redis refusing one command (an ACL that
+// denies it, a server that does not know it): that check cannot run, and
+// says so. A connection that failed, or that Redis would not serve at all
+// (wrong credentials, a server still loading), is the audit's error.
+func refused(err error) bool {
+	if !lease.IsServerReply(err) {
+		return false
+	}
+	for _, p := range []string{"WRONGPASS", "NOAUTH", "LOADING", "MASTERDOWN"} {
+		if strings.HasPrefix(err.Error(), p) {
+			return false
+		}
+	}
+	return true
 }
 
 // severity orders statuses for merging: a risk outweighs what could not be

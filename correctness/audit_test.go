@@ -3,6 +3,7 @@ package correctness_test
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -110,6 +111,23 @@ func TestAuditDeniedByACL(t *testing.T) {
 		if got[check].Status != correctness.StatusUnverified {
 			t.Errorf("%s without CONFIG/INFO: got %v, want could not verify", check, got[check].Status)
 		}
+	}
+}
+
+// TestAuditWithBadCredentials: a client that Redis will not serve (a wrong
+// password, or none where one is required) makes Audit fail with Redis's
+// refusal, not report checks it "could not verify".
+func TestAuditWithBadCredentials(t *testing.T) {
+	srv := redistest.Start(t, "--requirepass", "secret")
+	for _, tc := range []struct{ password, want string }{{"wrong", "WRONGPASS"}, {"", "NOAUTH"}} {
+		c := redis.NewClient(&redis.Options{Addr: srv.Addr, Password: tc.password})
+		l := correctness.New(c, correctness.WithLogger(quiet))
+		findings, err := l.Audit(t.Context())
+		if err == nil || !strings.Contains(err.Error(), tc.want) || findings != nil {
+			t.Errorf("password %q: got %v, %v; want no findings and an error saying %s", tc.password, findings, err, tc.want)
+		}
+		_ = l.Close()
+		_ = c.Close()
 	}
 }
 

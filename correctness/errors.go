@@ -7,17 +7,30 @@ import (
 
 var (
 	// ErrNotObtained means the lock is held by another owner: TryAcquire found
-	// it taken, or Acquire's context ended first (then the error also matches
-	// ctx.Err()).
+	// it taken, or the context of TryAcquire or Acquire ended first (then the
+	// error also matches ctx.Err()).
 	ErrNotObtained = errors.New("correctness: lock not obtained")
 
-	// ErrNotHeld means the caller no longer holds the lease: it expired,
-	// another owner holds the lock now, or the *Lease is nil.
+	// ErrLateGrant means Redis granted the lease, but its reply came after the
+	// lease's deadline: the ttl is too short for the round trip. The grant
+	// was released, so nobody holds it, and its token must not be used.
+	// Acquire gives up with it after three such grants in a row. It is not
+	// ErrNotObtained: nobody else holds the lock.
+	ErrLateGrant = errors.New("correctness: grant came back after its lease deadline")
+
+	// ErrNotHeld means the caller no longer holds the lease: its key expired
+	// or was deleted, another owner holds the lock now, or the *Lease is nil.
 	ErrNotHeld = errors.New("correctness: lock not held")
 
-	// ErrLockLost means a lease held by Do was lost while its function ran. It
-	// is the cause of the function's context and part of Do's error.
+	// ErrLockLost means a lease held by Do or Hold was lost while its function
+	// ran. It is the cause of the function's context and part of the returned
+	// error.
 	ErrLockLost = errors.New("correctness: lock lost")
+
+	// ErrClosed means the Locker was closed: every TryAcquire, Acquire and Do
+	// after Close fails with it, and so does an Acquire waiting when Close
+	// was called. Leases already held can still be refreshed and released.
+	ErrClosed = errors.New("correctness: locker closed")
 
 	// ErrInvalidKey means a lock or resource name was empty or started with '}'.
 	ErrInvalidKey = errors.New("correctness: invalid key")
@@ -26,7 +39,9 @@ var (
 	ErrInvalidTTL = errors.New("correctness: invalid ttl")
 
 	// ErrInvalidToken means a fencing token was 0, which no grant carries, or
-	// could not be parsed.
+	// could not be parsed; or that a lock's fence counter key holds something
+	// no token can be drawn from (another type, text, the largest 64-bit
+	// integer), which the error names.
 	ErrInvalidToken = errors.New("correctness: invalid token")
 
 	// ErrStaleToken means a fence rejected a write because it had already

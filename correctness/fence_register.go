@@ -2,7 +2,6 @@ package correctness
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 
@@ -22,8 +21,14 @@ type Register struct {
 
 // NewRegister returns a Register over client. Of the options only WithPrefix
 // applies (default "leasekit:"); the register of a resource lives at
-// <prefix>{resource}:register.
+// <prefix>{resource}:register and is never deleted by leasekit: it is the
+// fence's memory of the highest token, and a register that vanished would
+// accept a superseded holder's write. Delete it yourself (DEL) when the
+// resource itself is gone for good. NewRegister panics if client is nil.
 func NewRegister(client redis.UniversalClient, opts ...Option) *Register {
+	if lease.IsNilClient(client) {
+		panic("correctness: NewRegister: nil redis client")
+	}
 	o := newOptions(opts)
 	return &Register{client: client, prefix: o.prefix}
 }
@@ -44,7 +49,7 @@ func (r *Register) Write(ctx context.Context, resource string, token uint64, val
 	key := lease.RegisterKey(r.prefix, resource)
 	reply, err := scripts.RegisterWrite.Run(ctx, r.client, []string{key}, strconv.FormatUint(token, 10), value).Result()
 	if err != nil {
-		return lease.WrapRedis("register write", key, err)
+		return lease.WrapRedis("correctness", "register write of", resource, err)
 	}
 	switch v := reply.(type) {
 	case int64:
@@ -52,11 +57,11 @@ func (r *Register) Write(ctx context.Context, resource string, token uint64, val
 	case string:
 		highest, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			return fmt.Errorf("leasekit: register %s holds token %q: %w", lease.Quote(key), v, ErrInvalidToken)
+			return fmt.Errorf("%w: register of %s (key %s) holds token %q", ErrInvalidToken, lease.Quote(resource), lease.Quote(key), v)
 		}
 		return &StaleTokenError{Token: token, Highest: highest}
 	}
-	return fmt.Errorf("leasekit: register write %s: unexpected reply %T", lease.Quote(key), reply)
+	return fmt.Errorf("correctness: register write of %s: unexpected reply %T", lease.Quote(resource), reply)
 }
 
 // Read returns the value of resource and the token that wrote it; a resource
@@ -68,7 +73,7 @@ func (r *Register) Read(ctx context.Context, resource string) (value []byte, tok
 	key := lease.RegisterKey(r.prefix, resource)
 	vals, err := r.client.HMGet(ctx, key, "value", "token").Result()
 	if err != nil {
-		return nil, 0, lease.WrapRedis("register read", key, err)
+		return nil, 0, lease.WrapRedis("correctness", "register read of", resource, err)
 	}
 	if vals[0] == nil || vals[1] == nil {
 		return nil, 0, nil
@@ -77,7 +82,7 @@ func (r *Register) Read(ctx context.Context, resource string) (value []byte, tok
 	t, _ := vals[1].(string)
 	token, err = strconv.ParseUint(t, 10, 64)
 	if err != nil {
-		return nil, 0, fmt.Errorf("leasekit: register %s holds token %q: %w", lease.Quote(key), t, errors.Join(ErrInvalidToken, err))
+		return nil, 0, fmt.Errorf("%w: register of %s (key %s) holds token %q", ErrInvalidToken, lease.Quote(resource), lease.Quote(key), t)
 	}
 	return []byte(v), token, nil
 }

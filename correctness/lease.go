@@ -79,6 +79,9 @@ func (l *Lease) Hold(ctx context.Context, fn func(ctx context.Context, token uin
 	if l == nil || l.h == nil {
 		return ErrNotHeld
 	}
+	if fn == nil {
+		return l.h.Hold(ctx, nil)
+	}
 	return l.h.Hold(ctx, func(ctx context.Context, h *lease.Held) error { return fn(ctx, h.Token()) })
 }
 

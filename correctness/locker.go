@@ -18,67 +18,79 @@ type Locker struct {
 	client redis.UniversalClient
 	opts   options
 	core   *lease.Core
-	audit  sync.Once
+	kind   any // the lock's kind as the acquire script takes it, boxed once
+
+	audit   sync.Mutex
+	audited bool
 }
 
 // New returns a Locker that runs its leases through client, which may be a
-// *redis.Client, *redis.ClusterClient or any other UniversalClient.
+// *redis.Client, *redis.ClusterClient or any other UniversalClient. It panics
+// if client is nil, as net/http does for a nil handler, and if
+// WithExpiringCounter is set while WithClockFloor(false) is: without the
+// clock floor an expired counter would start tokens again from 1.
 func New(client redis.UniversalClient, opts ...Option) *Locker {
+	if lease.IsNilClient(client) {
+		panic("correctness: New: nil redis client")
+	}
 	l := &Locker{client: client, opts: newOptions(opts)}
+	if l.opts.expiringCounter && !l.opts.clockFloor {
+		panic("correctness: New: WithExpiringCounter needs the clock floor, and WithClockFloor(false) turns it off")
+	}
 	l.core = lease.New(lease.Config{
+		Kind:        "correctness",
 		Client:      client,
 		Prefix:      l.opts.prefix,
 		DriftFactor: l.opts.drift,
 		Owners:      l.opts.owners,
 		Logger:      l.opts.logger,
-		Mine:        func(owner string) (string, bool) { return owner + ":", true },
 		Errors: lease.Errors{
 			NotObtained:  ErrNotObtained,
 			NotHeld:      ErrNotHeld,
 			LockLost:     ErrLockLost,
 			InvalidKey:   ErrInvalidKey,
 			InvalidTTL:   ErrInvalidTTL,
+			Closed:       ErrClosed,
+			Late:         ErrLateGrant,
 			InvalidToken: ErrInvalidToken,
 		},
-		Acquire:    l.acquire,
-		Fenced:     true,
-		ClockFloor: l.opts.clockFloor,
-		Replicated: l.opts.replicas > 0,
+		Acquire:         l.acquire,
+		Fenced:          true,
+		ClockFloor:      l.opts.clockFloor,
+		ExpiringCounter: l.opts.expiringCounter,
+		Replicated:      l.opts.replicas > 0,
 	})
+	l.kind = l.core.Kind()
 	return l
 }
 
-// Close ends the Locker's wake-up subscription. Acquire calls still waiting
-// return ErrNotObtained. Held leases are not released. Close does not close
-// the client.
+// Close makes every later TryAcquire, Acquire and Do fail with ErrClosed, ends
+// the Acquire calls still waiting with ErrClosed, and stops the Locker's
+// wake-up subscription. Leases already held are not released, and can still
+// be refreshed and released. Close does not close the client.
 func (l *Locker) Close() error { return l.core.Close() }
 
 // acquire runs the fenced acquire script, with WAIT in the same pipeline when
 // WithReplicas is set: one round trip either way.
 func (l *Locker) acquire(ctx context.Context, k *lease.Keys, owner string, ttl time.Duration, _ lease.Mode) (lease.Attempt, error) {
-	key := k.Lock()
-	floor := floorOff
-	if l.opts.clockFloor {
-		floor = floorOn
-	}
 	if l.opts.replicas == 0 {
-		reply, err := l.core.Run(ctx, fencedAcquire, k, 3, owner, lease.Millis(ttl), floor).Result()
+		reply, err := l.core.Run(ctx, fencedAcquire, k, 3, owner, lease.Millis(ttl), l.kind).Result()
 		if err != nil {
-			return lease.Attempt{}, lease.WrapRedis("acquire", key, err)
+			return lease.Attempt{}, err
 		}
-		return l.parseGrant(key, owner, reply)
+		return l.parseGrant(k, owner, reply)
 	}
-	reply, confirmed, err := l.acquireReplicated(ctx, k.Strings(3), []any{owner, lease.Millis(ttl), floor})
+	reply, confirmed, err := l.acquireReplicated(ctx, k.Strings(3), []any{owner, lease.Millis(ttl), l.kind})
 	if err != nil {
-		return lease.Attempt{}, lease.WrapRedis("acquire", key, err)
+		return lease.Attempt{}, err
 	}
-	a, err := l.parseGrant(key, owner, reply)
+	a, err := l.parseGrant(k, owner, reply)
 	if err != nil || !a.Granted || confirmed >= int64(l.opts.replicas) {
 		return a, err
 	}
-	// The caller releases the grant, as after any error (lease.Core.attempt).
-	return lease.Attempt{}, fmt.Errorf("%w: %s: %d of %d replicas confirmed within %v",
-		ErrNotReplicated, lease.Quote(key), confirmed, l.opts.replicas, l.opts.replicaWait)
+	// The caller releases the grant, as after any error.
+	return lease.Attempt{}, lease.Named(fmt.Errorf("%w: lock %s: %d of %d replicas confirmed within %v",
+		ErrNotReplicated, lease.Quote(k.Name()), confirmed, l.opts.replicas, l.opts.replicaWait))
 }
 
 func (l *Locker) acquireReplicated(ctx context.Context, keys []string, args []any) (any, int64, error) {
@@ -116,78 +128,93 @@ func (l *Locker) acquireReplicated(ctx context.Context, keys []string, args []an
 	return reply, n, err
 }
 
-// fencedAcquire is the acquire script, ready for lease.Core.Run, and floorOn
-// and floorOff its clock-floor argument, boxed once.
-var (
-	fencedAcquire         = lease.NewScript(scripts.FencedAcquire)
-	floorOn, floorOff any = "1", "0"
-)
+// fencedAcquire is the acquire script, ready for lease.Core.Run.
+var fencedAcquire = lease.NewScript(scripts.FencedAcquire)
 
 // parseGrant reads the fenced acquire script's reply: a token string when
 // granted, the holder's ttl in ms otherwise.
-func (l *Locker) parseGrant(key, owner string, reply any) (lease.Attempt, error) {
+func (l *Locker) parseGrant(k *lease.Keys, owner string, reply any) (lease.Attempt, error) {
 	switch v := reply.(type) {
 	case string:
-		return l.core.Grant(key, owner, owner+":"+v)
+		return l.core.Grant(k, owner, owner+":"+v)
 	case int64:
 		return lease.Attempt{HolderTTL: time.Duration(v) * time.Millisecond}, nil
 	}
-	return lease.Attempt{}, fmt.Errorf("leasekit: acquire %s: unexpected reply %T", lease.Quote(key), reply)
+	return lease.Attempt{}, fmt.Errorf("unexpected reply %T", reply)
 }
 
-// auditOnce runs Audit on the first acquire and logs what is not OK.
-func (l *Locker) auditOnce(ctx context.Context) {
-	if !l.opts.audit {
+// auditOnce runs Audit after the first acquire that reached Redis, and logs
+// what is not OK. An acquire that could not reach Redis leaves it to the
+// next one: the audit could not have run either.
+func (l *Locker) auditOnce(ctx context.Context, err error) {
+	if !l.opts.audit || err != nil && !lease.ReachedRedis(err) {
 		return
 	}
-	l.audit.Do(func() {
-		findings, err := l.Audit(ctx)
-		if err != nil {
-			l.opts.logger.Warn("leasekit: correctness audit could not run", "err", err)
-			return
+	l.audit.Lock()
+	defer l.audit.Unlock()
+	if l.audited {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
+	defer cancel()
+	findings, aerr := l.Audit(ctx)
+	if aerr != nil {
+		l.opts.logger.Warn("correctness: the deployment audit could not run; the next acquire tries again", "err", aerr)
+		return
+	}
+	l.audited = true
+	for _, f := range findings {
+		if f.Status != StatusOK {
+			l.opts.logger.Warn("correctness: audit: "+f.Check+" "+f.Status.String(),
+				"check", f.Check, "status", f.Status.String(), "detail", f.Detail)
 		}
-		for _, f := range findings {
-			if f.Status != StatusOK {
-				l.opts.logger.Warn("leasekit: correctness audit: "+f.Check+" "+f.Status.String(),
-					"check", f.Check, "status", f.Status.String(), "detail", f.Detail)
-			}
-		}
-	})
+	}
 }
 
-// TryAcquire makes one attempt to take the lock called key for ttl, with a new
-// fencing token. It returns ErrNotObtained when another owner holds it,
-// ErrInvalidKey or ErrInvalidTTL for bad input, ErrNotReplicated under
-// WithReplicas, and a Redis failure wrapped with the key's name.
-func (l *Locker) TryAcquire(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
-	l.auditOnce(ctx)
-	h, err := l.core.Try(ctx, key, ttl)
+// auditTimeout bounds the audit of the first acquire.
+const auditTimeout = 5 * time.Second
+
+// TryAcquire makes one attempt to take the lock called name for ttl, with a
+// new fencing token. It returns ErrNotObtained when another owner holds it
+// or ctx has ended (then the error matches ctx.Err() too), ErrLateGrant when
+// the grant's reply came after its lease deadline, ErrInvalidKey or
+// ErrInvalidTTL for bad input, ErrInvalidToken when the lock's fence counter
+// holds no token, ErrNotReplicated under WithReplicas, ErrClosed after
+// Close, and a Redis failure wrapped with the lock's name.
+func (l *Locker) TryAcquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
+	h, err := l.core.Try(ctx, name, ttl)
+	l.auditOnce(ctx, err)
 	if err != nil {
 		return nil, err
 	}
 	return &Lease{h: h}, nil
 }
 
-// Acquire takes the lock called key for ttl, with a new fencing token, waiting
-// while another owner holds it. Waiters are served as by efficiency's Obtain:
-// on a *redis.Client (and without WithReplicas, whose grants must be
-// confirmed by WAIT) the release hands the lock, with a new token, to the
-// first waiter in arrival order; otherwise it wakes one waiter per Locker,
-// which tries again. If the holder never releases, waiters try again when its
-// ttl runs out. When ctx ends first, the error matches both ErrNotObtained and
-// ctx.Err(). When three grants in a row come back after their lease deadline
-// (a ttl shorter than the round trip), Acquire releases them and returns
-// ErrNotObtained rather than try forever.
-func (l *Locker) Acquire(ctx context.Context, key string, ttl time.Duration) (*Lease, error) {
-	l.auditOnce(ctx)
-	h, err := l.core.Obtain(ctx, key, ttl)
+// Acquire takes the lock called name for ttl, with a new fencing token,
+// waiting while another owner holds it. Waiters are served as by
+// efficiency's Obtain: on a *redis.Client (and without WithReplicas, whose
+// grants must be confirmed by WAIT) the release hands the lock, with a new
+// token, to the first waiter in arrival order; otherwise it wakes one waiter
+// per Locker, which tries again. A waiter also asks Redis again when the
+// holder's ttl runs out, and at least once a second, so it finds a free lock
+// within about a second whatever was lost meanwhile; and it rides out Redis
+// failures while it waits.
+//
+// A Redis failure on the first attempt is returned at once. When ctx ends
+// first, the error matches both ErrNotObtained and ctx.Err(); when the Locker
+// is closed, ErrClosed. When three grants in a row come back after their
+// lease deadline (a ttl shorter than the round trip), Acquire releases them
+// and returns ErrLateGrant rather than try forever.
+func (l *Locker) Acquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
+	h, err := l.core.Obtain(ctx, name, ttl)
+	l.auditOnce(ctx, err)
 	if err != nil {
 		return nil, err
 	}
 	return &Lease{h: h}, nil
 }
 
-// Do acquires the lock called key (waiting like Acquire), runs fn with the
+// Do acquires the lock called name (waiting like Acquire), runs fn with the
 // grant's fencing token while refreshing the lease every ttl/3, and releases
 // the lock when fn returns. fn must pass token to every fenced write.
 //
@@ -195,7 +222,18 @@ func (l *Locker) Acquire(ctx context.Context, key string, ttl time.Duration) (*L
 // lease can no longer be confirmed before its deadline; Do's error then
 // matches ErrLockLost. That only narrows the window: the fence is what rejects
 // a write made after the lease was lost.
-func (l *Locker) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context, token uint64) error) error {
-	l.auditOnce(ctx)
-	return l.core.Do(ctx, key, ttl, func(ctx context.Context, h *lease.Held) error { return fn(ctx, h.Token()) })
+//
+// The release runs on a context of its own, bounded to a few seconds, so that
+// it happens even when ctx has ended. If fn panics, the refreshes stop, the
+// lock is released, and the panic goes on up the stack unchanged. A nil fn is
+// an error, before anything is acquired.
+func (l *Locker) Do(ctx context.Context, name string, ttl time.Duration, fn func(ctx context.Context, token uint64) error) error {
+	if fn == nil {
+		return l.core.Do(ctx, name, ttl, nil)
+	}
+	lease, err := l.Acquire(ctx, name, ttl)
+	if err != nil {
+		return err
+	}
+	return lease.Hold(ctx, fn)
 }

@@ -3,13 +3,17 @@ package correctness_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/leasekit/leasekit/correctness"
 	"github.com/leasekit/leasekit/internal/redistest"
@@ -322,7 +326,7 @@ func TestSpoiledAcquireLeavesNoGrant(t *testing.T) {
 		want  error
 	}{
 		{"lost reply", redistest.Fault{Err: io.ErrUnexpectedEOF}, io.ErrUnexpectedEOF},
-		{"reply after the deadline", redistest.Fault{After: func() { time.Sleep(60 * time.Millisecond) }}, correctness.ErrNotObtained},
+		{"reply after the deadline", redistest.Fault{After: func() { time.Sleep(60 * time.Millisecond) }}, correctness.ErrLateGrant},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -460,4 +464,26 @@ func TestWithReplicasDoesNotQueue(t *testing.T) {
 			t.Fatalf("a WithReplicas waiter ran the wait script %d times, want 0", n)
 		}
 	})
+}
+
+// TestNilClient: New and NewRegister refuse a nil client where it is passed,
+// with a panic that says so, rather than a nil dereference at first use.
+func TestNilClient(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		call       func()
+	}{
+		{"New(nil)", "correctness: New: nil redis client", func() { correctness.New(nil) }},
+		{"New((*redis.Client)(nil))", "correctness: New: nil redis client", func() { correctness.New((*redis.Client)(nil)) }},
+		{"NewRegister(nil)", "correctness: NewRegister: nil redis client", func() { correctness.NewRegister(nil) }},
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), tc.want) {
+					t.Errorf("%s: got panic %v, want %q", tc.name, r, tc.want)
+				}
+			}()
+			tc.call()
+		}()
+	}
 }

@@ -1,10 +1,11 @@
 package correctness
 
 import (
-	"github.com/leasekit/leasekit/internal/lease"
 	"io"
 	"log/slog"
 	"time"
+
+	"github.com/leasekit/leasekit/internal/lease"
 )
 
 // Option configures a Locker or a Register.
@@ -19,6 +20,8 @@ type options struct {
 	replicaWait time.Duration
 	clockFloor  bool
 	audit       bool
+
+	expiringCounter bool
 }
 
 // WithPrefix sets the prefix of every Redis key and channel. Default:
@@ -39,7 +42,14 @@ func WithDriftFactor(f float64) Option { return func(o *options) { o.drift = f }
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
 // WithOwnerSource sets the reader that owner ids are drawn from, 16 bytes per
-// grant. Default: crypto/rand. A read that fails makes the acquire fail.
+// acquire. Default: crypto/rand. A read that fails makes the acquire fail;
+// there is no weaker fallback.
+//
+// The source must be unpredictable and never shared: an owner id is what
+// proves a grant is yours. Redis tells a holder from a retried acquire only
+// by its owner id, so two Lockers that draw the same ids (a seeded math/rand,
+// say) both acquire the same lock with the same token, which every fence
+// accepts from both. Use a cryptographic source, one per Locker, or none.
 func WithOwnerSource(r io.Reader) Option { return func(o *options) { o.owners = r } }
 
 // WithReplicas makes every acquire wait, on the same connection and in the same
@@ -59,6 +69,24 @@ func WithReplicas(n int, timeout time.Duration) Option {
 // outage lasted. Turn it off only to get small sequential tokens, and only on
 // a Redis whose persistence you trust.
 func WithClockFloor(on bool) Option { return func(o *options) { o.clockFloor = on } }
+
+// WithExpiringCounter sets whether a lock's fence counter key expires with the
+// lease that last drew a token from it, instead of living forever. Default:
+// false.
+//
+// Every lock name has a counter key, <prefix>{name}:fence, and by default it
+// is never deleted: a program that locks ever new names (one per user, per
+// order) grows Redis without bound. With the clock floor on, an expired
+// counter is exactly the loss the floor already handles: the next token is
+// the server clock in microseconds, still greater than every token before it
+// unless the server clock went back meanwhile. What you give up is the
+// counter's guard against that: a clock that steps back while the lock is
+// free can issue a token lower than one already used. Use it for dynamic
+// names on a server whose clock is kept by NTP without steps; keep the
+// default for a few long-lived names. New panics if it is combined with
+// WithClockFloor(false), under which an expired counter would restart tokens
+// at 1.
+func WithExpiringCounter(on bool) Option { return func(o *options) { o.expiringCounter = on } }
 
 // WithAudit sets whether the first Acquire or TryAcquire of a Locker runs
 // Audit and logs every finding that is not OK at Warn level. Default: true.

@@ -4,19 +4,33 @@ import "errors"
 
 var (
 	// ErrNotObtained means the lock is held by another owner: TryObtain found
-	// it taken, or Obtain's context ended first (then the error also matches
-	// ctx.Err()).
+	// it taken, or the context of TryObtain or Obtain ended first (then the
+	// error also matches ctx.Err()).
 	ErrNotObtained = errors.New("efficiency: lock not obtained")
 
-	// ErrNotHeld means the caller no longer holds the lock: its lease expired,
-	// another owner holds it now, or the *Lock is nil.
+	// ErrLateGrant means Redis granted the lock, but its reply came after the
+	// lease's deadline: the ttl is too short for the round trip. The grant
+	// was released, so nobody holds it, and the caller must not act as if it
+	// did. Obtain gives up with it after three such grants in a row. It is not
+	// ErrNotObtained: nobody else holds the lock, and a caller that skips
+	// work on ErrNotObtained would skip it every time.
+	ErrLateGrant = errors.New("efficiency: grant came back after its lease deadline")
+
+	// ErrNotHeld means the caller no longer holds the lock: its lease expired
+	// or was deleted, another owner holds it now, or the *Lock is nil.
 	ErrNotHeld = errors.New("efficiency: lock not held")
 
-	// ErrLockLost means a lease held by Do or Once was lost while its function
-	// ran: a refresh found the key gone or taken, or the lease could not be
-	// confirmed before its deadline. It is the cause of the function's context
-	// and part of the returned error.
+	// ErrLockLost means a lease held by Do, Hold or Once was lost while its
+	// function ran: a refresh found the key gone or taken, or the lease could
+	// not be confirmed before its deadline. It is the cause of the function's
+	// context and part of the returned error.
 	ErrLockLost = errors.New("efficiency: lock lost")
+
+	// ErrClosed means the Locker was closed: every TryObtain, Obtain, Do and
+	// Once after Close fails with it, and so does an Obtain waiting when
+	// Close was called. Locks already held can still be refreshed and
+	// released.
+	ErrClosed = errors.New("efficiency: locker closed")
 
 	// ErrInvalidKey means a lock name was empty or started with '}'.
 	ErrInvalidKey = errors.New("efficiency: invalid key")

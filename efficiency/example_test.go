@@ -46,7 +46,7 @@ func ExampleLocker_TryObtain() {
 	fmt.Println("released")
 	// Output:
 	// obtained leasekit:{rebuild-cache}
-	// second try: efficiency: lock not obtained: "rebuild-cache" is held true
+	// second try: efficiency: lock not obtained: lock "rebuild-cache" is held by another owner true
 	// released
 }
 

@@ -3,12 +3,16 @@ package efficiency_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/iotest"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/leasekit/leasekit/efficiency"
 	"github.com/leasekit/leasekit/internal/lease"
@@ -211,6 +215,38 @@ func TestResentAcquireIsGranted(t *testing.T) {
 	})
 }
 
+// TestRecognisedGrantKeepsItsDeadline: an acquire that finds the key holding
+// its own owner id (a resent acquire, or another Locker drawing the same ids
+// from a shared source) must not report a Deadline that outlives the key:
+// here the grant has 300 ms left and the caller asks for an hour. (TryObtain
+// leaves the key's expiry as it is; a waiter's try restarts it.)
+func TestRecognisedGrantKeepsItsDeadline(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		first := newLocker(t, b, efficiency.WithOwnerSource(sameOwner{}))
+		if _, err := first.TryObtain(ctx, "shared", 300*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		again := newLocker(t, b, efficiency.WithOwnerSource(sameOwner{}))
+		for _, op := range []struct {
+			name   string
+			obtain func() (*efficiency.Lock, error)
+		}{
+			{"TryObtain", func() (*efficiency.Lock, error) { return again.TryObtain(ctx, "shared", time.Hour) }},
+			{"Obtain", func() (*efficiency.Lock, error) { return again.Obtain(ctx, "shared", time.Hour) }},
+		} {
+			lock, err := op.obtain()
+			if err != nil {
+				t.Fatalf("%s: %v", op.name, err)
+			}
+			left := time.Until(lock.Deadline())
+			if pttl := b.Client.PTTL(ctx, "leasekit:{shared}").Val(); left > pttl {
+				t.Errorf("%s: Deadline %v from now, want at most the key's remaining %v", op.name, left, pttl)
+			}
+		}
+	})
+}
+
 func TestSpoiledAcquireLeavesNoGrant(t *testing.T) {
 	cases := []struct {
 		name  string
@@ -218,7 +254,7 @@ func TestSpoiledAcquireLeavesNoGrant(t *testing.T) {
 		want  error // nil: any error
 	}{
 		{"lost reply", redistest.Fault{Err: io.ErrUnexpectedEOF}, io.ErrUnexpectedEOF},
-		{"reply after the deadline", redistest.Fault{After: func() { time.Sleep(60 * time.Millisecond) }}, efficiency.ErrNotObtained},
+		{"reply after the deadline", redistest.Fault{After: func() { time.Sleep(60 * time.Millisecond) }}, efficiency.ErrLateGrant},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -234,8 +270,12 @@ func TestSpoiledAcquireLeavesNoGrant(t *testing.T) {
 					{"TryObtain", func() error { _, err := l.TryObtain(t.Context(), "spoiled", 20*time.Millisecond); return err }},
 					{"Obtain", func() error {
 						// A late grant is released and Obtain tries again,
-						// until three in a row were late.
+						// until three in a row were late; a lost reply is
+						// retried until ctx ends.
 						ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+						if tc.want == efficiency.ErrLateGrant {
+							ctx, cancel = context.WithCancel(t.Context())
+						}
 						defer cancel()
 						_, err := l.Obtain(ctx, "spoiled", 20*time.Millisecond)
 						return err
@@ -255,10 +295,10 @@ func TestSpoiledAcquireLeavesNoGrant(t *testing.T) {
 	}
 }
 
-// TestQueuedWaiterWithALostReplyLeavesNoEntry: a waiter whose queueing try
-// took effect in Redis but whose reply was lost returns the error, and leaves
-// neither its queue entry (which a release would hand the lock to) nor a
-// grant behind.
+// TestQueuedWaiterWithALostReplyLeavesNoEntry: a waiter whose queueing tries
+// take effect in Redis but whose replies are lost keeps trying until its
+// context ends, then returns the error, and leaves neither its queue entry
+// (which a release would hand the lock to) nor a grant behind.
 func TestQueuedWaiterWithALostReplyLeavesNoEntry(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
@@ -271,9 +311,23 @@ func TestQueuedWaiterWithALostReplyLeavesNoEntry(t *testing.T) {
 		if err := scripts.Wait.Load(ctx, b.Client).Err(); err != nil {
 			t.Fatal(err)
 		}
-		redistest.Inject(b.Client, &redistest.Fault{Match: func(op string) bool { return op == "wait" }, Err: io.ErrUnexpectedEOF})
-		if _, err := newLocker(t, b).Obtain(ctx, "lost", time.Minute); !errors.Is(err, io.ErrUnexpectedEOF) {
-			t.Fatalf("Obtain: got %v, want the lost reply's error", err)
+		// The waiter gives up (its context ends) as its second try's reply
+		// is lost: it tried again after the first.
+		wctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		tries := 0
+		redistest.Inject(b.Client, &redistest.Fault{Match: func(op string) bool {
+			if op != "wait" {
+				return false
+			}
+			if tries++; tries == 2 {
+				cancel()
+			}
+			return true
+		}, Err: io.ErrUnexpectedEOF})
+		_, err = newLocker(t, b).Obtain(wctx, "lost", time.Minute)
+		if !errors.Is(err, io.ErrUnexpectedEOF) || !errors.Is(err, efficiency.ErrNotObtained) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("Obtain: got %v, want the lost reply's error, ErrNotObtained and the context's end", err)
 		}
 		queue := lease.QueueKey(lease.LockKey(lease.DefaultPrefix, "lost"))
 		if n := b.Client.ZCard(ctx, queue).Val(); n != 0 {
@@ -299,16 +353,25 @@ func TestWakeUpPassesOnWhenTheWokenWaiterFails(t *testing.T) {
 		}
 		// The fifth acquire round trip after the grant is the first waiter's
 		// woken retry: it fails before reaching Redis (so nothing is granted
-		// and nothing released), and that waiter gives up.
+		// and nothing released), and that waiter gives up (its context ends
+		// as it fails).
+		firstCtx, giveUp := context.WithCancel(ctx)
+		defer giveUp()
 		var calls atomic.Int32
 		redistest.Inject(b.Client, &redistest.Fault{
-			Match: func(op string) bool { return op == "acquire" && calls.Add(1) == 5 },
-			Err:   io.ErrUnexpectedEOF,
-			Drop:  true,
+			Match: func(op string) bool {
+				if op == "acquire" && calls.Add(1) == 5 {
+					giveUp()
+					return true
+				}
+				return false
+			},
+			Err:  io.ErrUnexpectedEOF,
+			Drop: true,
 		})
 		first := make(chan error, 1)
 		go func() {
-			_, err := l.Obtain(ctx, "pass", time.Minute)
+			_, err := l.Obtain(firstCtx, "pass", time.Minute)
 			first <- err
 		}()
 		count.Await(t, "acquire", 3) // the grant, the first waiter's probe and subscribed try
@@ -328,13 +391,28 @@ func TestWakeUpPassesOnWhenTheWokenWaiterFails(t *testing.T) {
 		if err := holder.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if err := <-first; !errors.Is(err, io.ErrUnexpectedEOF) {
-			t.Fatalf("first waiter: got %v, want the lost reply", err)
+		if err := <-first; !errors.Is(err, io.ErrUnexpectedEOF) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("first waiter: got %v, want the lost reply and its context's end", err)
 		}
 		if err := <-second; err != nil {
 			t.Fatalf("second waiter: %v: the wake-up the first could not use was lost", err)
 		}
 	})
+}
+
+// TestNilClient: New refuses a nil client where it is passed, with a panic
+// that says so, rather than a nil dereference at the first lock.
+func TestNilClient(t *testing.T) {
+	for name, client := range map[string]redis.UniversalClient{"nil": nil, "nil *redis.Client": (*redis.Client)(nil)} {
+		func() {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "efficiency: New: nil redis client") {
+					t.Errorf("New(%s): got panic %v, want one that names the nil client", name, r)
+				}
+			}()
+			efficiency.New(client)
+		}()
+	}
 }
 
 func TestZeroValuesAndOddOptions(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 )
 
 // Lock is a granted efficiency lock. Its methods are safe on a nil *Lock, which
-// holds nothing, so `defer lock.Release(ctx)` is always safe.
+// holds nothing.
 type Lock struct {
 	h *lease.Held
 }
@@ -33,8 +33,8 @@ func (l *Lock) Deadline() time.Time {
 }
 
 // TTL asks Redis how long the lease has left. It returns ErrNotHeld when the
-// lease expired or another owner holds the lock, and -1 when the key has no
-// expiry (someone removed it with PERSIST).
+// key is gone or another owner holds the lock (the error says which), and -1
+// when the key has no expiry (someone removed it with PERSIST).
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if l == nil || l.h == nil {
 		return 0, ErrNotHeld
@@ -59,10 +59,15 @@ func (l *Lock) Refresh(ctx context.Context, ttl time.Duration) error {
 //
 // fn's context is cancelled, with a cause matching ErrLockLost, as soon as the
 // lease can no longer be confirmed before its Deadline; Hold's error then
-// matches ErrLockLost.
+// matches ErrLockLost. The release runs on a context of its own, so it happens
+// even when ctx has ended; if fn panics, the lock is released and the panic
+// goes on. If fn releases the lock itself, Hold stops refreshing it.
 func (l *Lock) Hold(ctx context.Context, fn func(ctx context.Context) error) error {
 	if l == nil || l.h == nil {
 		return ErrNotHeld
+	}
+	if fn == nil {
+		return l.h.Hold(ctx, nil)
 	}
 	return l.h.Hold(ctx, func(ctx context.Context, _ *lease.Held) error { return fn(ctx) })
 }
@@ -70,9 +75,22 @@ func (l *Lock) Hold(ctx context.Context, fn func(ctx context.Context) error) err
 // Release ends the lock if the caller still holds it: it hands the lock to the
 // first waiter queued for it, or deletes it (and, from a Locker whose waiters
 // do not queue, wakes such waiters; see Obtain). It returns ErrNotHeld when
-// the lease had expired or another owner holds the lock (which is then left
-// untouched), or when l is nil. After a lost reply go-redis sends the release again, and the second
-// finds the lock gone: ErrNotHeld then, though the first released it.
+// the key is gone or another owner holds the lock (which is then left
+// untouched; the error says which), or when l is nil. After a lost reply
+// go-redis sends the release again, and the second finds the lock gone:
+// ErrNotHeld then, though the first released it.
+//
+// Release needs a context that has not ended: with an ended one it cannot
+// reach Redis, and the lock stays held until its ttl runs out. So a deferred
+// Release gets a short context of its own rather than the work's:
+//
+//	defer func() {
+//		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+//		defer cancel()
+//		_ = lock.Release(ctx)
+//	}()
+//
+// Do and Hold do this for you.
 func (l *Lock) Release(ctx context.Context) error {
 	if l == nil || l.h == nil {
 		return ErrNotHeld

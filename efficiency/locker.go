@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/leasekit/leasekit/internal/lease"
-	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -16,22 +15,29 @@ type Locker struct {
 }
 
 // New returns a Locker that runs its locks through client, which may be a
-// *redis.Client, *redis.ClusterClient or any other UniversalClient.
+// *redis.Client, *redis.ClusterClient or any other UniversalClient. It panics
+// if client is nil, as net/http does for a nil handler: that is a bug in the
+// caller, found at once rather than at the first lock.
 func New(client redis.UniversalClient, opts ...Option) *Locker {
+	if lease.IsNilClient(client) {
+		panic("efficiency: New: nil redis client")
+	}
 	o := newOptions(opts)
 	return &Locker{core: lease.New(lease.Config{
+		Kind:        "efficiency",
 		Client:      client,
 		Prefix:      o.prefix,
 		DriftFactor: o.drift,
 		Owners:      o.owners,
 		Logger:      o.logger,
-		Mine:        func(owner string) (string, bool) { return owner, false },
 		Errors: lease.Errors{
 			NotObtained: ErrNotObtained,
 			NotHeld:     ErrNotHeld,
 			LockLost:    ErrLockLost,
 			InvalidKey:  ErrInvalidKey,
 			InvalidTTL:  ErrInvalidTTL,
+			Closed:      ErrClosed,
+			Late:        ErrLateGrant,
 		},
 		Acquire: acquire(client),
 	})}
@@ -40,82 +46,105 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 // acquire runs SET NX PX: one round trip when the lock is free. A waiter
 // pipelines GET and PTTL with it, for the holder's ttl and to recognise its own
 // grant after a client retry: still one round trip. A failed TryObtain reads
-// the holder in a second round trip, for the same reason; a failed probe (the
-// first attempt of Obtain) leaves that to the waiter's attempt that follows.
+// the holder and its ttl in a second round trip, for the same reason; a
+// failed probe (the first attempt of Obtain) leaves that to the waiter's
+// attempt that follows. A grant recognised by GET was made by an earlier send
+// (or, with a shared owner source, by another Locker), so its lease is no
+// longer than the key's remaining ttl.
 func acquire(client redis.UniversalClient) lease.AcquireFunc {
 	return func(ctx context.Context, k *lease.Keys, owner string, ttl time.Duration, mode lease.Mode) (lease.Attempt, error) {
 		key := k.Lock()
-		var set *redis.BoolCmd
-		var holder *redis.StringCmd
-		var pttl *redis.DurationCmd
-		if mode == lease.Wait {
-			pipe := client.Pipeline()
-			set = scripts.Acquire(ctx, pipe, key, owner, ttl)
-			holder = scripts.Holder(ctx, pipe, key)
-			pttl = pipe.PTTL(ctx, key)
-			_, _ = pipe.Exec(ctx) // each command's error is read below
-		} else {
-			set = scripts.Acquire(ctx, client, key, owner, ttl)
-			if ok, err := set.Result(); err == nil && !ok && mode == lease.Try {
-				holder = scripts.Holder(ctx, client, key)
+		if mode != lease.Wait {
+			ok, err := client.SetNX(ctx, key, owner, ttl).Result()
+			if err != nil || ok || mode == lease.Probe {
+				return lease.Attempt{Granted: ok, Value: owner, HolderTTL: -1}, err
 			}
 		}
-		granted, err := scripts.Granted(set, holder, owner)
-		switch {
-		case err != nil:
-			return lease.Attempt{}, lease.WrapRedis("acquire", key, err)
-		case granted:
-			return lease.Attempt{Granted: true, Value: owner}, nil
-		case pttl == nil:
-			return lease.Attempt{HolderTTL: -1}, nil
+		pipe := client.Pipeline()
+		var set *redis.BoolCmd
+		if mode == lease.Wait {
+			set = pipe.SetNX(ctx, key, owner, ttl)
 		}
-		left, err := pttl.Result()
-		switch {
-		case err != nil:
-			return lease.Attempt{}, lease.WrapRedis("acquire", key, err)
-		case left == -2:
-			// Released or expired within the pipeline: try again now.
-			return lease.Attempt{HolderTTL: 0}, nil
-		case left < 0:
-			return lease.Attempt{HolderTTL: -1}, nil
-		}
-		return lease.Attempt{HolderTTL: left}, nil
+		holder := pipe.Get(ctx, key)
+		pttl := pipe.PTTL(ctx, key)
+		_, _ = pipe.Exec(ctx) // each command's error is read below
+		return readHolder(set, holder, pttl, owner)
 	}
 }
 
-// Close ends the Locker's wake-up subscription. Obtain calls still waiting
-// return ErrNotObtained. Held locks are not released. Close does not close
-// the client.
+// readHolder reads a failed SET NX's follow-up: the lock's holder and
+// remaining ttl (and, for a waiter, the SET NX itself, sent with them).
+func readHolder(set *redis.BoolCmd, holder *redis.StringCmd, pttl *redis.DurationCmd, owner string) (lease.Attempt, error) {
+	if set != nil {
+		if ok, err := set.Result(); err != nil || ok {
+			return lease.Attempt{Granted: ok, Value: owner}, err
+		}
+	}
+	v, err := holder.Result()
+	switch {
+	case err == redis.Nil:
+		return lease.Attempt{HolderTTL: 0}, nil // released in between: try again now
+	case err != nil:
+		return lease.Attempt{}, err
+	}
+	left, err := pttl.Result()
+	switch {
+	case err != nil:
+		return lease.Attempt{}, err
+	case v == owner && left > 0:
+		return lease.Attempt{Granted: true, Value: owner, Left: left}, nil
+	case v == owner:
+		return lease.Attempt{Granted: true, Value: owner}, nil // no expiry
+	case left == -2:
+		return lease.Attempt{HolderTTL: 0}, nil // expired within the pipeline
+	case left < 0:
+		return lease.Attempt{HolderTTL: -1}, nil
+	}
+	return lease.Attempt{HolderTTL: left}, nil
+}
+
+// Close makes every later TryObtain, Obtain, Do and Once fail with ErrClosed,
+// ends the Obtain calls still waiting with ErrClosed, and stops the Locker's
+// wake-up subscription. Locks already held are not released, and can still
+// be refreshed and released. Close does not close the client.
 func (l *Locker) Close() error { return l.core.Close() }
 
-// TryObtain makes one attempt to take the lock called key for ttl. It returns
-// ErrNotObtained when another owner holds it, ErrInvalidKey or ErrInvalidTTL
-// for bad input, and a Redis failure wrapped with the key's name.
-func (l *Locker) TryObtain(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
-	h, err := l.core.Try(ctx, key, ttl)
+// TryObtain makes one attempt to take the lock called name for ttl. It
+// returns ErrNotObtained when another owner holds it or ctx has ended (then
+// the error matches ctx.Err() too), ErrLateGrant when the grant's reply came
+// after its lease deadline, ErrInvalidKey or ErrInvalidTTL for bad input,
+// ErrClosed after Close, and a Redis failure wrapped with the lock's name.
+func (l *Locker) TryObtain(ctx context.Context, name string, ttl time.Duration) (*Lock, error) {
+	h, err := l.core.Try(ctx, name, ttl)
 	if err != nil {
 		return nil, err
 	}
 	return &Lock{h: h}, nil
 }
 
-// Obtain takes the lock called key for ttl, waiting while another owner holds
-// it. On a *redis.Client waiters queue, and the holder's release hands the lock
-// to the first in arrival order; on other clients the release wakes one waiter
-// per Locker, which tries again. If the holder never releases, waiters try
-// again when its ttl runs out. When ctx ends first, the error matches both
-// ErrNotObtained and ctx.Err(). When three grants in a row come back after
+// Obtain takes the lock called name for ttl, waiting while another owner
+// holds it. On a *redis.Client waiters queue, and the holder's release hands
+// the lock to the first in arrival order; on other clients the release wakes
+// one waiter per Locker, which tries again. A waiter also asks Redis again
+// when the holder's ttl runs out, and at least once a second, so it finds a
+// free lock within about a second whatever was lost meanwhile (the queue in a
+// restart or failover, a wake-up, a holder's key without expiry deleted by
+// hand); and it rides out Redis failures while it waits.
+//
+// A Redis failure on the first attempt is returned at once. When ctx ends
+// first, the error matches both ErrNotObtained and ctx.Err(); when the
+// Locker is closed, ErrClosed. When three grants in a row come back after
 // their lease deadline (a ttl shorter than the round trip), Obtain releases
-// them and returns ErrNotObtained rather than try forever.
-func (l *Locker) Obtain(ctx context.Context, key string, ttl time.Duration) (*Lock, error) {
-	h, err := l.core.Obtain(ctx, key, ttl)
+// them and returns ErrLateGrant rather than try forever.
+func (l *Locker) Obtain(ctx context.Context, name string, ttl time.Duration) (*Lock, error) {
+	h, err := l.core.Obtain(ctx, name, ttl)
 	if err != nil {
 		return nil, err
 	}
 	return &Lock{h: h}, nil
 }
 
-// Do obtains the lock called key (waiting like Obtain), runs fn while
+// Do obtains the lock called name (waiting like Obtain), runs fn while
 // refreshing the lease every ttl/3, and releases the lock when fn returns.
 //
 // fn's context is cancelled, with a cause matching ErrLockLost, as soon as the
@@ -123,21 +152,36 @@ func (l *Locker) Obtain(ctx context.Context, key string, ttl time.Duration) (*Lo
 // deleted or taken, or Redis could not be reached in time. fn should stop its
 // work then; Do's error matches ErrLockLost. Cancellation only narrows the
 // window: a holder can still pause right after its last check.
-func (l *Locker) Do(ctx context.Context, key string, ttl time.Duration, fn func(ctx context.Context) error) error {
-	return l.core.Do(ctx, key, ttl, func(ctx context.Context, _ *lease.Held) error { return fn(ctx) })
+//
+// The release runs on a context of its own, bounded to a few seconds, so that
+// it happens even when ctx has ended. If fn panics, the refreshes stop, the
+// lock is released, and the panic goes on up the stack unchanged. A nil fn is
+// an error, before anything is acquired.
+func (l *Locker) Do(ctx context.Context, name string, ttl time.Duration, fn func(ctx context.Context) error) error {
+	if fn == nil {
+		return l.core.Do(ctx, name, ttl, nil)
+	}
+	return l.core.Do(ctx, name, ttl, func(ctx context.Context, _ *lease.Held) error { return fn(ctx) })
 }
 
-// Once runs fn at most once per period for key across every process sharing
+// Once runs fn at most once per period for name across every process sharing
 // the Redis: cron-style deduplication. The first caller takes the lock for
 // period and runs fn, and Once returns true with fn's error. A caller that
 // finds the lock taken returns false, nil. One whose grant came back after its
 // lease deadline (a ttl too short for the link) releases it and returns false
-// with an error matching ErrNotObtained, since nobody runs fn for that grant.
+// with ErrLateGrant, since nobody runs fn for that grant; one whose ctx had
+// ended returns false with an error matching ErrNotObtained and ctx.Err().
 //
 // The lock is not released when fn returns, so a replica whose timer fires late
 // for the same tick still skips. While fn runs past the period the lock is kept
 // alive (and released as soon as that long run ends); losing it cancels fn's
-// context with cause ErrLockLost, as in Do.
-func (l *Locker) Once(ctx context.Context, key string, period time.Duration, fn func(ctx context.Context) error) (ran bool, err error) {
-	return l.core.Once(ctx, key, period, func(ctx context.Context, _ *lease.Held) error { return fn(ctx) })
+// context with cause ErrLockLost, as in Do. A panic in fn ends the run as a
+// return would (the lock is kept to the end of the period, not refreshed),
+// and goes on up the stack. A nil fn is an error, before anything is
+// acquired.
+func (l *Locker) Once(ctx context.Context, name string, period time.Duration, fn func(ctx context.Context) error) (ran bool, err error) {
+	if fn == nil {
+		return l.core.Once(ctx, name, period, nil)
+	}
+	return l.core.Once(ctx, name, period, func(ctx context.Context, _ *lease.Held) error { return fn(ctx) })
 }

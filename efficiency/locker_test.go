@@ -438,8 +438,8 @@ func TestObtainDeadline(t *testing.T) {
 		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 		defer cancel()
 		_, err := l.Obtain(ctx, "deadline", time.Second)
-		if !errors.Is(err, efficiency.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "{deadline}") {
-			t.Fatalf("got %v, want ErrNotObtained and context.DeadlineExceeded, naming the key", err)
+		if !errors.Is(err, efficiency.ErrNotObtained) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), `lock "deadline"`) {
+			t.Fatalf("got %v, want ErrNotObtained and context.DeadlineExceeded, naming the lock", err)
 		}
 	})
 }

@@ -1,9 +1,10 @@
 package efficiency
 
 import (
-	"github.com/leasekit/leasekit/internal/lease"
 	"io"
 	"log/slog"
+
+	"github.com/leasekit/leasekit/internal/lease"
 )
 
 // Option configures a Locker.
@@ -32,8 +33,14 @@ func WithDriftFactor(f float64) Option { return func(o *options) { o.drift = f }
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
 // WithOwnerSource sets the reader that owner ids are drawn from, 16 bytes per
-// grant. Default: crypto/rand. A read that fails makes the acquire fail; there
-// is no weaker fallback.
+// acquire. Default: crypto/rand. A read that fails makes the acquire fail;
+// there is no weaker fallback.
+//
+// The source must be unpredictable and never shared: an owner id is what
+// proves a grant is yours. Redis tells a holder from a retried acquire only
+// by its owner id, so two Lockers that draw the same ids (a seeded math/rand,
+// say) both "obtain" the same lock, and either can release or refresh the
+// other's. Use a cryptographic source, one per Locker, or none.
 func WithOwnerSource(r io.Reader) Option { return func(o *options) { o.owners = r } }
 
 func newOptions(opts []Option) options {

@@ -146,7 +146,7 @@ func (e *Env) Steal(name string) (uint64, error) {
 	}
 	// The counter alone, without the clock floor: counter + 1 is newer than
 	// every token granted so far.
-	token, err := scripts.FencedAcquire.Run(ctx, e.Client, []string{key, lease.QueueKey(key), fence}, thief, lease.Millis(ttl), "0").Text()
+	token, err := scripts.FencedAcquire.Run(ctx, e.Client, []string{key, lease.QueueKey(key), fence}, thief, lease.Millis(ttl), "f").Text()
 	if err != nil {
 		return 0, fmt.Errorf("leasetest: steal %s: %w", key, err)
 	}

@@ -8,7 +8,9 @@
 -- KEYS[3]  the lock's fence counter key (same cluster slot as KEYS[1])
 -- ARGV[1]  the caller's owner id (must not contain ':')
 -- ARGV[2]  the lease ttl in milliseconds
--- ARGV[3]  '1' to apply the clock floor, '0' to use the counter alone
+-- ARGV[3]  the lock's kind: 'f' for the counter alone, 'c' with the clock
+--          floor, 't' with the clock floor and a counter that expires with
+--          the lease (see grant in grant.lua)
 --
 -- Reply, when the lock is the caller's: the grant's token as a decimal string.
 -- The token is max(counter + 1, server clock in microseconds) with the clock
@@ -16,6 +18,8 @@
 -- value as "owner:token". A retried call by the same owner gets the same token
 -- back, never a second one. Otherwise the reply is an integer: the holder's
 -- remaining ttl in milliseconds (at least 1), or -1 when the key has no expiry.
+-- A fence counter that holds no token is an error reply starting BADFENCE,
+-- and nothing is changed.
 
 -- GET, not MGET with the counter: MGET reads a key of another type as nil,
 -- and the lock would be granted over it; GET fails with WRONGTYPE.
@@ -33,10 +37,9 @@ if holder then
   return ttl
 end
 
-local kind = 'f'
-if ARGV[3] == '1' then
-  kind = 'c'
-end
 local grant = grantlib()
-local _, token = grant(KEYS[1], KEYS[3], ARGV[1], ARGV[2], kind)
+local value, token = grant(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[3])
+if not value then
+  return redis.error_reply(token)
+end
 return token

@@ -15,13 +15,15 @@
 --          lock is deleted; '0' from a Locker whose waiters queue, sparing
 --          an uncontended release a command
 --
--- Reply: 0 when the caller does not hold the lock (it expired, or another
--- owner holds it now), and then nothing else is changed; 1 when the lock was
--- released and deleted; when it was handed to a waiter, 2 for an efficiency
--- grant, and the new token, as a decimal string, for a correctness grant.
+-- Reply: when the caller does not hold the lock, 0 if the key is gone
+-- (expired or deleted) and -1 if another owner holds it, and then nothing
+-- else is changed; 1 when the lock was released and deleted; when it was
+-- handed to a waiter, 2 for an efficiency grant, and the new token, as a
+-- decimal string, for a correctness grant.
 --
--- The handoff: pop the first entry, "owner ttl kind ticket channel"; one
--- that does not parse is dropped. When nobody is subscribed to its channel
+-- The handoff: pop the first entry, "owner ttl kind ticket channel" (the
+-- grammar is in internal/lease/handoff.go); one that does not parse is
+-- dropped. When nobody is subscribed to its channel
 -- (PUBSUB NUMSUB, which unlike PUBLISH's count leaves pattern subscribers
 -- out), the waiter's Locker is gone (its process died, or the waiter left and
 -- its Locker has no other waiter), and the next entry is tried, so a vanished
@@ -33,7 +35,11 @@
 -- '-', place the entry's score (the server clock in microseconds when it
 -- queued), and seconds and micros the server clock at the grant, as TIME
 -- gives them. NUMSUB counts only clients of this server, so Redis Cluster
--- clients do not queue (see internal/lease).
+-- clients do not queue (see internal/lease). A correctness grant whose fence
+-- counter holds no token (grant.lua) must not keep the caller's lock: the
+-- entry goes back in the queue, its waiter gets its bare ticket (which is no
+-- grant: it tries again and meets the error itself), and the lock is
+-- deleted as below.
 --
 -- With no live waiter left the key is deleted, and (ARGV[4]) a wake-up goes
 -- to KEYS[1] .. ':wake' for waiters that do not queue: a plain PUBLISH, which
@@ -47,10 +53,10 @@ if not held then
 end
 if ARGV[2] == '1' then
   if #ARGV[1] < 2 or string.sub(ARGV[1], -1) ~= ':' or string.sub(held, 1, #ARGV[1]) ~= ARGV[1] then
-    return 0
+    return -1
   end
 elseif held ~= ARGV[1] then
-  return 0
+  return -1
 end
 local grant, now
 while true do
@@ -75,7 +81,8 @@ while true do
   local d = c and string.find(e, ' ', c + 1, true)
   local kind = d and string.sub(e, b + 1, c - 1)
   local ttl = d and string.sub(e, a + 1, b - 1) or ''
-  local valid = d and a > 1 and d > c + 1 and d < #e and #ttl > 0 and #ttl < 16 and (kind == 'e' or kind == 'f' or kind == 'c')
+  local valid = d and a > 1 and d > c + 1 and d < #e and #ttl > 0 and #ttl < 16 and
+      (kind == 'e' or kind == 'f' or kind == 'c' or kind == 't')
   -- A ttl is digits without a leading zero: PX refuses 0, and the script
   -- must not fail once the entry is popped.
   for i = 1, valid and #ttl or 0 do
@@ -84,8 +91,15 @@ while true do
   end
   local channel = valid and string.sub(e, d + 1)
   if valid and redis.call('PUBSUB', 'NUMSUB', channel)[2] > 0 then
-    local _, token = grant(KEYS[1], KEYS[3], string.sub(e, 1, a - 1), ttl, kind, now)
-    redis.call('PUBLISH', channel, string.sub(e, c + 1, d - 1) .. ' ' .. (token or '-') .. ' ' .. head[2] .. ' ' .. now[1] .. ' ' .. now[2])
+    local value, token = grant(KEYS[1], KEYS[3], string.sub(e, 1, a - 1), ttl, kind, now)
+    local ticket = string.sub(e, c + 1, d - 1)
+    if not value then
+      redis.call('ZADD', KEYS[2], head[2], e)
+      redis.call('PEXPIRE', KEYS[2], 10000)
+      redis.call('PUBLISH', channel, ticket)
+      break
+    end
+    redis.call('PUBLISH', channel, ticket .. ' ' .. (token or '-') .. ' ' .. head[2] .. ' ' .. now[1] .. ' ' .. now[2])
     return token or 2
   end
 end

@@ -44,20 +44,20 @@ func TestCompareAndChange(t *testing.T) {
 		releaseKeys := []string{"lock", "lock:queue", "lock:fence"}
 		b.Client.Set(ctx, "lock", "owner-a", time.Minute)
 		cases := []struct {
-			name string
-			run  func(owner string) (int64, error)
-			miss int64
+			name        string
+			run         func(owner string) (int64, error)
+			other, gone int64 // the replies when another owner holds it, and when the key is gone
 		}{
-			{"refresh", func(o string) (int64, error) { return scripts.Refresh.Run(ctx, b.Client, keys, o, 3600000).Int64() }, 0},
-			{"pttl", func(o string) (int64, error) { return scripts.PTTL.Run(ctx, b.Client, keys, o).Int64() }, -2},
+			{"refresh", func(o string) (int64, error) { return scripts.Refresh.Run(ctx, b.Client, keys, o, 3600000).Int64() }, -1, 0},
+			{"pttl", func(o string) (int64, error) { return scripts.PTTL.Run(ctx, b.Client, keys, o).Int64() }, -3, -2},
 			{"release", func(o string) (int64, error) {
 				return scripts.Release.Run(ctx, b.Client, releaseKeys, o, "0", "", "1").Int64()
-			}, 0},
+			}, -1, 0},
 		}
 		for _, tc := range cases {
 			got, err := tc.run("owner-b")
-			if err != nil || got != tc.miss {
-				t.Errorf("%s by a non-owner: got %d, %v, want %d", tc.name, got, err, tc.miss)
+			if err != nil || got != tc.other {
+				t.Errorf("%s by a non-owner: got %d, %v, want %d", tc.name, got, err, tc.other)
 			}
 			if ttl := b.Client.PTTL(ctx, "lock").Val(); ttl <= 0 || ttl > time.Minute {
 				t.Fatalf("%s by a non-owner changed the ttl to %v", tc.name, ttl)
@@ -70,13 +70,13 @@ func TestCompareAndChange(t *testing.T) {
 			t.Errorf("pttl by the owner after refresh: got %d, want over 60000", got)
 		}
 		for _, prefix := range []string{"owner-b:", "owner-", "", ":"} {
-			if got, _ := scripts.Release.Run(ctx, b.Client, releaseKeys, prefix, "1", "", "1").Int64(); got != 0 {
-				t.Errorf("release by prefix %q of %q: got %d, want 0", prefix, "owner-a", got)
+			if got, _ := scripts.Release.Run(ctx, b.Client, releaseKeys, prefix, "1", "", "1").Int64(); got != -1 {
+				t.Errorf("release by prefix %q of %q: got %d, want -1", prefix, "owner-a", got)
 			}
 		}
 		b.Client.Set(ctx, "lock", ":33", time.Minute)
-		if got, _ := scripts.Release.Run(ctx, b.Client, releaseKeys, ":", "1", "", "1").Int64(); got != 0 {
-			t.Errorf("release by the empty owner prefix %q of %q: got %d, want 0", ":", ":33", got)
+		if got, _ := scripts.Release.Run(ctx, b.Client, releaseKeys, ":", "1", "", "1").Int64(); got != -1 {
+			t.Errorf("release by the empty owner prefix %q of %q: got %d, want -1", ":", ":33", got)
 		}
 		b.Client.Set(ctx, "lock", "owner-a:33", time.Minute)
 		if got, _ := scripts.Release.Run(ctx, b.Client, releaseKeys, "owner-a:", "1", "", "1").Int64(); got != 1 {
@@ -85,12 +85,17 @@ func TestCompareAndChange(t *testing.T) {
 		if b.Client.Exists(ctx, "lock").Val() != 0 {
 			t.Errorf("the key survived its release")
 		}
+		for _, tc := range cases {
+			if got, err := tc.run("owner-a"); err != nil || got != tc.gone {
+				t.Errorf("%s of a key that is gone: got %d, %v, want %d", tc.name, got, err, tc.gone)
+			}
+		}
 	})
 }
 
-func fencedAcquire(t *testing.T, b *redistest.Backend, owner, floor string) any {
+func fencedAcquire(t *testing.T, b *redistest.Backend, owner, kind string) any {
 	t.Helper()
-	reply, err := scripts.FencedAcquire.Run(t.Context(), b.Client, []string{"lock", "lock:queue", "lock:fence"}, owner, 60000, floor).Result()
+	reply, err := scripts.FencedAcquire.Run(t.Context(), b.Client, []string{"lock", "lock:queue", "lock:fence"}, owner, 60000, kind).Result()
 	if err != nil {
 		t.Fatalf("fenced acquire: %v", err)
 	}
@@ -101,16 +106,16 @@ func TestFencedAcquireTokens(t *testing.T) {
 	cases := []struct {
 		name    string
 		counter string // "" for none
-		floor   string
+		kind    string // 'f': the counter alone; 'c': with the clock floor
 		want    func(token string) bool
 		explain string
 	}{
-		{"first grant", "", "0", func(s string) bool { return s == "1" }, "1"},
-		{"16 digits stay exact", "1795974129470711", "0", func(s string) bool { return s == "1795974129470712" }, "1795974129470712, not %.14g's 1.7959741294707e+15"},
-		{"beyond 2^53 stays exact", "123456789012345678", "0", func(s string) bool { return s == "123456789012345679" }, "123456789012345679"},
-		{"counter above the clock wins", "123456789012345678", "1", func(s string) bool { return s == "123456789012345679" }, "123456789012345679"},
-		{"16-digit counter above the clock wins", "9999999999999998", "1", func(s string) bool { return s == "9999999999999999" }, "9999999999999999, compared digit by digit with the 16-digit clock"},
-		{"clock floor lifts a small counter", "5", "1", func(s string) bool {
+		{"first grant", "", "f", func(s string) bool { return s == "1" }, "1"},
+		{"16 digits stay exact", "1795974129470711", "f", func(s string) bool { return s == "1795974129470712" }, "1795974129470712, not %.14g's 1.7959741294707e+15"},
+		{"beyond 2^53 stays exact", "123456789012345678", "f", func(s string) bool { return s == "123456789012345679" }, "123456789012345679"},
+		{"counter above the clock wins", "123456789012345678", "c", func(s string) bool { return s == "123456789012345679" }, "123456789012345679"},
+		{"16-digit counter above the clock wins", "9999999999999998", "c", func(s string) bool { return s == "9999999999999999" }, "9999999999999999, compared digit by digit with the 16-digit clock"},
+		{"clock floor lifts a small counter", "5", "c", func(s string) bool {
 			n, err := strconv.ParseUint(s, 10, 64)
 			return err == nil && n > uint64(time.Now().Add(-time.Hour).UnixMicro()) && len(s) == 16
 		}, "the server clock in µs"},
@@ -121,7 +126,7 @@ func TestFencedAcquireTokens(t *testing.T) {
 				if tc.counter != "" {
 					b.Client.Set(t.Context(), "lock:fence", tc.counter, 0)
 				}
-				reply := fencedAcquire(t, b, "owner-a", tc.floor)
+				reply := fencedAcquire(t, b, "owner-a", tc.kind)
 				token, ok := reply.(string)
 				if !ok || !tc.want(token) {
 					t.Fatalf("got token %v (%T), want %s", reply, reply, tc.explain)
@@ -133,13 +138,13 @@ func TestFencedAcquireTokens(t *testing.T) {
 					t.Fatalf("lock value: got %q, want %q", v, "owner-a:"+token)
 				}
 				// A client retry after a lost reply gets the same token back.
-				if again := fencedAcquire(t, b, "owner-a", tc.floor); again != token {
+				if again := fencedAcquire(t, b, "owner-a", tc.kind); again != token {
 					t.Fatalf("retry by the same owner: got %v, want the same token %s", again, token)
 				}
 				if c := b.Client.Get(t.Context(), "lock:fence").Val(); c != token {
 					t.Fatalf("counter after the retry: got %q, want %q: a retry must not draw a second token", c, token)
 				}
-				ttl, ok := fencedAcquire(t, b, "owner-b", tc.floor).(int64)
+				ttl, ok := fencedAcquire(t, b, "owner-b", tc.kind).(int64)
 				if !ok || ttl <= 0 || ttl > 60000 {
 					t.Fatalf("another owner: got %v, want the holder's ttl", ttl)
 				}
@@ -183,7 +188,7 @@ func TestRegisterWrite(t *testing.T) {
 func TestFencedAcquireRefusesAKeyOfAnotherType(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		b.Client.HSet(t.Context(), "lock", "f", "v")
-		_, err := scripts.FencedAcquire.Run(t.Context(), b.Client, []string{"lock", "lock:queue", "lock:fence"}, "owner-a", 60000, "1").Result()
+		_, err := scripts.FencedAcquire.Run(t.Context(), b.Client, []string{"lock", "lock:queue", "lock:fence"}, "owner-a", 60000, "c").Result()
 		if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 			t.Fatalf("got %v, want WRONGTYPE: a hash must not be taken for a free lock", err)
 		}
@@ -194,15 +199,15 @@ func TestFencedAcquireRefusesAKeyOfAnotherType(t *testing.T) {
 }
 
 func TestFencedAcquireRefusesACounterOfAnotherType(t *testing.T) {
-	for _, floor := range []string{"0", "1"} {
+	for _, kind := range []string{"f", "c", "t"} {
 		redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 			b.Client.HSet(t.Context(), "lock:fence", "f", "v")
-			_, err := scripts.FencedAcquire.Run(t.Context(), b.Client, []string{"lock", "lock:queue", "lock:fence"}, "owner-a", 60000, floor).Result()
+			_, err := scripts.FencedAcquire.Run(t.Context(), b.Client, []string{"lock", "lock:queue", "lock:fence"}, "owner-a", 60000, kind).Result()
 			if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
-				t.Fatalf("clock floor %s: got %v, want WRONGTYPE: a hash must not be overwritten as a counter", floor, err)
+				t.Fatalf("kind %s: got %v, want WRONGTYPE: a hash must not be overwritten as a counter", kind, err)
 			}
 			if typ := b.Client.Type(t.Context(), "lock:fence").Val(); typ != "hash" {
-				t.Fatalf("clock floor %s: the counter key is now a %s", floor, typ)
+				t.Fatalf("kind %s: the counter key is now a %s", kind, typ)
 			}
 		})
 	}

@@ -9,19 +9,18 @@
 -- KEYS[3]  the lock's fence counter key
 -- ARGV[1]  the caller's owner id (must not contain ':' or ' ')
 -- ARGV[2]  the lease ttl in milliseconds
--- ARGV[3]  the caller's queue entry: "owner ttl kind ticket channel", where
---          kind is the lock's kind as the caller runs it (see grant in
---          grant.lua), ticket the caller's random id in grant messages, and
---          channel the pub/sub channel on which the caller's Locker hears the
---          grants handed to its waiters (release.lua parses the entry)
--- ARGV[4]  the kind, as in the entry
+-- ARGV[3]  the caller's queue entry, "owner ttl kind ticket channel" (the
+--          grammar is in internal/lease/handoff.go; release.lua parses it)
+-- ARGV[4]  the lock's kind as the caller runs it, as in the entry (see grant
+--          in grant.lua)
 --
 -- Reply, when the lock is the caller's: {1, value} for a grant made by this
 -- call, {2, value} for one the caller had already (handed over by a release,
 -- or made by an earlier send of this call), value as stored in the key (the
 -- owner id, or "owner:token"). A grant the caller had already has its ttl
 -- restarted, so that the caller can measure its lease from this call. The
--- caller's entry leaves the queue.
+-- caller's entry leaves the queue. A fence counter that holds no token is an
+-- error reply starting BADFENCE, and the lock is not granted.
 --
 -- Otherwise {0, ttl, place}: ttl is the holder's remaining ttl in ms (at least
 -- 1; -1 when the key has no expiry), and place is the entry's score when this
@@ -29,7 +28,10 @@
 local held = redis.call('GET', KEYS[1])
 if not held then
   local grant = grantlib()
-  local value = grant(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[4])
+  local value, bad = grant(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[4])
+  if not value then
+    return redis.error_reply(bad)
+  end
   redis.call('ZREM', KEYS[2], ARGV[3])
   return {1, value}
 end

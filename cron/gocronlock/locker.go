@@ -20,12 +20,16 @@ type Locker struct {
 
 var _ gocron.Locker = (*Locker)(nil)
 
-// errNoLocker is Lock's error on a Locker built without an efficiency.Locker.
+// errNoLocker is Lock's error on a zero Locker, built without New.
 var errNoLocker = errors.New("gocronlock: no efficiency.Locker: use gocronlock.New(efficiency.New(client))")
 
 // New returns a Locker that takes its locks from locker, which may serve other
-// locks too.
+// locks too. It panics if locker is nil, as net/http does for a nil handler:
+// that is a bug in the caller, found at once rather than at the first tick.
 func New(locker *efficiency.Locker, opts ...Option) *Locker {
+	if locker == nil {
+		panic("gocronlock: New: nil efficiency.Locker")
+	}
 	return &Locker{locker: locker, opts: newOptions(opts)}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -142,9 +143,14 @@ func TestBadInputIsAnError(t *testing.T) {
 	if _, err := newLocker(t, b).Lock(t.Context(), ""); !errors.Is(err, efficiency.ErrInvalidKey) {
 		t.Errorf("empty key: got %v, want ErrInvalidKey", err)
 	}
-	if _, err := gocronlock.New(nil).Lock(t.Context(), "job"); err == nil {
-		t.Errorf("nil efficiency.Locker: got nil error")
-	}
+	func() {
+		defer func() {
+			if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "nil efficiency.Locker") {
+				t.Errorf("New(nil): got panic %v, want one that names the nil efficiency.Locker", r)
+			}
+		}()
+		gocronlock.New(nil)
+	}()
 	var nilLocker *gocronlock.Locker
 	if _, err := nilLocker.Lock(t.Context(), "job"); err == nil {
 		t.Errorf("nil *Locker: got nil error")

@@ -17,6 +17,7 @@ type Held struct {
 	mu       sync.Mutex
 	deadline time.Time
 	ttl      time.Duration // of the grant or the last Refresh
+	released bool          // by a Release call that reached Redis
 }
 
 // TTLSet is the ttl of the grant or of the last successful Refresh.
@@ -28,6 +29,9 @@ func (h *Held) TTLSet() time.Duration {
 
 // Key is the lock's Redis key.
 func (h *Held) Key() string { return h.keys.lock }
+
+// Name is the lock's name.
+func (h *Held) Name() string { return h.keys.name }
 
 // Token is the grant's fencing token (0 for efficiency locks).
 func (h *Held) Token() uint64 { return h.token }
@@ -42,10 +46,11 @@ func (h *Held) Deadline() time.Time {
 	return h.deadline
 }
 
-func (h *Held) setDeadline(d time.Time) {
+// Released reports whether a Release of this lease reached Redis.
+func (h *Held) Released() bool {
 	h.mu.Lock()
-	h.deadline = d
-	h.mu.Unlock()
+	defer h.mu.Unlock()
+	return h.released
 }
 
 // Refresh restarts the lease at ttl if it is still held.
@@ -53,49 +58,81 @@ func (h *Held) Refresh(ctx context.Context, ttl time.Duration) error {
 	if err := CheckTTL(h.core.cfg.Errors.InvalidTTL, ttl); err != nil {
 		return err
 	}
+	n, err := h.refresh(ctx, ttl)
+	if err == nil && n != 1 {
+		err = h.notHeld(n == 0)
+	}
+	return err
+}
+
+// refresh runs the refresh script and, when it restarted the lease, moves
+// the deadline. Its reply is the script's: 1 when refreshed, 0 when the key
+// was gone, -1 when another owner held it.
+func (h *Held) refresh(ctx context.Context, ttl time.Duration) (int64, error) {
 	sent := time.Now()
 	n, err := h.core.Run(ctx, refreshScript, h.keys, 1, h.value, Millis(ttl)).Int64()
 	if err != nil {
-		return WrapRedis("refresh", h.keys.lock, err)
+		return 0, h.core.redisErr("refresh", h.keys, err)
 	}
-	if n != 1 {
-		return h.notHeld()
+	if n == 1 {
+		h.mu.Lock()
+		h.deadline, h.ttl = sent.Add(ttl-h.core.Drift(ttl)), ttl
+		h.mu.Unlock()
 	}
-	h.mu.Lock()
-	h.deadline, h.ttl = sent.Add(ttl-h.core.Drift(ttl)), ttl
-	h.mu.Unlock()
-	return nil
+	return n, nil
 }
 
 // Release ends the lease if it is still held: the lock goes to the first live
 // waiter queued for it, or is deleted (and, from a Core whose waiters do not
 // queue, a wake-up is published for such waiters).
 func (h *Held) Release(ctx context.Context) error {
-	released, err := h.core.release(ctx, h.keys, h.value, false, "")
-	if err != nil {
-		return WrapRedis("release", h.keys.lock, err)
+	n, err := h.release(ctx)
+	if err == nil && n <= 0 {
+		err = h.notHeld(n == 0)
 	}
-	h.setDeadline(time.Time{})
-	if !released {
-		return h.notHeld()
-	}
-	return nil
+	return err
 }
 
-// notHeld is the error for a lease Redis no longer holds for this owner.
-func (h *Held) notHeld() error {
-	return fmt.Errorf("%w: %s expired or has another holder", h.core.cfg.Errors.NotHeld, Quote(h.keys.lock))
+// release runs the release script for the lease and, once it reached Redis,
+// marks the lease released. Its reply is 1 when the lease was released, 0
+// when the key was gone, -1 when another owner held it.
+func (h *Held) release(ctx context.Context) (int64, error) {
+	reply, err := h.core.release(ctx, h.keys, h.value, false, "")
+	if err != nil {
+		return 0, h.core.redisErr("release", h.keys, err)
+	}
+	h.mu.Lock()
+	h.deadline, h.released = time.Time{}, true
+	h.mu.Unlock()
+	if n, ok := reply.(int64); ok && n <= 0 {
+		return n, nil
+	}
+	return 1, nil
+}
+
+// notHeld is the error for a lease Redis no longer holds for this owner: the
+// key is gone, or another owner holds the lock.
+func (h *Held) notHeld(gone bool) error {
+	return fmt.Errorf("%w: lock %s: %s", h.core.cfg.Errors.NotHeld, Quote(h.keys.name), h.core.why(gone))
+}
+
+// why says what was seen of a lease Redis no longer holds.
+func (c *Core) why(gone bool) string {
+	if gone {
+		return "the key is gone (it expired or was deleted)"
+	}
+	return "another owner holds it"
 }
 
 // TTL asks Redis how long the lease has left.
 func (h *Held) TTL(ctx context.Context) (time.Duration, error) {
 	ms, err := h.core.Run(ctx, pttlScript, h.keys, 1, h.value).Int64()
 	if err != nil {
-		return 0, WrapRedis("ttl", h.keys.lock, err)
+		return 0, h.core.redisErr("ttl of", h.keys, err)
 	}
 	switch {
-	case ms == -2:
-		return 0, h.notHeld()
+	case ms == -2 || ms == -3:
+		return 0, h.notHeld(ms == -2)
 	case ms < 0:
 		return -1, nil
 	}
@@ -104,15 +141,15 @@ func (h *Held) TTL(ctx context.Context) (time.Duration, error) {
 
 // release runs the release script for value (or, with prefix, any value that
 // starts with it) on the lock, after taking the queue entry leaving (a waiter
-// giving up) out of the lock's queue, if it is not "". It reports whether the
-// grant was there to release.
-func (c *Core) release(ctx context.Context, lk *Keys, value string, prefix bool, leaving string) (bool, error) {
+// giving up) out of the lock's queue, if it is not "". Its reply is the
+// script's: 0 when the key was gone, -1 when another owner held it, else the
+// grant was released (see scripts/release.lua).
+func (c *Core) release(ctx context.Context, lk *Keys, value string, prefix bool, leaving string) (any, error) {
 	match := matchExact
 	if prefix {
 		match = matchPrefix
 	}
-	reply, err := c.Run(ctx, releaseScript, lk, 3, value, match, leaving, c.wake).Result()
-	return err == nil && reply != int64(0), err
+	return c.Run(ctx, releaseScript, lk, 3, value, match, leaving, c.wake).Result()
 }
 
 // The release script's match and wake arguments, boxed once.
@@ -123,6 +160,8 @@ func (c *Core) kind() string {
 	switch {
 	case !c.cfg.Fenced:
 		return "e"
+	case c.cfg.ClockFloor && c.cfg.ExpiringCounter:
+		return "t"
 	case c.cfg.ClockFloor:
 		return "c"
 	}

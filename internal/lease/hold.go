@@ -7,15 +7,25 @@ import (
 	"time"
 )
 
-// releaseTimeout bounds the release at the end of Do and Once, which runs even
-// when the caller's ctx has ended so that a lock is not left to expire.
+// releaseTimeout bounds the release at the end of Do, Hold and Once, which
+// runs even when the caller's ctx has ended (or fn panicked) so that a lock
+// is not left to expire.
 const releaseTimeout = 5 * time.Second
+
+// nilFunc is the error of Do, Hold and Once given a nil function.
+func (c *Core) nilFunc(op string) error {
+	return fmt.Errorf("%s: %s: fn is nil", c.cfg.Kind, op)
+}
 
 // Do obtains the lock called name (waiting), runs fn while keeping the lease
 // alive, and releases it. fn's context is cancelled with a cause matching
 // Errors.LockLost as soon as the lease can no longer be confirmed before its
-// deadline; Do's error then matches LockLost too.
+// deadline; Do's error then matches LockLost too. A nil fn is refused before
+// anything is acquired.
 func (c *Core) Do(ctx context.Context, name string, ttl time.Duration, fn func(context.Context, *Held) error) error {
+	if fn == nil {
+		return c.nilFunc("Do")
+	}
 	h, err := c.Obtain(ctx, name, ttl)
 	if err != nil {
 		return err
@@ -24,79 +34,114 @@ func (c *Core) Do(ctx context.Context, name string, ttl time.Duration, fn func(c
 }
 
 // Hold runs fn while refreshing the lease every third of its ttl (the ttl of
-// the grant or of the last Refresh), then releases it. fn's context is
-// cancelled with a cause matching Errors.LockLost as soon as the lease can no
-// longer be confirmed before its deadline; Hold's error then matches LockLost.
-func (h *Held) Hold(ctx context.Context, fn func(context.Context, *Held) error) error {
-	if !time.Now().Before(h.Deadline()) {
-		return fmt.Errorf("%w: %s: the lease was released or is past its deadline", h.core.cfg.Errors.NotHeld, Quote(h.keys.lock))
+// the grant or of the last Refresh), then releases it, on a context of its
+// own (ctx may have ended). fn's context is cancelled with a cause matching
+// Errors.LockLost as soon as the lease can no longer be confirmed before its
+// deadline; Hold's error then matches LockLost. If fn panics, the refreshes
+// stop, the lock is released, and the panic goes on up the stack.
+func (h *Held) Hold(ctx context.Context, fn func(context.Context, *Held) error) (err error) {
+	if fn == nil {
+		return h.core.nilFunc("Hold")
+	}
+	if h.Released() || !time.Now().Before(h.Deadline()) {
+		return fmt.Errorf("%w: lock %s: the lease was released or is past its deadline", h.core.cfg.Errors.NotHeld, Quote(h.keys.name))
 	}
 	ttl := h.TTLSet()
-	fnErr, lost := h.run(ctx, ttl/3, func(time.Time) time.Duration { return ttl }, fn)
-	if lost != nil {
-		_ = h.releaseDetached(ctx)
-		return errors.Join(lost, fnErr)
+	var fnErr, lost error
+	defer func() { err = h.endHold(ctx, fnErr, lost) }()
+	fnErr, lost = h.run(ctx, ttl/3, func(time.Time) time.Duration { return ttl }, fn)
+	return nil
+}
+
+// endHold releases the lease after Hold's fn and returns Hold's error.
+func (h *Held) endHold(ctx context.Context, fnErr, lost error) error {
+	if h.Released() {
+		return fnErr // fn ended the lease itself, with Release
 	}
-	if err := h.releaseDetached(ctx); err != nil {
-		if errors.Is(err, h.core.cfg.Errors.NotHeld) {
-			err = h.core.lost(h, "the lease expired before release")
-		}
-		return errors.Join(fnErr, err)
-	}
-	return fnErr
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	n, err := h.release(ctx)
+	return h.outcome(fnErr, lost, n, err, "when fn returned")
 }
 
 // Once runs fn at most once per period across every Locker sharing the Redis:
 // the first caller takes the lock for period and runs fn; the others return
 // false. A grant whose reply came after its deadline was released, so nobody
-// runs fn for it: that is an error, not a skip. The lock is not released when fn returns inside the period, so a late
-// caller for the same tick skips; it is kept alive while fn runs past the
-// period, and released as soon as such a long run ends.
-func (c *Core) Once(ctx context.Context, name string, period time.Duration, fn func(context.Context, *Held) error) (bool, error) {
+// runs fn for it: that is an error (Errors.Late), not a skip. The lock is not
+// released when fn returns inside the period, so a late caller for the same
+// tick skips; it is kept alive while fn runs past the period, and released as
+// soon as such a long run ends. A panic in fn ends the run as a return would,
+// and goes on up the stack.
+func (c *Core) Once(ctx context.Context, name string, period time.Duration, fn func(context.Context, *Held) error) (ran bool, err error) {
+	if fn == nil {
+		return false, c.nilFunc("Once")
+	}
 	h, err := c.Try(ctx, name, period)
-	if errors.Is(err, c.cfg.Errors.NotObtained) && !errors.Is(err, errLate) {
+	if errors.Is(err, c.cfg.Errors.NotObtained) && ctx.Err() == nil {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	start := time.Now()
-	end := start.Add(period)
+	end := time.Now().Add(period)
 	// While fn runs, keep the key at least until the period ends, and at least
 	// half a period ahead once it has ended.
 	next := func(now time.Time) time.Duration { return max(end.Sub(now), period/2, MinTTL) }
-	fnErr, lost := h.run(ctx, period/3, next, fn)
+	var fnErr, lost error
+	defer func() { err = h.endOnce(ctx, end, fnErr, lost) }()
+	fnErr, lost = h.run(ctx, period/3, next, fn)
+	return true, nil
+}
+
+// endOnce ends a run of Once: the lock is kept until the period's end, or
+// released if that has passed, and returns Once's error.
+func (h *Held) endOnce(ctx context.Context, end time.Time, fnErr, lost error) error {
 	// Even after a loss: a refresh that landed late may have kept the key,
 	// and it must not outlive the period, or the next tick would skip.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
+	var n int64
+	var err error
 	if left := time.Until(end); left >= MinTTL {
-		err = h.Refresh(ctx, left)
+		n, err = h.refresh(ctx, left)
 	} else {
-		err = h.Release(ctx)
+		n, err = h.release(ctx)
 	}
-	if lost != nil {
-		return true, errors.Join(lost, fnErr)
-	}
-	if errors.Is(err, c.cfg.Errors.NotHeld) {
-		err = c.lost(h, "the lease was gone when the run ended")
-	}
-	return true, errors.Join(fnErr, err)
+	return h.outcome(fnErr, lost, n, err, "when the run ended")
 }
 
-func (h *Held) releaseDetached(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-	defer cancel()
-	return h.Release(ctx)
+// outcome is a hold's error: fn's, the loss seen while fn ran, and what the
+// release or refresh that ended the hold found (its reply n, or err), when.
+func (h *Held) outcome(fnErr, lost error, n int64, err error, when string) error {
+	switch {
+	case lost != nil:
+		return lostWith(lost, fnErr)
+	case err != nil:
+		return errors.Join(fnErr, err)
+	case n <= 0:
+		return errors.Join(fnErr, h.core.lost(h, when+", "+h.core.why(n == 0)))
+	}
+	return fnErr
+}
+
+// lostWith is the error of a hold whose lease was lost while fn ran: lost,
+// and fn's error unless it only repeats that (fn returned its context's
+// error or cause).
+func lostWith(lost, fnErr error) error {
+	if fnErr == nil || errors.Is(fnErr, context.Canceled) || errors.Is(fnErr, lost) {
+		return lost
+	}
+	return fmt.Errorf("%w; fn returned: %w", lost, fnErr)
 }
 
 func (c *Core) lost(h *Held, why string) error {
-	return fmt.Errorf("%w: %s: %s", c.cfg.Errors.LockLost, Quote(h.keys.lock), why)
+	return fmt.Errorf("%w: lock %s: %s", c.cfg.Errors.LockLost, Quote(h.keys.name), why)
 }
 
 // run calls fn with a context that is cancelled when the lease is lost, while a
 // goroutine refreshes the lease every interval to the ttl next returns. It
-// returns fn's error and, if the lease was lost, why.
+// returns fn's error and, if the lease was lost, why. The refreshes stop when
+// fn returns or panics.
 func (h *Held) run(ctx context.Context, interval time.Duration, next func(time.Time) time.Duration, fn func(context.Context, *Held) error) (fnErr, lost error) {
 	fnCtx, cancel := context.WithCancelCause(ctx)
 	stop := make(chan struct{})
@@ -105,20 +150,21 @@ func (h *Held) run(ctx context.Context, interval time.Duration, next func(time.T
 		defer close(stopped)
 		h.keepAlive(fnCtx, stop, interval, next, cancel)
 	}()
-	fnErr = fn(fnCtx, h)
-	close(stop)
-	<-stopped
-	cause := context.Cause(fnCtx)
-	cancel(nil)
-	if errors.Is(cause, h.core.cfg.Errors.LockLost) {
-		return fnErr, cause
-	}
-	return fnErr, nil
+	defer func() {
+		close(stop)
+		<-stopped
+		if cause := context.Cause(fnCtx); errors.Is(cause, h.core.cfg.Errors.LockLost) {
+			lost = cause
+		}
+		cancel(nil)
+	}()
+	return fn(fnCtx, h), nil
 }
 
 // keepAlive refreshes the lease until stop closes, and cancels with a LockLost
 // cause once the lease is gone or its deadline passes unconfirmed. A refresh
-// that fails for another reason (a network error) is retried until the deadline.
+// that fails for another reason (a network error) is retried until the
+// deadline. A lease that fn released itself is no longer refreshed.
 //
 // The deadline is kept by this goroutine's own clock, not by the refresh's
 // context: go-redis ignores context deadlines on socket reads unless the client
@@ -127,13 +173,13 @@ func (h *Held) run(ctx context.Context, interval time.Duration, next func(time.T
 func (h *Held) keepAlive(ctx context.Context, stop <-chan struct{}, interval time.Duration, next func(time.Time) time.Duration, cancel context.CancelCauseFunc) {
 	interval = max(interval, MinTTL)
 	wait := interval
-	var inflight chan error // the refresh under way, if any
+	var inflight chan refreshed // the refresh under way, if any
 	defer func() {
 		if inflight != nil {
 			<-inflight // a refresh stuck on the network must end before Do returns
 		}
 	}()
-	for {
+	for !h.Released() {
 		deadline := h.Deadline()
 		if !time.Now().Before(deadline) {
 			cancel(h.core.lost(h, "the lease could not be confirmed before its deadline"))
@@ -141,26 +187,18 @@ func (h *Held) keepAlive(ctx context.Context, stop <-chan struct{}, interval tim
 		}
 		// The caller's ctx ending does not stop the refreshes: fn may still
 		// be winding down, and the lease must hold until it returns (stop).
-		t := time.NewTimer(min(wait, time.Until(deadline)))
-		select {
-		case <-stop:
-			t.Stop()
+		if !sleepUntil(stop, min(wait, time.Until(deadline))) {
 			return
-		case <-t.C:
 		}
-		if !time.Now().Before(deadline) {
-			continue // the check at the top cancels
+		if h.Released() || !time.Now().Before(deadline) {
+			continue // the checks at the top end it
 		}
-		inflight = make(chan error, 1)
-		go func(done chan<- error) {
-			rctx, rcancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
-			defer rcancel()
-			done <- h.Refresh(rctx, next(time.Now()))
-		}(inflight)
+		inflight = make(chan refreshed, 1)
+		go h.refreshAsync(ctx, deadline, next, inflight)
 		expiry := time.NewTimer(time.Until(deadline))
-		var err error
+		var r refreshed
 		select {
-		case err = <-inflight:
+		case r = <-inflight:
 			inflight = nil
 			expiry.Stop()
 		case <-expiry.C:
@@ -171,15 +209,42 @@ func (h *Held) keepAlive(ctx context.Context, stop <-chan struct{}, interval tim
 			return
 		}
 		switch {
-		case err == nil:
+		case r.err == nil && r.n == 1:
 			wait = interval
-		case errors.Is(err, h.core.cfg.Errors.NotHeld):
-			cancel(h.core.lost(h, "the key was deleted or taken by another owner"))
+		case r.err == nil && !h.Released():
+			cancel(h.core.lost(h, h.core.why(r.n == 0)))
 			return
-		default:
-			h.core.logger().Warn("leasekit: refresh failed; retrying until the lease deadline",
-				"key", h.keys.lock, "owner", h.Owner(), "err", err)
+		case r.err != nil:
+			h.core.logger().Warn(h.core.cfg.Kind+": refresh failed; retrying until the lease deadline",
+				"lock", h.keys.name, "owner", h.Owner(), "err", r.err)
 			wait = max(interval/4, MinTTL)
 		}
+	}
+}
+
+// refreshed is the outcome of a refresh: refresh's reply and error.
+type refreshed struct {
+	n   int64
+	err error
+}
+
+// refreshAsync refreshes the lease to next's ttl, bounded by deadline, and
+// sends the outcome on done.
+func (h *Held) refreshAsync(ctx context.Context, deadline time.Time, next func(time.Time) time.Duration, done chan<- refreshed) {
+	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	defer cancel()
+	n, err := h.refresh(rctx, next(time.Now()))
+	done <- refreshed{n, err}
+}
+
+// sleepUntil waits d, and reports false if stop closes first.
+func sleepUntil(stop <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-stop:
+		return false
+	case <-t.C:
+		return true
 	}
 }

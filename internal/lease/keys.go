@@ -70,7 +70,7 @@ const ownerBytes = 16
 
 // NewOwner draws an owner id from src. A short read is an error: an owner id is
 // what lets a holder release its lock, and a weak one would let another guess it.
-func NewOwner(src io.Reader) (string, error) {
+func NewOwner(kind string, src io.Reader) (string, error) {
 	if src == nil {
 		src = rand.Reader
 	}
@@ -82,7 +82,7 @@ func NewOwner(src io.Reader) (string, error) {
 		// method would move b to the heap on the default path too.
 		buf := make([]byte, ownerBytes)
 		if _, err := io.ReadFull(src, buf); err != nil {
-			return "", fmt.Errorf("leasekit: owner id source failed: %w", err)
+			return "", fmt.Errorf("%s: owner id source failed: %w", kind, err)
 		}
 		copy(b[:], buf)
 	}

@@ -15,17 +15,21 @@ import (
 // first. Built once per name and kept (see Core.lockKeys), they spare every
 // acquire and release the allocations of building and boxing its keys.
 type Keys struct {
+	name string // the lock's name, as the caller passed it
 	lock string
 	keys []any
 }
 
-// newKeys returns the keys of the lock whose key is key.
-func newKeys(key string) *Keys {
-	return &Keys{lock: key, keys: []any{key, QueueKey(key), CounterKey(key)}}
+// newKeys returns the keys of the lock called name whose key is key.
+func newKeys(name, key string) *Keys {
+	return &Keys{name: name, lock: key, keys: []any{key, QueueKey(key), CounterKey(key)}}
 }
 
 // Lock is the lock's key.
 func (k *Keys) Lock() string { return k.lock }
+
+// Name is the lock's name.
+func (k *Keys) Name() string { return k.name }
 
 // Strings are the first n keys, as strings.
 func (k *Keys) Strings(n int) []string {
@@ -51,7 +55,7 @@ func (c *Core) lockKeys(name string) *Keys {
 	if lk, ok := c.names.Load(name); ok {
 		return lk.(*Keys)
 	}
-	lk := newKeys(LockKey(c.cfg.Prefix, name))
+	lk := newKeys(name, LockKey(c.cfg.Prefix, name))
 	if len(name) <= keyCacheNameLen && c.cached.Load() < keyCacheSize {
 		if _, loaded := c.names.LoadOrStore(name, lk); !loaded {
 			c.cached.Add(1)

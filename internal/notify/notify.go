@@ -334,7 +334,15 @@ func (n *Notifier) confirm(channel string) {
 	defer n.mu.Unlock()
 	c := n.counts[channel]
 	if c == nil {
-		return // a resubscription after a reconnect
+		// A resubscription after a reconnect: the server may have lost the
+		// lock's queue meanwhile (a restart, a failover), so every waiter
+		// on the channel checks its lock again, now that it can be reached.
+		if sub := n.subs[channel]; sub != nil {
+			for _, w := range sub.waiters {
+				w.signal()
+			}
+		}
+		return
 	}
 	c.acked++
 	if sub := n.subs[channel]; sub != nil && !sub.confirmed && c.acked >= sub.need {

@@ -166,10 +166,23 @@ func (h *Counter) Reset() {
 // assertion.
 func (h *Counter) Await(t testing.TB, name string, n int) {
 	t.Helper()
+	h.await(t, name, n, func() int { return h.counts[name] })
+}
+
+// AwaitTotal blocks until n round trips have been counted, of any operation,
+// failing the test after 30 seconds.
+func (h *Counter) AwaitTotal(t testing.TB, n int) {
+	t.Helper()
+	h.await(t, "", n, func() int { return h.total })
+}
+
+// await blocks until count (called with h.mu held) reaches n.
+func (h *Counter) await(t testing.TB, name string, n int, count func() int) {
+	t.Helper()
 	timeout := time.After(30 * time.Second)
 	for {
 		h.mu.Lock()
-		got, changed := h.counts[name], h.changed
+		got, changed := count(), h.changed
 		h.mu.Unlock()
 		if got >= n {
 			return

@@ -3,7 +3,9 @@
 //
 // The same test body runs on both through Run. Without a redis-server binary
 // the real-server subtests skip with a message; with LEASEKIT_REQUIRE_REDIS=1
-// (set by scripts/test.sh and CI) they fail instead.
+// (set by scripts/test.sh and CI) they fail instead. LEASEKIT_NO_REDIS=1
+// makes the harness act as if there were no binary, so that a machine that
+// has one (CI) can prove that the suite passes on a machine with only Go.
 package redistest
 
 import (
@@ -15,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -29,6 +32,10 @@ import (
 // RequireEnv is the environment variable that turns a missing redis-server
 // from a skip into a failure.
 const RequireEnv = "LEASEKIT_REQUIRE_REDIS"
+
+// NoServerEnv is the environment variable that hides redis-server from the
+// harness: every real-server test skips, as on a machine with only Go.
+const NoServerEnv = "LEASEKIT_NO_REDIS"
 
 // Backend is one Redis a test runs against.
 type Backend struct {
@@ -128,14 +135,26 @@ func Main(m *testing.M) int {
 // when LEASEKIT_REQUIRE_REDIS=1.
 func RequireBinary(t testing.TB) {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err == nil {
-		return
+	if !Available() {
+		if os.Getenv(NoServerEnv) == "1" {
+			t.Skipf("redis-server hidden by %s=1", NoServerEnv)
+		}
+		const msg = "redis-server not found in PATH: install it (Debian: apt-get install redis-server) or run scripts/test.sh"
+		if os.Getenv(RequireEnv) == "1" {
+			t.Fatalf("%s; %s=1 requires it", msg, RequireEnv)
+		}
+		t.Skip(msg)
 	}
-	const msg = "redis-server not found in PATH: install it (Debian: apt-get install redis-server) or run scripts/test.sh"
-	if os.Getenv(RequireEnv) == "1" {
-		t.Fatalf("%s; %s=1 requires it", msg, RequireEnv)
+}
+
+// Available reports whether the real-server tests can run: redis-server is
+// on PATH, and not hidden by LEASEKIT_NO_REDIS=1.
+func Available() bool {
+	if os.Getenv(NoServerEnv) == "1" {
+		return false
 	}
-	t.Skip(msg)
+	_, err := exec.LookPath("redis-server")
+	return err == nil
 }
 
 // Server is a redis-server process on a loopback port.
@@ -214,7 +233,8 @@ func (s *Server) launch() error {
 			return fmt.Errorf("redis-server on %s exited: %s", s.Addr, lastLines(log))
 		default:
 		}
-		if c.Ping(context.Background()).Err() == nil {
+		// NOAUTH is an answer too: a server started with --requirepass.
+		if err := c.Ping(context.Background()).Err(); err == nil || strings.HasPrefix(err.Error(), "NOAUTH") {
 			return nil
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -250,8 +270,13 @@ func (s *Server) Kill() {
 
 // Restart kills the server and starts it again on the same port and dir, with
 // the same arguments: whatever it had not persisted is gone.
-func (s *Server) Restart() error {
+func (s *Server) Restart() error { return s.RestartAfter(0) }
+
+// RestartAfter kills the server, leaves it down for down, and starts it again
+// as Restart does.
+func (s *Server) RestartAfter(down time.Duration) error {
 	s.Kill()
+	time.Sleep(down)
 	var err error
 	for range 50 { // the port can take a moment to be free again
 		if err = s.launch(); err == nil {

@@ -158,6 +158,8 @@ type grant struct {
 	token    uint64 // 0 for an efficiency lock
 	deadline time.Time
 	release  func(context.Context) error
+	refresh  func(context.Context, time.Duration) error
+	hold     func(context.Context, func(context.Context) error) error
 }
 
 // locker is the part of either kind of Locker the fault tests drive.
@@ -166,13 +168,22 @@ type locker struct {
 	obtain func(ctx context.Context, name string, ttl time.Duration) (*grant, error)
 	do     func(ctx context.Context, name string, ttl time.Duration, fn func(context.Context) error) error
 	// once is efficiency's Once; nil for correctness, which has none.
-	once func(ctx context.Context, name string, period time.Duration, fn func(context.Context) error) (bool, error)
+	once  func(ctx context.Context, name string, period time.Duration, fn func(context.Context) error) (bool, error)
+	close func() error
 }
 
 // lockConfig is what the fault tests set on a Locker of either kind.
 type lockConfig struct {
-	owners io.Reader // where owner ids come from; nil: crypto/rand
-	drift  float64   // the drift factor; 0: the default, 0.01
+	owners io.Reader    // where owner ids come from; nil: crypto/rand
+	drift  float64      // the drift factor; 0: the default, 0.01
+	log    *slog.Logger // nil: discard
+}
+
+func (c lockConfig) logger() *slog.Logger {
+	if c.log == nil {
+		return quiet
+	}
+	return c.log
 }
 
 // kind is one kind of lock, so that a test body runs on both.
@@ -180,7 +191,9 @@ type kind struct {
 	name        string
 	fenced      bool
 	notObtained error
+	lateGrant   error
 	lockLost    error
+	closed      error
 	// open returns a locker on c, closed when the test ends.
 	open func(t *testing.T, c redis.UniversalClient, cfg lockConfig) locker
 	// acquireRequest matches a proxy chunk that carries an acquire of the
@@ -192,7 +205,9 @@ var kinds = []kind{
 	{
 		name:        "efficiency",
 		notObtained: efficiency.ErrNotObtained,
+		lateGrant:   efficiency.ErrLateGrant,
 		lockLost:    efficiency.ErrLockLost,
+		closed:      efficiency.ErrClosed,
 		open:        openEfficiency,
 		acquireRequest: func(name string) func([]byte) bool {
 			key := bulk(lockKey(name))
@@ -205,7 +220,9 @@ var kinds = []kind{
 		name:        "correctness",
 		fenced:      true,
 		notObtained: correctness.ErrNotObtained,
+		lateGrant:   correctness.ErrLateGrant,
 		lockLost:    correctness.ErrLockLost,
+		closed:      correctness.ErrClosed,
 		open:        openCorrectness,
 		acquireRequest: func(name string) func([]byte) bool {
 			key, hash := bulk(lockKey(name)), bulk(scripts.FencedAcquire.Hash())
@@ -221,7 +238,7 @@ var kinds = []kind{
 func bulk(s string) []byte { return []byte("\r\n" + s + "\r\n") }
 
 func openEfficiency(t *testing.T, c redis.UniversalClient, cfg lockConfig) locker {
-	opts := []efficiency.Option{efficiency.WithLogger(quiet), efficiency.WithOwnerSource(cfg.owners)}
+	opts := []efficiency.Option{efficiency.WithLogger(cfg.logger()), efficiency.WithOwnerSource(cfg.owners)}
 	if cfg.drift != 0 {
 		opts = append(opts, efficiency.WithDriftFactor(cfg.drift))
 	}
@@ -231,7 +248,7 @@ func openEfficiency(t *testing.T, c redis.UniversalClient, cfg lockConfig) locke
 		if err != nil {
 			return nil, err
 		}
-		return &grant{deadline: lock.Deadline(), release: lock.Release}, nil
+		return &grant{deadline: lock.Deadline(), release: lock.Release, refresh: lock.Refresh, hold: lock.Hold}, nil
 	}
 	return locker{
 		try: func(ctx context.Context, name string, ttl time.Duration) (*grant, error) {
@@ -240,13 +257,14 @@ func openEfficiency(t *testing.T, c redis.UniversalClient, cfg lockConfig) locke
 		obtain: func(ctx context.Context, name string, ttl time.Duration) (*grant, error) {
 			return wrap(l.Obtain(ctx, name, ttl))
 		},
-		do:   l.Do,
-		once: l.Once,
+		do:    l.Do,
+		once:  l.Once,
+		close: l.Close,
 	}
 }
 
 func openCorrectness(t *testing.T, c redis.UniversalClient, cfg lockConfig) locker {
-	opts := []correctness.Option{correctness.WithLogger(quiet), correctness.WithAudit(false), correctness.WithOwnerSource(cfg.owners)}
+	opts := []correctness.Option{correctness.WithLogger(cfg.logger()), correctness.WithAudit(false), correctness.WithOwnerSource(cfg.owners)}
 	if cfg.drift != 0 {
 		opts = append(opts, correctness.WithDriftFactor(cfg.drift))
 	}
@@ -256,7 +274,13 @@ func openCorrectness(t *testing.T, c redis.UniversalClient, cfg lockConfig) lock
 		if err != nil {
 			return nil, err
 		}
-		return &grant{token: lease.Token(), deadline: lease.Deadline(), release: lease.Release}, nil
+		hold := func(ctx context.Context, fn func(context.Context) error) error {
+			if fn == nil {
+				return lease.Hold(ctx, nil)
+			}
+			return lease.Hold(ctx, func(ctx context.Context, _ uint64) error { return fn(ctx) })
+		}
+		return &grant{token: lease.Token(), deadline: lease.Deadline(), release: lease.Release, refresh: lease.Refresh, hold: hold}, nil
 	}
 	return locker{
 		try: func(ctx context.Context, name string, ttl time.Duration) (*grant, error) {
@@ -266,8 +290,12 @@ func openCorrectness(t *testing.T, c redis.UniversalClient, cfg lockConfig) lock
 			return wrap(l.Acquire(ctx, name, ttl))
 		},
 		do: func(ctx context.Context, name string, ttl time.Duration, fn func(context.Context) error) error {
+			if fn == nil {
+				return l.Do(ctx, name, ttl, nil)
+			}
 			return l.Do(ctx, name, ttl, func(ctx context.Context, _ uint64) error { return fn(ctx) })
 		},
+		close: l.Close,
 	}
 }
 

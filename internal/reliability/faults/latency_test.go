@@ -145,8 +145,8 @@ func TestLateGrantNotReported(t *testing.T) {
 				_ = g.release(t.Context())
 				t.Fatalf("got a lease with its Deadline %v from now, want an error: the reply came %v after the request, past the %v ttl", time.Until(g.deadline), leaseTTL*3/2, leaseTTL)
 			}
-			if !errors.Is(err, k.notObtained) {
-				t.Fatalf("late grant: got %v, want an error matching ErrNotObtained", err)
+			if !errors.Is(err, k.lateGrant) || errors.Is(err, k.notObtained) {
+				t.Fatalf("late grant: got %v, want an error matching ErrLateGrant and not ErrNotObtained", err)
 			}
 			t.Logf("late grant: %v", err)
 			if l.once == nil {
@@ -160,8 +160,8 @@ func TestLateGrantNotReported(t *testing.T) {
 				return nil
 			})
 			p.Delay(0)
-			if ran || err == nil || !errors.Is(err, k.notObtained) {
-				t.Fatalf("Once on a late grant: got %v, %v, want false and an error matching ErrNotObtained", ran, err)
+			if ran || err == nil || !errors.Is(err, k.lateGrant) {
+				t.Fatalf("Once on a late grant: got %v, %v, want false and an error matching ErrLateGrant", ran, err)
 			}
 		})
 	}
@@ -169,7 +169,7 @@ func TestLateGrantNotReported(t *testing.T) {
 
 // TestObtainGivesUpOnLateGrants: when every reply comes back after the lease
 // deadline (a ttl shorter than the round trip), a waiting acquire releases
-// each grant and gives up after a few, with ErrNotObtained, rather than grant
+// each grant and gives up after a few, with ErrLateGrant, rather than grant
 // and release in a loop until its context ends.
 func TestObtainGivesUpOnLateGrants(t *testing.T) {
 	const ttl = 100 * time.Millisecond
@@ -192,8 +192,8 @@ func TestObtainGivesUpOnLateGrants(t *testing.T) {
 				t.Fatalf("got a lease with its Deadline %v from now, want an error: every reply came after the ttl", time.Until(g.deadline))
 			case ctx.Err() != nil:
 				t.Fatalf("the acquire ran until its context ended (%v), want it to give up on late grants", err)
-			case !errors.Is(err, k.notObtained):
-				t.Fatalf("got %v, want an error matching ErrNotObtained", err)
+			case !errors.Is(err, k.lateGrant):
+				t.Fatalf("got %v, want an error matching ErrLateGrant", err)
 			}
 			t.Logf("gave up: %v", err)
 		})

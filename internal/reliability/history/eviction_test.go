@@ -140,8 +140,8 @@ func TestFullServerGrantsNothing(t *testing.T) {
 				t.Fatalf("on a full server: got success %v, error %v; want no success and an OOM error", succeeded, err)
 			}
 			t.Logf("%s: %v", tt.name, err)
-			if msg := err.Error(); !strings.Contains(msg, "OOM") || !strings.Contains(msg, "{"+name+"}") {
-				t.Errorf("error: got %q, want it to say OOM and name the key {%s}", msg, name)
+			if msg := err.Error(); !strings.Contains(msg, "OOM") || !strings.Contains(msg, `"`+name+`"`) {
+				t.Errorf("error: got %q, want it to say OOM and name the lock %q", msg, name)
 			}
 			if errors.Is(err, correctness.ErrNotObtained) || errors.Is(err, efficiency.ErrNotObtained) {
 				t.Errorf("error: got %v, matching ErrNotObtained; want a Redis failure: nobody holds the lock", err)

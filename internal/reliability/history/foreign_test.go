@@ -34,7 +34,7 @@ const (
 // value (a prefix, a suffix, one character changed, the owner id without its
 // token, a neighbouring token) and other owners' ids, for an exact release, a
 // release of a lost grant by its owner id, a refresh to ten minutes and one to
-// a millisecond. Every call must reply 0 ("not held"); after every batch the
+// a millisecond. Every call must reply -1 ("another owner holds it"); after every batch the
 // key must hold the holder's value with a ttl that never grew; at the end the
 // holders' own Release must succeed.
 //
@@ -92,10 +92,10 @@ func hammer(t *testing.T, client *redis.Client, key string) {
 			t.Fatalf("batch %d: %v", batch, err)
 		}
 		for i, cmd := range cmds {
-			if n, err := cmd.Int64(); err != nil || n != 0 {
+			if n, err := cmd.Int64(); err != nil || n != -1 {
 				succeeded++
 				if succeeded <= 5 {
-					t.Errorf("%s: got %d, %v; want 0, nil (not held)", calls[i], n, err)
+					t.Errorf("%s: got %d, %v; want -1, nil (another owner holds it)", calls[i], n, err)
 				}
 			}
 		}
@@ -197,7 +197,7 @@ func (f *foreigner) wrongOwner() string {
 		return flip(f.owner, f.rng.IntN(len(f.owner)))
 	}
 	for {
-		o, err := lease.NewOwner(f.ids)
+		o, err := lease.NewOwner("test", f.ids)
 		if err != nil {
 			panic(err) // ChaCha8 never fails to read
 		}

@@ -66,6 +66,7 @@ type lockHistory struct {
 // ten seconds, not half of one, and half the grants come back after their
 // 20 ms lease deadline.
 func TestFencedRegisterHistory(t *testing.T) {
+	redistest.RequireBinary(t)
 	var rejected, accepted int
 	for seed := range uint64(historySeeds) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {

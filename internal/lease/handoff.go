@@ -1,0 +1,83 @@
+package lease
+
+import (
+	"context"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The handoff's wire format. This file builds and parses it; wait.lua and
+// release.lua, which read and write the same strings on the server, point
+// here.
+//
+// A queue entry is a member of the lock's wait queue (QueueKey, a sorted set
+// scored by arrival: the server clock in microseconds, kept increasing):
+//
+//	entry   = owner SP ttl SP kind SP ticket SP channel
+//	owner   = the waiter's owner id (no space, no ':')
+//	ttl     = the lease length in milliseconds: digits, no leading zero
+//	kind    = "e" | "f" | "c" | "t"   (see Core.kind)
+//	ticket  = the waiter's random id for its Locker (no space)
+//	channel = the pub/sub channel of the waiter's Locker (GrantChannel)
+//
+// A grant message is what a release that handed the lock over publishes on
+// the entry's channel:
+//
+//	grant   = ticket SP token SP place SP seconds SP micros
+//	token   = the new fencing token in decimal, or "-" for an efficiency grant
+//	place   = the entry's score
+//	seconds, micros = the server clock at the grant, as TIME gives it
+//
+// The ticket, not the owner id, names the waiter: every subscriber of the
+// channel reads the message, and an owner id would let it release the lock.
+// The Notifier hands a message to the waiter whose ticket opens it (package
+// notify reads only that first field).
+
+// newEntry is a waiter's queue entry.
+func newEntry(owner string, ttl time.Duration, kind, ticket, channel string) string {
+	return owner + " " + strconv.FormatInt(Millis(ttl), 10) + " " + kind + " " + ticket + " " + channel
+}
+
+// handed turns a grant message into the lease: the lock, handed to this waiter
+// by its holder's release when the server clock read seconds and micros, is
+// its own since that long after it queued at place (microseconds on the same
+// clock). The lease is measured from the time the attempt that queued it was
+// sent (queued), plus that wait. A wait longer than the one seen here means
+// the server's clock stepped forward meanwhile; then only the send time is
+// sure. A message for an earlier place, or one that does not parse (from a
+// release of another version), is no grant: nil, and the caller asks Redis
+// again.
+func (c *Core) handed(ctx context.Context, lk *Keys, owner string, ttl time.Duration, msg string, place int64, queued time.Time) (*Held, error) {
+	f := strings.Fields(msg)
+	if len(f) != 5 {
+		return nil, nil
+	}
+	at, err1 := strconv.ParseFloat(f[2], 64)
+	if err1 != nil || place == 0 || int64(at) != place {
+		return nil, nil
+	}
+	// TIME's seconds and microseconds; seconds bounded so that the sum
+	// cannot overflow.
+	sec, err2 := strconv.ParseInt(f[3], 10, 64)
+	usec, err3 := strconv.ParseInt(f[4], 10, 64)
+	if err2 != nil || err3 != nil || sec < 0 || sec >= math.MaxInt64/1_000_000 || usec < 0 || usec >= 1_000_000 {
+		return nil, nil
+	}
+	waited := sec*1_000_000 + usec - place
+	value := owner
+	if f[1] != "-" {
+		value = owner + ":" + f[1]
+	}
+	a, err := c.Grant(lk, owner, value)
+	if err != nil {
+		c.abandon(ctx, lk, owner, ttl, "")
+		return nil, c.acquireErr(lk, err)
+	}
+	wait := time.Duration(max(waited, 0)) * time.Microsecond
+	if wait > time.Since(queued) {
+		wait = 0
+	}
+	return c.held(ctx, lk, owner, a, queued.Add(wait), ttl)
+}
