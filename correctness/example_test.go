@@ -170,3 +170,49 @@ func pausedHolder(fenced bool) []string {
 	}
 	return log
 }
+
+func ExampleLocker_TryAcquire() {
+	env, err := leasetest.Start()
+	if err != nil {
+		panic(err)
+	}
+	defer env.Close()
+	locker := correctness.New(env.Client, correctness.WithAudit(false))
+	defer locker.Close()
+	reg := correctness.NewRegister(env.Client)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // the work's own deadline
+	defer cancel()
+
+	lease, err := locker.TryAcquire(ctx, "account-42", 10*time.Second)
+	if errors.Is(err, correctness.ErrNotObtained) {
+		fmt.Println("another worker holds it")
+		return
+	}
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// Release on a short context of its own: by the time this runs, ctx may
+	// have ended, and a Release that cannot reach Redis leaves the lock held
+	// for its whole ttl.
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := lease.Release(ctx); err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println("released")
+	}()
+
+	// Every write carries the token; the register rejects an older one.
+	if err := reg.Write(ctx, "account-42", lease.Token(), []byte("balance=10")); err != nil {
+		fmt.Println(err)
+		return
+	}
+	value, token, _ := reg.Read(ctx, "account-42")
+	fmt.Println(string(value), token == lease.Token())
+	// Output:
+	// balance=10 true
+	// released
+}

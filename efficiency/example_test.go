@@ -26,24 +26,34 @@ func ExampleLocker_TryObtain() {
 	defer done()
 	locker := efficiency.New(client)
 	defer locker.Close()
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // the work's own deadline
+	defer cancel()
 
 	lock, err := locker.TryObtain(ctx, "rebuild-cache", 10*time.Second)
+	if errors.Is(err, efficiency.ErrNotObtained) {
+		fmt.Println("another worker is on it")
+		return
+	}
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	defer lock.Release(ctx) // safe even after an explicit Release
+	// Release on a short context of its own: by the time this runs, ctx may
+	// have ended, and a Release that cannot reach Redis leaves the lock held
+	// for its whole ttl.
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := lock.Release(ctx); err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println("released")
+	}()
 
 	fmt.Println("obtained", lock.Key())
 	_, err = locker.TryObtain(ctx, "rebuild-cache", 10*time.Second)
 	fmt.Println("second try:", err, errors.Is(err, efficiency.ErrNotObtained))
-
-	if err := lock.Release(ctx); err != nil {
-		fmt.Println(err)
-		return
-	}
-	fmt.Println("released")
 	// Output:
 	// obtained leasekit:{rebuild-cache}
 	// second try: efficiency: lock not obtained: lock "rebuild-cache" is held by another owner true
