@@ -82,6 +82,27 @@ func TestQuickRun(t *testing.T) {
 	}
 }
 
+// TestRunDeletesItsKeys: a run against a real server leaves nothing behind:
+// not the references' keys, which have no ttl, nor leasekit's fence
+// counters, which never expire.
+func TestRunDeletesItsKeys(t *testing.T) {
+	b := redistest.Real(t)
+	cfg, err := parseFlags([]string{"-quick", "-addr", b.Server.Addr, "-scenarios", "uncontended,convoy,keys-parallel", "-contenders", "4"}, io.Discard)
+	if err != nil {
+		t.Fatalf("parseFlags: %v", err)
+	}
+	var stderr bytes.Buffer
+	if _, err := run(t.Context(), cfg, io.Discard, &stderr); err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	if keys := b.Client.Keys(t.Context(), "*").Val(); len(keys) != 0 {
+		t.Fatalf("the run left %d keys, among them %q; stderr:\n%s", len(keys), keys[:min(len(keys), 5)], stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "deleted the") {
+		t.Errorf("the run did not say what it deleted; stderr:\n%s", stderr.String())
+	}
+}
+
 func decodeRows(t *testing.T, r io.Reader) []row {
 	t.Helper()
 	var rows []row

@@ -19,6 +19,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -154,7 +155,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) ([]row, erro
 		return nil, err
 	}
 	defer closeServer()
-	b := &bench{cfg: cfg, client: client, trips: countTrips(client), prog: newProgress(stderr)}
+	b := &bench{cfg: cfg, client: client, id: rand.Text()[:8], trips: countTrips(client), prog: newProgress(stderr)}
 	if err := b.fillPool(ctx); err != nil {
 		return nil, fmt.Errorf("PING %s: %w", backend, err)
 	}
@@ -164,6 +165,14 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) ([]row, erro
 		}
 	}
 	defer b.closeLibs()
+	defer func() {
+		n, err := b.cleanup(context.WithoutCancel(ctx))
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: deleting the keys this run made: %v\n", err)
+			return
+		}
+		fmt.Fprintf(stderr, "bench: deleted the %d keys this run made (bench:%s:*)\n", n, b.id)
+	}()
 
 	header := stdout
 	if cfg.json {

@@ -25,9 +25,11 @@ type scenario struct {
 type bench struct {
 	cfg    config
 	client *redis.Client
-	trips  *tripCounter
-	libs   []openLib
-	prog   *progress
+	// id names this run in every key it makes, so that cleanup finds them.
+	id    string
+	trips *tripCounter
+	libs  []openLib
+	prog  *progress
 	// ping and idlePing are the p50 of one PING round trip, busy and from
 	// idle, measured before any scenario.
 	ping, idlePing time.Duration
@@ -91,7 +93,40 @@ func selectScenarios(names []string, contenders []int) ([]scenario, error) {
 	return out, nil
 }
 
-func (b *bench) key(scenario, subject string) string { return "bench:" + scenario + ":" + subject }
+// key is the name of the lock (or key) of subject in scenario: it holds the
+// run's id, and so does every key a library derives from it.
+func (b *bench) key(scenario, subject string) string {
+	return "bench:" + b.id + ":" + scenario + ":" + subject
+}
+
+// cleanup deletes every key the run made: its locks' leftovers, leasekit's
+// fence counters (which never expire) and the references' keys. It returns
+// how many it deleted.
+func (b *bench) cleanup(ctx context.Context) (int, error) {
+	deleted := 0
+	iter := b.client.Scan(ctx, 0, "*bench:"+b.id+":*", 1000).Iterator()
+	var batch []string
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		n, err := b.client.Del(ctx, batch...).Result()
+		deleted += int(n)
+		batch = batch[:0]
+		return err
+	}
+	for iter.Next(ctx) {
+		if batch = append(batch, iter.Val()); len(batch) == 500 {
+			if err := flush(); err != nil {
+				return deleted, err
+			}
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return deleted, err
+	}
+	return deleted, flush()
+}
 
 func lockOp(l locker) func(ctx context.Context, key string) error {
 	return func(ctx context.Context, key string) error {
@@ -470,11 +505,6 @@ func (b *bench) keysParallel(ctx context.Context) []row {
 			b.prog.say(scenario, fmt.Sprintf("round %d/%d, %s", r+1, rounds, s.name))
 			b.timeParallel(ctx, &res[i], s, scenario, cell)
 		}
-	}
-	// The SET reference's keys have no ttl: do not leave them on the
-	// user's server.
-	for w := range keysParallelWorkers {
-		_ = b.client.Del(ctx, b.key(scenario, subjects[0].name+":"+strconv.Itoa(w))).Err()
 	}
 	rows := make([]row, len(subjects))
 	for i, s := range subjects {
