@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -17,7 +17,7 @@ const (
 	exitNotFound  = 127
 )
 
-// forwarded are the signals lockrun passes on to the command.
+// forwarded are the signals lockrun passes on to the command's process group.
 var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2}
 
 // command is the command lockrun runs under the lock.
@@ -25,61 +25,61 @@ type command struct {
 	argv  []string
 	env   []string
 	stdio stdio
-	grace time.Duration // between SIGTERM and SIGKILL once the lease is lost
+	grace time.Duration // between SIGTERM and SIGKILL once the group is stopped
 }
 
-// run runs the command to its end, forwarding lockrun's signals to it, and
-// returns its exit status as a shell reports it. When ctx ends (the lease was
-// lost) the command gets SIGTERM, then SIGKILL after the grace period.
+// run runs the command in a process group of its own until the command has
+// exited and its whole group is gone, forwarding lockrun's signals to the
+// group, and returns the command's exit status as a shell reports it. When
+// ctx ends (the lease was lost) the group gets SIGTERM, then SIGKILL after the
+// grace period; so does what the command leaves behind when it exits.
 func (c command) run(ctx context.Context) (int, error) {
-	cmd := exec.CommandContext(ctx, c.argv[0], c.argv[1:]...)
+	cmd := exec.Command(c.argv[0], c.argv[1:]...)
 	cmd.Env = c.env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = c.stdio.in, c.stdio.out, c.stdio.err
-	cmd.Cancel = func() error { return c.stop(ctx, cmd.Process) }
-	cmd.WaitDelay = c.grace // then exec sends SIGKILL
+	tty := foregroundTerminal(c.stdio.in)
+	defer tty.takeBack()
+	cmd.SysProcAttr = tty.procAttr()
+	adoptOrphans()
 
 	// Catch the signals before the command starts, so that none arriving in
 	// between kills lockrun and orphans the command with the lock held.
-	sigs := make(chan os.Signal, len(forwarded))
-	signal.Notify(sigs, forwarded...)
+	sigs := make(chan os.Signal, len(forwarded)+1)
+	signal.Notify(sigs, tty.signals()...)
 	defer signal.Stop(sigs)
 	if err := cmd.Start(); err != nil {
-		if errors.Is(err, exec.ErrNotFound) {
-			return exitNotFound, exitf(exitNotFound, "cannot run the command: %w", err)
-		}
-		return exitCannotRun, exitf(exitCannotRun, "cannot run the command: %w", err)
+		return startError(cmd.Path, err)
 	}
-	done := make(chan struct{})
-	defer close(done)
-	go forward(sigs, cmd.Process, done)
+	tty.handedOver()
+	var waitErr error
+	exited := make(chan struct{})
+	go func() { waitErr = cmd.Wait(); close(exited) }()
 
-	err := cmd.Wait()
+	g := &group{pgid: cmd.Process.Pid, grace: c.grace, stderr: c.stdio.err, tty: tty}
+	g.supervise(ctx, sigs, exited)
 	if cmd.ProcessState == nil {
-		return exitCannotRun, exitf(exitCannotRun, "waiting for the command: %w", err)
+		return exitCannotRun, exitf(exitCannotRun, "waiting for the command: %w", waitErr)
 	}
 	return shellStatus(cmd.ProcessState), nil
 }
 
-// stop begins ending the command once the lease is lost.
-func (c command) stop(ctx context.Context, p *os.Process) error {
-	if c.grace == 0 {
-		fmt.Fprintf(c.stdio.err, "lockrun: %v; killing the command (SIGKILL)\n", context.Cause(ctx))
-		return p.Kill()
+// startError is what a shell reports for a command it could not start: 127
+// when there is no such command, 126 when there is one that cannot be
+// executed (no x bit, a directory, a missing #! interpreter, an unknown
+// format). path is the command as exec resolved it.
+func startError(path string, err error) (int, error) {
+	code := exitCannotRun
+	if errors.Is(err, exec.ErrNotFound) || (errors.Is(err, fs.ErrNotExist) && !exists(path)) {
+		code = exitNotFound
 	}
-	fmt.Fprintf(c.stdio.err, "lockrun: %v; stopping the command: SIGTERM now, SIGKILL in %v\n", context.Cause(ctx), c.grace)
-	return p.Signal(syscall.SIGTERM)
+	return code, exitf(code, "cannot run the command: %w", err)
 }
 
-// forward passes each signal lockrun receives on to p until done closes.
-func forward(sigs <-chan os.Signal, p *os.Process, done <-chan struct{}) {
-	for {
-		select {
-		case s := <-sigs:
-			_ = p.Signal(s) // the command may have exited already
-		case <-done:
-			return
-		}
-	}
+// exists reports whether path names a file. exec reports a script whose #!
+// interpreter is missing as "no such file" too; the script exists, though.
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return !errors.Is(err, fs.ErrNotExist)
 }
 
 // shellStatus is the status a shell reports for an ended process: its exit

@@ -5,8 +5,9 @@
 //	lockrun [-redis URL] [-prefix P] [-fenced] -status NAME
 //
 // Every machine that runs the same NAME against the same Redis takes turns: the
-// command runs only while this lockrun holds the lock, which it keeps alive
-// (refreshing every ttl/3) until the command exits, then releases.
+// command, and every process it starts, runs only while this lockrun holds the
+// lock, which it keeps alive (refreshing every ttl/3) until they have all
+// exited, then releases.
 //
 // What is guaranteed, and what is not. Without -fenced the lock is an
 // efficiency lock (package efficiency): it stops two runs from overlapping as
@@ -29,38 +30,86 @@
 //	-ttl D          lease length (default 30s), refreshed every ttl/3
 //	-wait D         wait up to D for the lock (default 0: try once)
 //	-fenced         take a correctness lease; the command gets its token
+//	-audit          with -fenced: check the Redis settings fencing relies on
+//	                (persistence, eviction, replication) at the first acquire,
+//	                and warn on stderr (default true). -audit=false silences the warnings,
+//	                which cron would otherwise mail on every run, once you
+//	                have read them.
 //	-once PERIOD    run at most once per PERIOD per NAME, across all machines:
 //	                the lock is kept until PERIOD has passed since the run
 //	                started, whatever the command's status (cron
 //	                deduplication; not with -fenced, -wait or -ttl)
-//	-grace D        time between SIGTERM and SIGKILL when the lock is lost
-//	                (default 10s; 0 kills at once)
+//	-grace D        time between SIGTERM and SIGKILL when lockrun stops the
+//	                command's processes: the lease was lost, or the command
+//	                exited leaving processes behind (default 10s; 0 kills at
+//	                once)
+//	-quiet          print nothing when the run is skipped because another
+//	                owner holds the lock (or, with -once, the period already
+//	                ran); the status is still 75. Not the default: at a
+//	                terminal or in a journal a silent skip looks like a run
+//	                that did nothing, while a crontab says -quiet once.
 //	-status NAME    print whether NAME is held, its remaining ttl and its last
 //	                fencing token, and exit (with -redis and -prefix)
 //
 // The command inherits lockrun's standard input, output and error and its
 // environment, plus LEASEKIT_KEY (the lock's NAME) and, with -fenced,
 // LEASEKIT_TOKEN (the lease's fencing token); inherited values of those two are
-// dropped. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to
-// lockrun are forwarded to the command. (A Ctrl-C at a terminal reaches both
-// already, so the command sees SIGINT twice.)
+// dropped.
+//
+// The command's processes. The command runs in a process group of its own, so
+// that lockrun reaches what it starts: a shell's children, a pipeline.
+// SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to lockrun are
+// forwarded to the whole group, and so are the SIGTERM and SIGKILL that stop
+// it. lockrun exits, and releases the lock, only once no process of the group
+// is left: when the command exits but leaves processes in its group
+// (sh -c 'job & exit 0'), lockrun says so on standard error, sends them
+// SIGTERM, then SIGKILL after -grace, and releases when they are gone; its
+// status is still the command's. A process that leaves the group (setsid, as
+// daemons do) escapes lockrun: do not start daemons under it.
+//
+// At a terminal. When lockrun's standard input is its controlling terminal
+// and lockrun is the foreground job there (started by hand from a shell), the
+// command's group becomes the terminal's foreground job while it runs, as a
+// shell does for its jobs: the command can read the terminal, and Ctrl-C and
+// Ctrl-\ reach it directly, once (lockrun, and a script that started it, no
+// longer see them). Ctrl-Z does not suspend it: lockrun continues it at once,
+// since a suspended command would keep the lock from every other machine
+// while the shell, which knows only lockrun, could not resume it. Elsewhere
+// (cron, systemd, input redirected, lockrun started with &) the group is in
+// the background, and its signals come from lockrun; a command that reads the
+// terminal there stops (SIGTTIN), as any background job does, while lockrun
+// keeps the lock: give it input that is not a terminal.
 //
 // When the lease is lost while the command runs (a refresh finds the key
 // deleted or taken, or Redis cannot confirm the lease before it would expire),
-// lockrun says so on standard error, sends the command SIGTERM, then SIGKILL
-// after -grace, and exits 74.
+// lockrun says so on standard error, sends the command's group SIGTERM, then
+// SIGKILL after -grace, and exits 74 once the group is gone.
 //
 // Exit status:
 //
-//	the command's   when it ran and the lease held (128+N if signal N killed it,
-//	                as a shell reports it; 126 or 127 if it could not start)
+//	the command's   when it ran and the lease held (128+N if signal N killed
+//	                it, as a shell reports it; as a shell does, 127 if there is
+//	                no such command, 126 if it cannot be executed: no x bit, a
+//	                directory, a missing #! interpreter)
+//	77              Redis refused the credentials of -redis (WRONGPASS,
+//	                NOAUTH) or a command to its user (NOPERM): fix the URL or
+//	                the ACL, retrying will not help
 //	75              the lock was held by another owner (or, with -once, the
 //	                command already ran this period)
 //	74              the lease was lost while the command ran, or was found
 //	                gone at release
 //	69              Redis could not be reached (or failed while locking)
+//	65              -status found a key leasekit does not write
 //	64              bad usage
 //
 // -status prints key: value lines (lock, key, held, ttl, last token) and exits
 // 0. It never prints the holder's owner id: that id is what releases the lock.
+// When the lock's key is not a string, or the fence counter is not a string
+// holding a non-negative integer, the held or last token line says what is
+// there ("held: unknown: the key holds a list, not a lock", `last token:
+// "x" (not a fencing token: the counter is corrupt)`) and lockrun exits 65, so
+// that a script watching its locks notices the key: a lock key that is not a
+// string keeps every run out, and a corrupt counter breaks -fenced. Seeing
+// what a foreign lock key holds takes TYPE, beyond the ACL the README gives
+// leasekit; without it such a key reads as held.
 package main

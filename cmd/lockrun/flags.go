@@ -30,6 +30,8 @@ type config struct {
 	once    time.Duration
 	grace   time.Duration
 	fenced  bool
+	audit   bool     // with -fenced: run the correctness audit and log its warnings
+	quiet   bool     // say nothing when the run is skipped (exit 75)
 	name    string   // the lock's name (or -status's)
 	status  bool     // print the lock's state instead of running a command
 	command []string // argv of the command to run
@@ -42,17 +44,17 @@ func usagef(format string, a ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{errUsage}, a...)...)
 }
 
-// parseArgs reads the command line. It returns flag.ErrHelp for -h, and an
-// error matching errUsage for anything else it cannot run.
+// parseArgs reads the command line. It returns flag.ErrHelp for -h, after
+// printing the usage and the flags to stderr, and an error matching errUsage
+// for anything else it cannot run.
 func parseArgs(args, env []string, stderr io.Writer) (config, error) {
 	var c config
 	var redisURL, status string
 	fs := flag.NewFlagSet("lockrun", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, usageLine)
-		fs.PrintDefaults()
-	}
+	// The flag package would print the error and the usage itself; run
+	// prints both once, as for every other usage error.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	// The default URL is resolved after parsing, so that -h never prints a
 	// password taken from the environment.
 	fs.StringVar(&redisURL, "redis", "", "Redis `URL` (default $"+redisURLEnv+", else "+defaultRedisURL+")")
@@ -61,10 +63,15 @@ func parseArgs(args, env []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.wait, "wait", 0, "how long to wait for the lock; 0 tries once")
 	fs.BoolVar(&c.fenced, "fenced", false, "take a correctness lease and pass its fencing token as LEASEKIT_TOKEN")
 	fs.DurationVar(&c.once, "once", 0, "run at most once per `PERIOD` per NAME across all machines")
-	fs.DurationVar(&c.grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when the lock is lost")
+	fs.DurationVar(&c.grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when stopping the command's processes (the lease was lost, or the command left them behind)")
 	fs.StringVar(&status, "status", "", "print the state of the lock called `NAME` and exit")
+	fs.BoolVar(&c.quiet, "quiet", false, "print nothing when the lock is held or the period already ran (exit 75)")
+	fs.BoolVar(&c.audit, "audit", true, "with -fenced, warn on stderr about Redis settings that weaken fencing")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stderr, usageLine)
+			fs.SetOutput(stderr)
+			fs.PrintDefaults()
 			return c, err
 		}
 		return c, fmt.Errorf("%w: %w", errUsage, err)
@@ -91,7 +98,7 @@ func parseArgs(args, env []string, stderr io.Writer) (config, error) {
 		}
 		return c, checkName(c.name)
 	}
-	if err := c.checkDurations(set); err != nil {
+	if err := c.checkFlags(set); err != nil {
 		return c, err
 	}
 	if c.name, c.command, err = splitCommand(fs.Args()); err != nil {
@@ -100,9 +107,9 @@ func parseArgs(args, env []string, stderr io.Writer) (config, error) {
 	return c, checkName(c.name)
 }
 
-// checkDurations refuses values and combinations that cannot mean what the
+// checkFlags refuses values and combinations that cannot mean what the
 // user wants, rather than ignoring one of them.
-func (c *config) checkDurations(set map[string]bool) error {
+func (c *config) checkFlags(set map[string]bool) error {
 	switch {
 	case c.ttl < lease.MinTTL:
 		return usagef("-ttl %v is shorter than %v", c.ttl, lease.MinTTL)
@@ -110,6 +117,8 @@ func (c *config) checkDurations(set map[string]bool) error {
 		return usagef("-wait %v is negative", c.wait)
 	case c.grace < 0:
 		return usagef("-grace %v is negative", c.grace)
+	case set["audit"] && !c.fenced:
+		return usagef("-audit applies only with -fenced: an efficiency lock has no audit")
 	case !set["once"]:
 		return nil
 	case c.once < lease.MinTTL:

@@ -41,8 +41,10 @@ func lockAndRun(ctx context.Context, client *redis.Client, cfg config, env []str
 		return runOnce(ctx, l, cfg, cmd, logger)
 	case cfg.fenced:
 		// The audit's findings go to stderr: they are the warnings a fenced
-		// user must see.
-		l := correctness.New(client, correctness.WithPrefix(cfg.prefix), correctness.WithLogger(logger))
+		// user must see, once; -audit=false stops them being mailed by cron
+		// on every run after that.
+		l := correctness.New(client, correctness.WithPrefix(cfg.prefix), correctness.WithLogger(logger),
+			correctness.WithAudit(cfg.audit))
 		defer l.Close()
 		return takeAndRun(ctx, cfg, cmd, correctnessErrors, logger, l.TryAcquire, l.Acquire,
 			func(lease *correctness.Lease) []string { return childEnv(env, cfg.name, lease.Token()) },
@@ -78,9 +80,9 @@ func takeAndRun[L any](ctx context.Context, cfg config, cmd command, errs lockEr
 	}
 	switch {
 	case errors.Is(err, errs.notObtained) && cfg.wait > 0:
-		return 0, exitf(exitNotObtained, "lock %q is still held by another owner after waiting %v", cfg.name, cfg.wait)
+		return skipped(cfg, "lock %q is still held by another owner after waiting %v", cfg.name, cfg.wait)
 	case errors.Is(err, errs.notObtained):
-		return 0, exitf(exitNotObtained, "lock %q is held by another owner", cfg.name)
+		return skipped(cfg, "lock %q is held by another owner", cfg.name)
 	case err != nil:
 		return 0, unavailable(cfg.redis, err)
 	}
@@ -104,11 +106,21 @@ func runOnce(ctx context.Context, l *efficiency.Locker, cfg config, cmd command,
 	})
 	switch {
 	case !ran && err == nil:
-		return 0, exitf(exitNotObtained, "%q already ran in this period (-once %v), or is running", cfg.name, cfg.once)
+		return skipped(cfg, "%q already ran in this period (-once %v), or is running", cfg.name, cfg.once)
 	case !ran:
 		return 0, unavailable(cfg.redis, err)
 	}
 	return code, ended(cfg, efficiencyErrors, logger, code, err)
+}
+
+// skipped ends a run that did not get the lock: exit 75, with a message on
+// stderr unless -quiet, for which a skip is an ordinary outcome (a cron tick
+// that another machine took) and not worth a mail.
+func skipped(cfg config, format string, a ...any) (int, error) {
+	if cfg.quiet {
+		return exitNotObtained, nil
+	}
+	return exitNotObtained, exitf(exitNotObtained, format, a...)
 }
 
 // ended turns what holding the lock returned into lockrun's error, if any: a

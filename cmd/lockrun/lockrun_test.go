@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -54,10 +53,12 @@ func (h *harness) with(t *testing.T) *harness {
 	return &c
 }
 
-// proc is a running lockrun.
+// proc is a running lockrun. Its output goes to files rather than pipes, so
+// that a process the command leaves behind cannot keep the test waiting for
+// the pipes to close after lockrun has exited.
 type proc struct {
 	cmd            *exec.Cmd
-	stdout, stderr bytes.Buffer
+	stdout, stderr *os.File
 	done           chan struct{}
 }
 
@@ -73,7 +74,8 @@ func (h *harness) start(env []string, args ...string) *proc {
 	p := &proc{cmd: exec.Command(h.bin, args...), done: make(chan struct{})}
 	p.cmd.Dir = h.dir
 	p.cmd.Env = append(append([]string(nil), h.env...), env...)
-	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
+	p.stdout, p.stderr = outputFile(h.t, "stdout"), outputFile(h.t, "stderr")
+	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	if err := p.cmd.Start(); err != nil {
 		h.t.Fatalf("starting lockrun: %v", err)
 	}
@@ -97,9 +99,31 @@ func (p *proc) wait(t *testing.T) result {
 	case <-time.After(hang):
 		_ = p.cmd.Process.Kill()
 		<-p.done
-		t.Fatalf("lockrun %q still running after %v; stderr:\n%s", p.cmd.Args[1:], hang, p.stderr.String())
+		t.Fatalf("lockrun %q still running after %v; stderr:\n%s", p.cmd.Args[1:], hang, contents(t, p.stderr))
 	}
-	return result{code: p.cmd.ProcessState.ExitCode(), stdout: p.stdout.String(), stderr: p.stderr.String()}
+	return result{code: p.cmd.ProcessState.ExitCode(), stdout: contents(t, p.stdout), stderr: contents(t, p.stderr)}
+}
+
+// outputFile returns a new file, outside the command's directory, for one of
+// lockrun's outputs; it is closed when the test ends.
+func outputFile(t *testing.T, name string) *os.File {
+	t.Helper()
+	f, err := os.CreateTemp(t.TempDir(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	return f
+}
+
+// contents returns what has been written to f.
+func contents(t *testing.T, f *os.File) string {
+	t.Helper()
+	b, err := os.ReadFile(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // run runs lockrun with args to its end.
@@ -124,6 +148,14 @@ func (h *harness) touch(name string) {
 	h.t.Helper()
 	if err := os.WriteFile(filepath.Join(h.dir, name), nil, 0o644); err != nil {
 		h.t.Fatal(err)
+	}
+}
+
+// wantNoFile checks that no command created the file called name.
+func (h *harness) wantNoFile(name string) {
+	h.t.Helper()
+	if _, err := os.Stat(filepath.Join(h.dir, name)); !os.IsNotExist(err) {
+		h.t.Errorf("the file %s exists: a command ran that should not have (stat: %v)", name, err)
 	}
 }
 
@@ -254,6 +286,18 @@ func TestExitStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	closed := closedPort(t)
+	// Commands that exist but cannot be executed.
+	for _, f := range []struct {
+		name, text string
+		mode       os.FileMode
+	}{
+		{"not-executable", "#!/bin/sh\ntouch ran\n", 0o644},
+		{"bad-interpreter", "#!/lockrun-test/no/such/sh\ntouch ran\n", 0o755},
+	} {
+		if err := os.WriteFile(filepath.Join(h.dir, f.name), []byte(f.text), f.mode); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, tc := range []struct {
 		name   string
 		args   []string
@@ -263,7 +307,11 @@ func TestExitStatus(t *testing.T) {
 		{"command's status", []string{"a", "--", "sh", "-c", "exit 3"}, 3, ""},
 		{"command killed by a signal", []string{"b", "--", "sh", "-c", "kill -KILL $$"}, 128 + 9, ""},
 		{"command not found", []string{"c", "--", "lockrun-test-no-such-command"}, exitNotFound, "cannot run"},
-		{"command not executable", []string{"d", "--", "./"}, exitCannotRun, "cannot run"},
+		{"command path not found", []string{"c2", "--", "./lockrun-test-no-such-command"}, exitNotFound, "cannot run"},
+		{"command path in no directory", []string{"c3", "--", "./no-such-dir/command"}, exitNotFound, "cannot run"},
+		{"command is a directory", []string{"d", "--", "./"}, exitCannotRun, "cannot run"},
+		{"command not executable", []string{"d2", "--", "./not-executable"}, exitCannotRun, "cannot run"},
+		{"command's interpreter missing", []string{"d3", "--", "./bad-interpreter"}, exitCannotRun, "cannot run"},
 		{"lock held", []string{"held", "--", "touch", "ran"}, exitNotObtained, "held by another owner"},
 		{"lock held past -wait", []string{"-wait", "100ms", "held", "--", "touch", "ran"}, exitNotObtained, "after waiting 100ms"},
 		{"fenced lock held", []string{"-fenced", "held", "--", "touch", "ran"}, exitNotObtained, "held by another owner"},
@@ -283,6 +331,7 @@ func TestExitStatus(t *testing.T) {
 		{"once with fenced", []string{"-once", "1h", "-fenced", "f", "--", "true"}, exitUsage, "-fenced"},
 		{"once with wait", []string{"-once", "1h", "-wait", "1s", "f", "--", "true"}, exitUsage, "-wait"},
 		{"once with ttl", []string{"-once", "1h", "-ttl", "1s", "f", "--", "true"}, exitUsage, "-ttl"},
+		{"audit without fenced", []string{"-audit=false", "f", "--", "true"}, exitUsage, "-audit"},
 		{"invalid name", []string{"}f", "--", "true"}, exitUsage, "invalid lock name"},
 		{"status with a command", []string{"-status", "f", "--", "true"}, exitUsage, "-status"},
 		{"bad redis URL", []string{"-redis", "redis://user:s3cret@ho st:1/", "f", "--", "true"}, exitUsage, "-redis"},
@@ -300,12 +349,7 @@ func TestExitStatus(t *testing.T) {
 			}
 		})
 	}
-	t.Cleanup(func() {
-		// touch makes an empty file: that it exists at all is the failure.
-		if _, err := os.Stat(filepath.Join(h.dir, "ran")); !os.IsNotExist(err) {
-			t.Errorf("a command ran although the lock was held (stat: %v)", err)
-		}
-	})
+	t.Cleanup(func() { h.wantNoFile("ran") })
 }
 
 // closedPort returns a loopback address nothing listens on.
@@ -337,7 +381,7 @@ func TestCommandEnvironment(t *testing.T) {
 			t.Fatalf("fenced run %d: the command saw %q, want %q", i, r.stdout, want)
 		}
 		// The audit's findings (this server has no AOF) go to stderr.
-		if !strings.Contains(r.stderr, "correctness audit") {
+		if !strings.Contains(r.stderr, "audit") {
 			t.Errorf("fenced run %d: stderr has no audit warning: %q", i, r.stderr)
 		}
 	}

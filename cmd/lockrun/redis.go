@@ -25,9 +25,27 @@ func connect(ctx context.Context, opts *redis.Options) (*redis.Client, error) {
 	defer cancel()
 	if err := client.Ping(ctx).Err(); err != nil {
 		_ = client.Close()
+		if e := refused(opts, err); e != nil {
+			return nil, e
+		}
 		return nil, exitf(exitUnavailable, "cannot reach Redis at %s: %w", address(opts), err)
 	}
 	return client, nil
+}
+
+// refused reports an error by which Redis turned lockrun away (a wrong or
+// missing password, an ACL user without a command lockrun needs), or returns
+// nil. Those are not outages: retrying will not help until the
+// configuration changes, so they get their own status. Redis's replies
+// (WRONGPASS, NOAUTH, NOPERM) never quote the password.
+func refused(opts *redis.Options, err error) error {
+	switch {
+	case redis.IsAuthError(err):
+		return exitf(exitNoPerm, "Redis at %s refused the credentials (the user and password of -redis or $%s): %w", address(opts), redisURLEnv, err)
+	case redis.IsPermissionError(err):
+		return exitf(exitNoPerm, "Redis at %s refused a command to this user (see the ACL leasekit needs in the README): %w", address(opts), err)
+	}
+	return nil
 }
 
 // address names the Redis in opts for a message: host and port (or socket),
@@ -43,7 +61,11 @@ func address(opts *redis.Options) string {
 	return a
 }
 
-// unavailable reports a Redis failure after the first PING.
+// unavailable reports a Redis failure after the first PING, or Redis
+// turning lockrun away (see refused).
 func unavailable(opts *redis.Options, err error) error {
+	if e := refused(opts, err); e != nil {
+		return e
+	}
 	return exitf(exitUnavailable, "Redis at %s failed: %w", address(opts), err)
 }

@@ -34,11 +34,7 @@ func run(args, env []string, std stdio) int {
 	}
 	defer client.Close()
 	if cfg.status {
-		err = printStatus(ctx, client, cfg, std.out)
-		if err != nil {
-			err = unavailable(cfg.redis, err)
-		}
-		return fail(std.err, err)
+		return fail(std.err, printStatus(ctx, client, cfg, std.out))
 	}
 	code, err := lockAndRun(ctx, client, cfg, env, std)
 	if err != nil {

@@ -5,37 +5,142 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/redis/go-redis/v9"
 )
 
-// printStatus prints whether the lock is held, for how long, and the last
-// fencing token granted for it, in one round trip. It never reads the lock's
+// lockState is what -status reads of a lock. It never holds the lock's
 // value: that is the holder's owner id, which would let anyone release the
 // lock.
+type lockState struct {
+	key, fenceKey       string
+	lockType, fenceType string // as TYPE reports them: "none", "string", "list", ...
+	ttl                 time.Duration
+	token               string // the fence counter, when it is a string
+}
+
+// printStatus prints whether the lock is held, for how long, and the last
+// fencing token granted for it. When a key holds something leasekit never
+// writes, it says so and returns an error with status 65, so that a script
+// checking locks notices a key that blocks them.
 func printStatus(ctx context.Context, client *redis.Client, cfg config, out io.Writer) error {
-	key := lease.LockKey(cfg.prefix, cfg.name)
+	s, err := readState(ctx, client, lease.LockKey(cfg.prefix, cfg.name), lease.FenceKey(cfg.prefix, cfg.name))
+	if err != nil {
+		return unavailable(cfg.redis, err)
+	}
+	held, ttl, token := s.describe()
+	if _, err := fmt.Fprintf(out, "lock: %s\nkey: %s\nheld: %s\nttl: %s\nlast token: %s\n", cfg.name, s.key, held, ttl, token); err != nil {
+		return err
+	}
+	if problems := s.problems(); len(problems) > 0 {
+		return exitf(exitDataErr, "lock %q: %s", cfg.name, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// readState reads both keys in one round trip.
+func readState(ctx context.Context, client *redis.Client, key, fenceKey string) (lockState, error) {
 	pipe := client.Pipeline()
 	pttl := pipe.PTTL(ctx, key)
-	last := pipe.Get(ctx, lease.FenceKey(cfg.prefix, cfg.name))
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("reading %s: %w", lease.Quote(key), err)
+	last := pipe.Get(ctx, fenceKey)
+	// TYPE only names what a key holds when leasekit did not write it. It is
+	// beyond the ACL the README gives leasekit: a user without it still gets
+	// the status, with a foreign lock key read as held.
+	lockType := pipe.Type(ctx, key)
+	fenceType := pipe.Type(ctx, fenceKey)
+	_, _ = pipe.Exec(ctx)
+	if err := pttl.Err(); err != nil {
+		return lockState{}, fmt.Errorf("reading %s: %w", lease.Quote(key), err)
 	}
-	held, ttl := "yes", ""
-	switch left := pttl.Val(); {
-	case left == -2:
-		held, ttl = "no", "-"
-	case left < 0:
+	s := lockState{key: key, fenceKey: fenceKey, ttl: pttl.Val(), lockType: typeName(lockType, "string"), fenceType: "string"}
+	if s.ttl == -2 {
+		s.lockType = "none"
+	}
+	switch err := last.Err(); {
+	case err == nil:
+		s.token = last.Val()
+	case errors.Is(err, redis.Nil):
+		s.fenceType = "none"
+	case redis.HasErrorPrefix(err, "WRONGTYPE"):
+		s.fenceType = typeName(fenceType, "non-string value")
+	default:
+		return lockState{}, fmt.Errorf("reading %s: %w", lease.Quote(fenceKey), err)
+	}
+	return s, nil
+}
+
+// typeName is what TYPE answered, or assumed if it failed (NOPERM).
+func typeName(cmd *redis.StatusCmd, assumed string) string {
+	if cmd.Err() != nil {
+		return assumed
+	}
+	return cmd.Val()
+}
+
+// describe returns the held, ttl and last token lines.
+func (s lockState) describe() (held, ttl, token string) {
+	switch s.lockType {
+	case "none":
+		held = "no"
+	case "string":
+		held = "yes"
+	default:
+		held = "unknown: " + s.foreignLock("the key")
+	}
+	switch {
+	case s.lockType == "none":
+		ttl = "-"
+	case s.ttl < 0:
 		ttl = "none (the key has no expiry)"
 	default:
-		ttl = left.Round(time.Millisecond).String()
+		ttl = s.ttl.Round(time.Millisecond).String()
 	}
-	token := last.Val()
-	if token == "" {
+	switch {
+	case s.fenceType == "none":
 		token = "none"
+	case s.fenceType != "string":
+		token = "unknown: " + s.foreignFence(s.fenceKey)
+	case !isToken(s.token):
+		token = strconv.Quote(s.token) + " (not a fencing token: the counter is corrupt)"
+	default:
+		token = s.token
 	}
-	_, err := fmt.Fprintf(out, "lock: %s\nkey: %s\nheld: %s\nttl: %s\nlast token: %s\n", cfg.name, key, held, ttl, token)
-	return err
+	return held, ttl, token
+}
+
+// problems lists what is wrong with the keys, if anything.
+func (s lockState) problems() []string {
+	var p []string
+	if s.lockType != "none" && s.lockType != "string" {
+		p = append(p, s.foreignLock(lease.Quote(s.key)))
+	}
+	switch {
+	case s.fenceType != "none" && s.fenceType != "string":
+		p = append(p, s.foreignFence(lease.Quote(s.fenceKey)))
+	case s.fenceType == "string" && !isToken(s.token):
+		p = append(p, fmt.Sprintf("%s holds %q, not a fencing token: the counter is corrupt", lease.Quote(s.fenceKey), s.token))
+	}
+	return p
+}
+
+// foreignLock says what the lock's key, called key, holds instead of a lock.
+func (s lockState) foreignLock(key string) string {
+	return fmt.Sprintf("%s holds a %s, not a lock", key, s.lockType)
+}
+
+// foreignFence says what the fence counter, called key, holds instead.
+func (s lockState) foreignFence(key string) string {
+	return fmt.Sprintf("%s holds a %s, not a fencing counter", key, s.fenceType)
+}
+
+// isToken reports whether s is a fence counter as Redis's INCR keeps it: the
+// decimal form of a non-negative 64-bit integer, with no sign, space or
+// leading zero.
+func isToken(s string) bool {
+	n, err := strconv.ParseInt(s, 10, 64)
+	return err == nil && n >= 0 && strconv.FormatInt(n, 10) == s
 }

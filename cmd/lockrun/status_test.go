@@ -1,0 +1,89 @@
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/leasekit/leasekit/internal/lease"
+)
+
+func TestStatusReportsForeignKeys(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	for _, tc := range []struct {
+		name        string
+		lock, fence any    // a string is SET, a []string RPUSHed; nil leaves the key alone
+		want        int    // exit status
+		line        string // a line of stdout
+	}{
+		{"lock key is a list", []string{"x"}, nil, exitDataErr, "held: unknown: the key holds a list, not a lock"},
+		{"counter is a list", nil, []string{"7"}, exitDataErr, "last token: unknown: leasekit:{counter-is-a-list}:fence holds a list, not a fencing counter"},
+		{"counter is garbage", nil, "garbage", exitDataErr, `last token: "garbage" (not a fencing token: the counter is corrupt)`},
+		{"counter is a fraction", nil, "1.5", exitDataErr, `last token: "1.5" (not a fencing token`},
+		{"counter has a space", nil, " 7", exitDataErr, `last token: " 7" (not a fencing token`},
+		{"counter is empty", nil, "", exitDataErr, `last token: "" (not a fencing token`},
+		{"counter is a token", nil, "7", 0, "last token: 7"},
+		{"lock without expiry", "someone-else", nil, 0, "ttl: none (the key has no expiry)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := h.with(t)
+			name := strings.ReplaceAll(tc.name, " ", "-")
+			h.put(lease.LockKey(lease.DefaultPrefix, name), tc.lock)
+			h.put(lease.FenceKey(lease.DefaultPrefix, name), tc.fence)
+			r := h.run("-status", name)
+			wantCode(t, r, tc.want)
+			if !strings.Contains(r.stdout, "\n"+tc.line) {
+				t.Errorf("stdout: got %q, want the line %q", r.stdout, tc.line)
+			}
+			if tc.want != 0 && !strings.Contains(r.stderr, "not a") {
+				t.Errorf("stderr: got %q, want it to say what the key holds", r.stderr)
+			}
+			if strings.Contains(r.stdout+r.stderr, "someone-else") {
+				t.Errorf("the output shows the lock's value:\n%s%s", r.stdout, r.stderr)
+			}
+		})
+	}
+}
+
+// put stores v at key: a string with SET, a []string with RPUSH, nothing for
+// nil.
+func (h *harness) put(key string, v any) {
+	h.t.Helper()
+	var err error
+	switch v := v.(type) {
+	case nil:
+		return
+	case string:
+		err = h.client.Set(h.t.Context(), key, v, 0).Err()
+	case []string:
+		err = h.client.RPush(h.t.Context(), key, v).Err()
+	}
+	if err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func TestStatusNeedsOnlyReads(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	// A user who may run PTTL and GET, and not TYPE, which is beyond the
+	// ACL the README gives leasekit.
+	if err := h.client.Do(t.Context(), "ACL", "SETUSER", "watcher", "on", ">s3cret", "~*", "+ping", "+hello", "+client", "+pttl", "+get").Err(); err != nil {
+		t.Fatal(err)
+	}
+	url := "redis://watcher:s3cret@" + h.addr
+	h.put(lease.LockKey(lease.DefaultPrefix, "watched"), "someone-else")
+	h.put(lease.FenceKey(lease.DefaultPrefix, "watched"), "7")
+	r := h.run("-redis", url, "-status", "watched")
+	wantCode(t, r, 0)
+	if !strings.Contains(r.stdout, "held: yes\n") || !strings.Contains(r.stdout, "last token: 7\n") {
+		t.Errorf("stdout: got %q, want held: yes and last token: 7", r.stdout)
+	}
+	h.put(lease.FenceKey(lease.DefaultPrefix, "listed"), []string{"7"})
+	r = h.run("-redis", url, "-status", "listed")
+	wantCode(t, r, exitDataErr)
+	if want := "last token: unknown: leasekit:{listed}:fence holds a non-string value, not a fencing counter"; !strings.Contains(r.stdout, want) {
+		t.Errorf("stdout: got %q, want the line %q", r.stdout, want)
+	}
+}
