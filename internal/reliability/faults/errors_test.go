@@ -53,7 +53,10 @@ func TestLostLeaseSaysWhatWasSeen(t *testing.T) {
 					{"deleted", "the key is gone", func(key string) { b.Client.Del(ctx, key) }},
 				}
 				for _, tc := range cases {
-					err := l.do(ctx, tc.name, 300*time.Millisecond, func(ctx context.Context) error {
+					// A ttl whose refreshes (every ttl/3) a loaded machine
+					// cannot starve past the deadline: the loss must be
+					// seen by a refresh, which says what it found.
+					err := l.do(ctx, tc.name, 1500*time.Millisecond, func(ctx context.Context) error {
 						tc.take(lockKey(tc.name))
 						<-ctx.Done()
 						return ctx.Err()
