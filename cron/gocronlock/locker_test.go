@@ -78,9 +78,10 @@ func TestUnlockKeepsTheMinimumHold(t *testing.T) {
 
 func TestUnlockAfterTheMinimumHoldReleases(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
-		// Not much shorter: past the minimum hold the lease is kept half of it
-		// ahead and refreshed every third, a margin of a sixth.
-		const hold = 300 * time.Millisecond
+		// Past the minimum hold the lease is kept half of it ahead and
+		// refreshed every third: a margin of a sixth, which a loaded machine
+		// must not be able to eat by starving the refreshes.
+		const hold = 2 * time.Second
 		first, second := newLocker(t, b, gocronlock.WithMinHold(hold)), newLocker(t, b, gocronlock.WithMinHold(hold))
 		k := lock(t, first, "job")
 		time.Sleep(hold + hold/3) // the job runs past the minimum hold
@@ -96,10 +97,10 @@ func TestUnlockAfterTheMinimumHoldReleases(t *testing.T) {
 
 func TestLongRunKeepsTheLock(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
-		const hold = 300 * time.Millisecond
+		const hold = 2 * time.Second // a margin of a sixth for the refreshes: see above
 		first, second := newLocker(t, b, gocronlock.WithMinHold(hold)), newLocker(t, b, gocronlock.WithMinHold(hold))
 		k := lock(t, first, "job")
-		time.Sleep(3 * hold) // past the first lease: only refreshes keep it
+		time.Sleep(hold + hold/2) // past the first lease: only refreshes keep it
 		wantNotObtained(t, second, "job")
 		if err := k.Unlock(t.Context()); err != nil {
 			t.Fatalf("Unlock: %v", err)
