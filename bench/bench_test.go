@@ -21,14 +21,21 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+func TestMain(m *testing.M) {
+	// The bench re-executes itself as convoy-procs workers and spinners: in
+	// a test, that is this test binary.
+	if role, ok := os.LookupEnv(roleEnv); ok {
+		os.Exit(runRole(role))
+	}
+	os.Exit(redistest.Main(m))
+}
 
 // TestQuickRun runs the command's code as `go run ./bench -quick` would, on its
 // in-process miniredis, and checks that every scenario produced a row for
 // every library and reference, with nothing failed. It checks no timings.
 func TestQuickRun(t *testing.T) {
 	chart := filepath.Join(t.TempDir(), "chart.svg")
-	cfg, err := parseFlags([]string{"-quick", "-json", "-chart", chart}, io.Discard)
+	cfg, err := parseFlags([]string{"-quick", "-json", "-chart", chart, "-procs", "2"}, io.Discard)
 	if err != nil {
 		t.Fatalf("parseFlags: %v", err)
 	}
@@ -48,6 +55,7 @@ func TestQuickRun(t *testing.T) {
 		"uncontended":   append([]string{"2×PING"}, libs...),
 		"convoy-8":      libs,
 		"convoy-64":     libs,
+		"convoy-procs":  libs,
 		"keys-parallel": append([]string{"SET"}, libs...),
 	}
 	got := make(map[string][]string)
@@ -69,7 +77,11 @@ func TestQuickRun(t *testing.T) {
 		}
 	}
 	for _, r := range printed {
-		if strings.HasPrefix(r.Scenario, "convoy-") && (r.Makespan <= 0 || r.IdealNs <= 0 || r.HandoffP50 <= 0 || r.HandoffPublishes <= 0) {
+		if r.Scenario == "convoy-procs" && (r.Makespan <= 0 || r.IdealNs <= 0 || r.OutOfOrder == nil || r.Acquired != 8) {
+			t.Errorf("convoy-procs/%s: got makespan %d, ideal %d, out of order %v, acquired %d; want two positive durations, a count and 8",
+				r.Lib, r.Makespan, r.IdealNs, r.OutOfOrder, r.Acquired)
+		}
+		if strings.HasPrefix(r.Scenario, "convoy-") && r.Scenario != "convoy-procs" && (r.Makespan <= 0 || r.IdealNs <= 0 || r.HandoffP50 <= 0 || r.HandoffPublishes <= 0) {
 			t.Errorf("%s/%s: got makespan %d, ideal %d, handoff p50 %d (%.1f PUBLISHes), want all positive",
 				r.Scenario, r.Lib, r.Makespan, r.IdealNs, r.HandoffP50, r.HandoffPublishes)
 		}
@@ -82,18 +94,44 @@ func TestQuickRun(t *testing.T) {
 	}
 }
 
-// TestRunDeletesItsKeys: a run against a real server leaves nothing behind:
-// not the references' keys, which have no ttl, nor leasekit's fence
-// counters, which never expire.
-func TestRunDeletesItsKeys(t *testing.T) {
+// TestQuickRunOnRealServer runs the scenarios with costs, convoy-procs with
+// two worker processes among them, against a real server, as `bash
+// scripts/bench.sh -quick` would: every row has its cost fields, no
+// convoy-procs contender failed or overlapped another, and the run leaves
+// nothing behind (not the references' keys, which have no ttl, nor
+// leasekit's fence counters, which never expire).
+func TestQuickRunOnRealServer(t *testing.T) {
 	b := redistest.Real(t)
-	cfg, err := parseFlags([]string{"-quick", "-addr", b.Server.Addr, "-scenarios", "uncontended,convoy,keys-parallel", "-contenders", "4"}, io.Discard)
+	cfg, err := parseFlags([]string{"-quick", "-json", "-addr", b.Server.Addr, "-scenarios", "uncontended,convoy-procs,keys-parallel", "-procs", "2"}, io.Discard)
 	if err != nil {
 		t.Fatalf("parseFlags: %v", err)
 	}
-	var stderr bytes.Buffer
-	if _, err := run(t.Context(), cfg, io.Discard, &stderr); err != nil {
+	var stdout, stderr bytes.Buffer
+	if _, err := run(t.Context(), cfg, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	procs := 0
+	for _, r := range decodeRows(t, &stdout) {
+		switch r.Scenario {
+		case "convoy-procs":
+			procs++
+			if r.Procs != 2 || r.Contenders != 4 || r.Acquired != 8 || r.Failures != 0 || r.Overlaps != 0 {
+				t.Errorf("convoy-procs/%s: got procs %d, contenders %d, acquired %d, failures %d, overlaps %d; want 2, 4, 8, 0, 0",
+					r.Lib, r.Procs, r.Contenders, r.Acquired, r.Failures, r.Overlaps)
+			}
+			if r.ServerCallsPerAcq == nil || *r.ServerCallsPerAcq <= 0 || r.ServerUsecPerAcq == nil || *r.ServerUsecPerAcq <= 0 ||
+				r.OutOfOrder == nil || r.Makespan <= 0 || r.IdealNs <= 0 || r.HandoffP50 <= 0 || r.WaitP99 <= 0 {
+				t.Errorf("convoy-procs/%s: a field is missing: %+v", r.Lib, r)
+			}
+		default:
+			if r.ClientCPUPerOp == nil || *r.ClientCPUPerOp <= 0 || r.ServerUsecPerOp == nil || *r.ServerUsecPerOp <= 0 ||
+				r.ServerCallsPerOp == nil || *r.ServerCallsPerOp <= 0 {
+				t.Errorf("%s/%s: a cost is missing: %+v", r.Scenario, r.Lib, r)
+			}
+		}
+	}
+	if procs != len(libraryNames()) {
+		t.Errorf("convoy-procs rows: got %d, want one per library", procs)
 	}
 	if keys := b.Client.Keys(t.Context(), "*").Val(); len(keys) != 0 {
 		t.Fatalf("the run left %d keys, among them %q; stderr:\n%s", len(keys), keys[:min(len(keys), 5)], stderr.String())
@@ -152,7 +190,10 @@ func TestFlags(t *testing.T) {
 		{"unknown library", []string{"-libs", "efficiency,zookeeper"}, `unknown library "zookeeper"`},
 		{"bad contenders", []string{"-contenders", "8,0"}, `"0" is not a positive count`},
 		{"bad chart", []string{"-chart", "out.jpg"}, "neither .png nor .svg"},
-		{"addr and url", []string{"-addr", "127.0.0.1:1", "-url", "redis://127.0.0.1:1"}, "not both"},
+		{"addr and url", []string{"-addr", "127.0.0.1:1", "-url", "redis://127.0.0.1:1"}, "one of -addr, -url and -cluster"},
+		{"addr and cluster", []string{"-addr", "127.0.0.1:1", "-cluster", "127.0.0.1:2"}, "one of -addr, -url and -cluster"},
+		{"bad procs", []string{"-procs", "0"}, "-procs"},
+		{"bad per-proc", []string{"-per-proc", "0"}, "-per-proc"},
 		{"negative n", []string{"-n", "-3"}, "not positive"},
 		{"stray argument", []string{"uncontended"}, "unexpected arguments"},
 	}
@@ -182,11 +223,19 @@ func TestUnknownScenario(t *testing.T) {
 // benchSubjects opens every library on client, as the command does, and
 // returns them as subjects after the given reference.
 func benchSubjects(tb testing.TB, client *redis.Client, ref func(b *bench) subject) []subject {
-	b := &bench{cfg: config{ttl: defaultTTL}, client: client}
-	for _, lib := range libraries {
-		b.libs = append(b.libs, openLib{name: lib.name, l: lib.open(client, defaultTTL)})
+	t := &target{client: client, addrs: []string{client.Options().Addr}, sent: newSentCounter()}
+	if strings.Contains(tb.Name(), "miniredis") {
+		t.noTracking = true
 	}
+	b := &bench{cfg: config{ttl: defaultTTL}, target: t, client: client}
 	tb.Cleanup(b.closeLibs)
+	for _, lib := range libraries {
+		l, err := lib.open(t, client, defaultTTL)
+		if err != nil {
+			tb.Fatalf("%s: %v", lib.name, err)
+		}
+		b.libs = append(b.libs, openLib{name: lib.name, lib: lib, l: l})
+	}
 	return b.lockSubjects(ref(b))
 }
 

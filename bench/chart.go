@@ -23,7 +23,7 @@ import (
 // two panels a row, to a .png or .svg file.
 func writeChart(path string, rows []row) error {
 	var panels []*plot.Plot
-	for _, build := range []func([]row) (*plot.Plot, error){uncontendedPanel, convoyRatioPanel, convoyWaitPanel, keysParallelPanel} {
+	for _, build := range []func([]row) (*plot.Plot, error){procsRatioPanel, procsServerPanel, uncontendedPanel, convoyRatioPanel, convoyWaitPanel, keysParallelPanel} {
 		p, err := build(rows)
 		if err != nil {
 			return err
@@ -33,7 +33,7 @@ func writeChart(path string, rows []row) error {
 		}
 	}
 	if len(panels) == 0 {
-		return errors.New("no uncontended, convoy or keys-parallel results to draw")
+		return errors.New("no uncontended, convoy, convoy-procs or keys-parallel results to draw")
 	}
 	cols := min(len(panels), 2)
 	grid := make([][]*plot.Plot, (len(panels)+cols-1)/cols)
@@ -128,19 +128,50 @@ func keysParallelPanel(rows []row) (*plot.Plot, error) {
 }
 
 func convoyRatioPanel(rows []row) (*plot.Plot, error) {
-	return convoyPanel(rows, "convoy makespan ÷ ideal (log)", "× ideal", func(r row) float64 { return r.Ratio })
+	return linePanel(rows, convoySize, "convoy makespan ÷ ideal (log)", "× ideal", func(r row) float64 { return r.Ratio })
 }
 
 func convoyWaitPanel(rows []row) (*plot.Plot, error) {
-	return convoyPanel(rows, "convoy wait p99 (log)", "ms", func(r row) float64 {
+	return linePanel(rows, convoySize, "convoy wait p99 (log)", "ms", func(r row) float64 {
 		return float64(r.P99) / float64(time.Millisecond)
 	})
 }
 
-// convoyPanel draws one line per library across the convoy sizes, on a log
-// scale: the polling libraries are an order of magnitude off the others.
-func convoyPanel(rows []row, title, ylabel string, value func(row) float64) (*plot.Plot, error) {
-	convoys := rowsOf(rows, func(r row) bool { return strings.HasPrefix(r.Scenario, "convoy-") })
+func procsRatioPanel(rows []row) (*plot.Plot, error) {
+	return linePanel(rows, procsAxis, "convoy-procs makespan ÷ ideal (log)", "× ideal", func(r row) float64 { return r.Ratio })
+}
+
+func procsServerPanel(rows []row) (*plot.Plot, error) {
+	return linePanel(rows, procsAxis, "convoy-procs server time per acquisition (log)", "µs", func(r row) float64 {
+		if r.ServerUsecPerAcq == nil {
+			return 0
+		}
+		return *r.ServerUsecPerAcq
+	})
+}
+
+// xAxis places a row on a line panel's x axis: its value and label, and
+// whether the row belongs to the panel at all.
+type xAxis struct {
+	title string
+	of    func(r row) (x float64, label string, ok bool)
+}
+
+// convoySize is the contenders of convoy-N.
+var convoySize = xAxis{"contenders (log)", func(r row) (float64, string, bool) {
+	n, err := strconv.Atoi(strings.TrimPrefix(r.Scenario, "convoy-"))
+	return float64(n), strconv.Itoa(n), err == nil && strings.HasPrefix(r.Scenario, "convoy-")
+}}
+
+// procsAxis is the worker processes of convoy-procs.
+var procsAxis = xAxis{"processes (log)", func(r row) (float64, string, bool) {
+	return float64(r.Procs), strconv.Itoa(r.Procs), r.Scenario == "convoy-procs"
+}}
+
+// linePanel draws one line per library across x, on log scales: the polling
+// libraries are an order of magnitude off the others.
+func linePanel(rows []row, x xAxis, title, ylabel string, value func(row) float64) (*plot.Plot, error) {
+	convoys := rowsOf(rows, func(r row) bool { _, _, ok := x.of(r); return ok })
 	if len(convoys) == 0 {
 		return nil, nil
 	}
@@ -151,17 +182,16 @@ func convoyPanel(rows []row, title, ylabel string, value func(row) float64) (*pl
 		}
 	}
 	p := plot.New()
-	p.Title.Text, p.Y.Label.Text, p.X.Label.Text = title, ylabel, "contenders (log)"
+	p.Title.Text, p.Y.Label.Text, p.X.Label.Text = title, ylabel, x.title
 	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
-	p.X.Tick.Marker, p.Y.Tick.Marker = contenderTicks(convoys), plot.LogTicks{Prec: -1}
+	p.X.Tick.Marker, p.Y.Tick.Marker = ticksAt(convoys, x), plot.LogTicks{Prec: -1}
 	p.Legend.Top, p.Legend.Left = true, true
 	drawn := false
 	for i, lib := range libs {
 		var xys plotter.XYs
 		for _, r := range convoys {
-			n, err := strconv.Atoi(strings.TrimPrefix(r.Scenario, "convoy-"))
-			if r.Lib == lib && err == nil && value(r) > 0 {
-				xys = append(xys, plotter.XY{X: float64(n), Y: value(r)})
+			if v, _, _ := x.of(r); r.Lib == lib && v > 0 && value(r) > 0 {
+				xys = append(xys, plotter.XY{X: v, Y: value(r)})
 			}
 		}
 		if len(xys) == 0 {
@@ -188,14 +218,13 @@ func convoyPanel(rows []row, title, ylabel string, value func(row) float64) (*pl
 	return p, nil
 }
 
-// contenderTicks marks exactly the convoy sizes that were run.
-func contenderTicks(convoys []row) plot.ConstantTicks {
+// ticksAt marks exactly the x values that were run.
+func ticksAt(rows []row, x xAxis) plot.ConstantTicks {
 	var ticks plot.ConstantTicks
-	for _, r := range convoys {
-		n := strings.TrimPrefix(r.Scenario, "convoy-")
-		v, err := strconv.Atoi(n)
-		if err == nil && !slices.ContainsFunc(ticks, func(t plot.Tick) bool { return t.Label == n }) {
-			ticks = append(ticks, plot.Tick{Value: float64(v), Label: n})
+	for _, r := range rows {
+		v, label, _ := x.of(r)
+		if !slices.ContainsFunc(ticks, func(t plot.Tick) bool { return t.Label == label }) {
+			ticks = append(ticks, plot.Tick{Value: v, Label: label})
 		}
 	}
 	return ticks

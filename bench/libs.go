@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/bsm/redislock"
@@ -13,6 +14,8 @@ import (
 	"github.com/leasekit/leasekit/correctness"
 	"github.com/leasekit/leasekit/efficiency"
 	"github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+	"github.com/redis/rueidis/rueidislock"
 )
 
 // locker is one lock library as the scenarios use it: its waiting acquire, so
@@ -24,8 +27,7 @@ type locker interface {
 	close() error
 }
 
-// held is a granted lock. Every library's lock type but redsync's has this
-// method already.
+// held is a granted lock.
 type held interface {
 	Release(ctx context.Context) error
 }
@@ -34,62 +36,99 @@ type held interface {
 type library struct {
 	name string
 	// describe states the configuration, for the output.
-	describe func(ttl time.Duration) string
-	// open makes the one instance that every goroutine of the process shares,
-	// as the library's users do.
-	open func(client *redis.Client, ttl time.Duration) locker
+	describe func(ttl time.Duration, t *target) string
+	// open makes the one instance that every goroutine of a process shares,
+	// as the library's users do, on client (a go-redis client of t) or, for a
+	// library with a client of its own, on t.
+	open func(t *target, client redis.UniversalClient, ttl time.Duration) (locker, error)
 }
 
 // libraries are every library the bench knows, in the order they run.
 var libraries = []library{
 	{
 		name: "efficiency",
-		describe: func(ttl time.Duration) string {
-			return fmt.Sprintf("leasekit efficiency: one efficiency.New(client) (default options); Obtain(ctx, key, %v); a waiter queues and the release hands it the lock, announced by pub/sub", ttl)
+		describe: func(ttl time.Duration, _ *target) string {
+			return fmt.Sprintf("leasekit efficiency: one efficiency.New(client) (default options); Obtain(ctx, key, %v); on one server a waiter queues and the release hands it the lock, announced by pub/sub", ttl)
 		},
-		open: func(client *redis.Client, ttl time.Duration) locker {
+		open: func(_ *target, client redis.UniversalClient, ttl time.Duration) (locker, error) {
 			l := efficiency.New(client)
-			return adapter[*efficiency.Lock]{obtain: l.Obtain, stop: l.Close, ttl: ttl}
+			return adapter[*efficiency.Lock]{obtain: l.Obtain, stop: l.Close, ttl: ttl}, nil
 		},
 	},
 	{
 		name: "correctness",
-		describe: func(ttl time.Duration) string {
+		describe: func(ttl time.Duration, _ *target) string {
 			return fmt.Sprintf("leasekit correctness: one correctness.New(client, WithAudit(false)) (fencing tokens, clock floor on; audit off: it only logs); Acquire(ctx, key, %v)", ttl)
 		},
-		open: func(client *redis.Client, ttl time.Duration) locker {
+		open: func(_ *target, client redis.UniversalClient, ttl time.Duration) (locker, error) {
 			l := correctness.New(client, correctness.WithAudit(false))
-			return adapter[*correctness.Lease]{obtain: l.Acquire, stop: l.Close, ttl: ttl}
+			return adapter[*correctness.Lease]{obtain: l.Acquire, stop: l.Close, ttl: ttl}, nil
 		},
 	},
 	{
 		name: "redsync",
-		describe: func(ttl time.Duration) string {
+		describe: func(ttl time.Duration, _ *target) string {
 			return fmt.Sprintf("redsync %s: one redsync.New(goredis.NewPool(client)), NewMutex(key, WithExpiry(%v)) per acquisition, LockContext; defaults otherwise (32 tries, 50-250 ms random delay)",
 				moduleVersion("github.com/go-redsync/redsync/v4"), ttl)
 		},
-		open: func(client *redis.Client, ttl time.Duration) locker {
+		open: func(_ *target, client redis.UniversalClient, ttl time.Duration) (locker, error) {
 			rs := redsync.New(goredis.NewPool(client))
 			return adapter[redsyncHeld]{ttl: ttl, obtain: func(ctx context.Context, key string, ttl time.Duration) (redsyncHeld, error) {
 				m := rs.NewMutex(key, redsync.WithExpiry(ttl))
 				return redsyncHeld{m: m}, m.LockContext(ctx)
-			}}
+			}}, nil
 		},
 	},
 	{
 		name: "redislock",
-		describe: func(ttl time.Duration) string {
+		describe: func(ttl time.Duration, _ *target) string {
 			return fmt.Sprintf("bsm/redislock %s: one redislock.New(client); Obtain(ctx, key, %v, RetryStrategy LinearBackoff(10ms)) (its default never waits)",
 				moduleVersion("github.com/bsm/redislock"), ttl)
 		},
-		open: func(client *redis.Client, ttl time.Duration) locker {
+		open: func(_ *target, client redis.UniversalClient, ttl time.Duration) (locker, error) {
 			c := redislock.New(client)
 			opts := &redislock.Options{RetryStrategy: redislock.LinearBackoff(10 * time.Millisecond)}
 			return adapter[*redislock.Lock]{ttl: ttl, obtain: func(ctx context.Context, key string, ttl time.Duration) (*redislock.Lock, error) {
 				return c.Obtain(ctx, key, ttl, opts)
-			}}
+			}}, nil
 		},
 	},
+	{
+		name: "rueidislock",
+		describe: func(ttl time.Duration, t *target) string {
+			cache := "client-side caching on (a release invalidates the key and every waiting process tries again)"
+			if t.noTracking {
+				cache = "DisableCache: miniredis has no CLIENT TRACKING, so waiters poll every TryNextAfter (20 ms)"
+			}
+			return fmt.Sprintf("rueidislock %s: one rueidislock.NewLocker per process on its own rueidis client (InitAddress the same server%s); KeyMajority 1 (one server: one key, not a majority of three), KeyValidity %v, defaults otherwise (ExtendInterval validity/2, TryNextAfter 20ms); %s; WithContext(ctx, key), release by its CancelFunc",
+				moduleVersion("github.com/redis/rueidis"), map[bool]string{true: "s, cluster mode", false: ""}[t.cluster], ttl, cache)
+		},
+		open: openRueidislock,
+	},
+}
+
+// openRueidislock opens a rueidislock Locker on a rueidis client of its own,
+// which counts its commands in t.sent.
+func openRueidislock(t *target, _ redis.UniversalClient, ttl time.Duration) (locker, error) {
+	l, err := rueidislock.NewLocker(rueidislock.LockerOption{
+		ClientOption: rueidis.ClientOption{
+			InitAddress: t.addrs, Username: t.user, Password: t.password, SelectDB: t.db, TLSConfig: t.tls,
+			DisableCache: t.noTracking,
+		},
+		ClientBuilder: func(opt rueidis.ClientOption) (rueidis.Client, error) {
+			c, err := rueidis.NewClient(opt)
+			if err != nil {
+				return nil, err
+			}
+			return countedRueidis{Client: c, sent: t.sent}, nil
+		},
+		KeyMajority: 1,
+		KeyValidity: ttl,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rueidislock: %w", err)
+	}
+	return rueidisAdapter{l: l}, nil
 }
 
 // libraryNames are the names -libs accepts.
@@ -99,6 +138,15 @@ func libraryNames() []string {
 		names[i] = l.name
 	}
 	return names
+}
+
+func libraryNamed(name string) (library, bool) {
+	for _, l := range libraries {
+		if l.name == name {
+			return l, true
+		}
+	}
+	return library{}, false
 }
 
 // moduleVersion is the version of a module built into this binary.
@@ -147,4 +195,44 @@ func (h redsyncHeld) Release(ctx context.Context) error {
 		err = errRedsyncNotHeld
 	}
 	return err
+}
+
+// rueidisAdapter is a rueidislock Locker as a locker: its lock is a context
+// that ends when the lock is lost, and the release is that context's cancel,
+// which returns once the key is deleted.
+type rueidisAdapter struct{ l rueidislock.Locker }
+
+func (a rueidisAdapter) acquire(ctx context.Context, key string) (held, error) {
+	_, cancel, err := a.l.WithContext(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return rueidisHeld(cancel), nil
+}
+
+func (a rueidisAdapter) close() error { a.l.Close(); return nil }
+
+type rueidisHeld context.CancelFunc
+
+func (h rueidisHeld) Release(context.Context) error { h(); return nil }
+
+// countedRueidis counts the commands a rueidis client sends, as sentCounter
+// does for go-redis.
+type countedRueidis struct {
+	rueidis.Client
+	sent *sentCounter
+}
+
+func (c countedRueidis) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	c.sent.trips.Add(1)
+	c.sent.add(strings.ToLower(cmd.Commands()[0]), 1)
+	return c.Client.Do(ctx, cmd)
+}
+
+func (c countedRueidis) DoMulti(ctx context.Context, multi ...rueidis.Completed) []rueidis.RedisResult {
+	c.sent.trips.Add(1)
+	for i := range multi {
+		c.sent.add(strings.ToLower(multi[i].Commands()[0]), 1)
+	}
+	return c.Client.DoMulti(ctx, multi...)
 }

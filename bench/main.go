@@ -1,16 +1,21 @@
-// Command bench compares what leasekit's locks cost against redsync and
-// bsm/redislock, on one Redis server in one run.
+// Command bench compares what leasekit's locks cost against redsync,
+// bsm/redislock and rueidislock, on one Redis server (or cluster) in one run,
+// in one process and across many.
 //
 //	go run ./bench                        # in-process miniredis: client overhead only
 //	go run ./bench -addr 127.0.0.1:6379   # a real server
 //	bash scripts/bench.sh                 # a throwaway local redis-server
+//	bash scripts/bench.sh -cluster        # a throwaway 3-master cluster
 //
-// Scenarios: ping (the round-trip reference), uncontended (acquire + release
-// of a free key), convoy-N (N contenders take one key once each, holding it for
-// -hold) and keys-parallel (64 goroutines on distinct keys). Every library runs
-// interleaved with the others and with a reference made of plain commands, so a
-// noisy machine moves them all together, and results are reported as ratios
-// to those references.
+// Scenarios: ping (the round-trip references), uncontended (acquire + release
+// of a free key), convoy-N (N goroutines take one key once each, holding it
+// for -hold), convoy-procs (P processes of C contenders each, the bench
+// re-executed as workers, on one key) and keys-parallel (64 goroutines on
+// distinct keys). Every library runs interleaved with the others and with a
+// reference made of plain commands, so a noisy machine moves them all
+// together; results are ratios to those references, and costs that noise
+// cannot move much: client CPU per op (getrusage), server time and commands
+// per op (INFO commandstats).
 //
 // The table goes to stdout, a progress line to stderr. With -json, stdout gets
 // one JSON object per (scenario, library) instead: p50_ns and p99_ns are the
@@ -31,9 +36,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 )
 
 // defaultTTL is every library's lease: redsync's default expiry, given to the
@@ -42,10 +44,14 @@ const defaultTTL = 8 * time.Second
 
 type config struct {
 	addr, url  string
+	cluster    []string
 	hold       time.Duration
 	ttl        time.Duration
 	n          int
 	contenders []int
+	procs      []int
+	perProc    int
+	spin       int
 	libs       []string
 	scenarios  []string
 	quick      bool
@@ -54,6 +60,9 @@ type config struct {
 }
 
 func main() {
+	if role, ok := os.LookupEnv(roleEnv); ok {
+		os.Exit(runRole(role))
+	}
 	cfg, err := parseFlags(os.Args[1:], os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return
@@ -76,9 +85,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.addr, "addr", "", "host:port of a Redis server (default: an in-process miniredis)")
 	fs.StringVar(&cfg.url, "url", "", "redis://... URL of a Redis server, instead of -addr")
+	cluster := fs.String("cluster", "", "comma-separated host:port seed nodes of a Redis Cluster, instead of -addr")
 	fs.DurationVar(&cfg.hold, "hold", time.Millisecond, "how long each convoy contender holds the lock")
 	fs.IntVar(&cfg.n, "n", 0, "ops per subject in ping and uncontended, and n/600 convoys of each size (1 to 10); keys-parallel runs for a fixed time (default 3000, 40 with -quick)")
 	contenders := fs.String("contenders", "8,64", "convoy sizes, comma-separated")
+	procs := fs.String("procs", "1,4,16", "convoy-procs: numbers of worker processes, comma-separated")
+	fs.IntVar(&cfg.perProc, "per-proc", 4, "convoy-procs: contenders in each worker process")
+	fs.IntVar(&cfg.spin, "spin", 0, "keep `N` low-priority (nice 19) spinner processes running, so that idle vCPUs do not halt between round trips (steadier latency on a VM)")
 	libs := fs.String("libs", strings.Join(libraryNames(), ","), "libraries to compare, comma-separated")
 	scenarios := fs.String("scenarios", strings.Join(scenarioNames, ","), "scenarios to run, comma-separated (convoy-N picks one convoy size)")
 	fs.BoolVar(&cfg.quick, "quick", false, "a small, fast run for smoke tests")
@@ -100,7 +113,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if cfg.contenders, err = parseCounts(*contenders); err != nil {
 		return cfg, fmt.Errorf("-contenders: %w", err)
 	}
-	cfg.libs, cfg.scenarios = splitList(*libs), splitList(*scenarios)
+	if cfg.procs, err = parseCounts(*procs); err != nil {
+		return cfg, fmt.Errorf("-procs: %w", err)
+	}
+	cfg.libs, cfg.scenarios, cfg.cluster = splitList(*libs), splitList(*scenarios), splitList(*cluster)
 	for _, l := range cfg.libs {
 		if !slices.Contains(libraryNames(), l) {
 			return cfg, fmt.Errorf("-libs: unknown library %q (want %s)", l, strings.Join(libraryNames(), ","))
@@ -114,8 +130,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return cfg, fmt.Errorf("-n: %d is not positive", cfg.n)
 	case cfg.hold < 0:
 		return cfg, fmt.Errorf("-hold: %v is negative", cfg.hold)
-	case cfg.addr != "" && cfg.url != "":
-		return cfg, errors.New("give -addr or -url, not both")
+	case cfg.perProc < 1:
+		return cfg, fmt.Errorf("-per-proc: %d is not positive", cfg.perProc)
+	case cfg.spin < 0:
+		return cfg, fmt.Errorf("-spin: %d is negative", cfg.spin)
+	case btoi(cfg.addr != "")+btoi(cfg.url != "")+btoi(len(cfg.cluster) > 0) > 1:
+		return cfg, errors.New("give one of -addr, -url and -cluster")
 	}
 	return cfg, nil
 }
@@ -150,35 +170,46 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) ([]row, erro
 	if err != nil {
 		return nil, err
 	}
-	client, backend, closeServer, err := connect(ctx, cfg)
+	t, err := dial(cfg)
 	if err != nil {
 		return nil, err
 	}
-	defer closeServer()
-	b := &bench{cfg: cfg, client: client, id: rand.Text()[:8], trips: countTrips(client), prog: newProgress(stderr)}
+	defer t.close()
+	b := &bench{cfg: cfg, target: t, client: t.client, id: rand.Text()[:8], prog: newProgress(stderr)}
 	if err := b.fillPool(ctx); err != nil {
-		return nil, fmt.Errorf("PING %s: %w", backend, err)
+		return nil, fmt.Errorf("PING %s: %w", t.where(), err)
 	}
-	for _, lib := range libraries {
-		if slices.Contains(cfg.libs, lib.name) {
-			b.libs = append(b.libs, openLib{name: lib.name, l: lib.open(client, cfg.ttl)})
-		}
-	}
-	defer b.closeLibs()
 	defer func() {
-		n, err := b.cleanup(context.WithoutCancel(ctx))
+		n, err := t.cleanup(context.WithoutCancel(ctx), b.id)
 		if err != nil {
 			fmt.Fprintf(stderr, "bench: deleting the keys this run made: %v\n", err)
 			return
 		}
 		fmt.Fprintf(stderr, "bench: deleted the %d keys this run made (bench:%s:*)\n", n, b.id)
 	}()
+	for _, lib := range libraries {
+		if !slices.Contains(cfg.libs, lib.name) {
+			continue
+		}
+		l, err := lib.open(t, t.client, cfg.ttl)
+		if err != nil {
+			b.closeLibs()
+			return nil, err
+		}
+		b.libs = append(b.libs, openLib{name: lib.name, lib: lib, l: l})
+	}
+	defer b.closeLibs()
+	stopSpin, err := startSpinners(cfg.spin)
+	if err != nil {
+		return nil, fmt.Errorf("-spin: %w", err)
+	}
+	defer stopSpin()
 
 	header := stdout
 	if cfg.json {
 		header = stderr
 	}
-	writeHeader(header, cfg, backend, client.Options().PoolSize)
+	writeHeader(header, cfg, t.describe(ctx), t.poolSize(), t)
 	if len(scenarios) > 0 && scenarios[0].name != "ping" {
 		b.measurePing(ctx)
 	}
@@ -189,7 +220,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) ([]row, erro
 		if err := ctx.Err(); err != nil {
 			return rows, err
 		}
-		describe(got, cfg.ttl)
+		describe(got, cfg.ttl, t)
 		rows = append(rows, got...)
 		if err := writeRows(stdout, cfg.json, s.name, got); err != nil {
 			return rows, err
@@ -207,57 +238,10 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) ([]row, erro
 	return rows, nil
 }
 
-// connect returns a client of the server cfg names, or of a new in-process
-// miniredis, and what it is connected to.
-func connect(ctx context.Context, cfg config) (*redis.Client, string, func(), error) {
-	var opts *redis.Options
-	var mini *miniredis.Miniredis
-	switch {
-	case cfg.url != "":
-		var err error
-		if opts, err = redis.ParseURL(cfg.url); err != nil {
-			return nil, "", nil, fmt.Errorf("-url: %w", err)
-		}
-	case cfg.addr != "":
-		opts = &redis.Options{Addr: cfg.addr}
-	default:
-		var err error
-		if mini, err = miniredis.Run(); err != nil {
-			return nil, "", nil, fmt.Errorf("starting miniredis: %w", err)
-		}
-		opts = &redis.Options{Addr: mini.Addr()}
-	}
-	client := redis.NewClient(opts)
-	stop := func() {
-		_ = client.Close()
-		if mini != nil {
-			mini.Close()
-		}
-	}
-	if mini != nil {
-		return client, fmt.Sprintf("in-process miniredis %s (no flags given): this measures client overhead, not a network round trip; give -addr, or run scripts/bench.sh, for a real server",
-			moduleVersion("github.com/alicebob/miniredis/v2")), stop, nil
-	}
-	return client, "redis-server " + serverVersion(ctx, client) + " at " + opts.Addr, stop, nil
-}
-
-func serverVersion(ctx context.Context, client *redis.Client) string {
-	info, err := client.Info(ctx, "server").Result()
-	if err != nil {
-		return "(version unknown)"
-	}
-	for line := range strings.SplitSeq(info, "\n") {
-		if v, ok := strings.CutPrefix(line, "redis_version:"); ok {
-			return strings.TrimSpace(v)
-		}
-	}
-	return "(version unknown)"
-}
-
 // fillPool opens as many connections as keys-parallel and the largest convoy
 // will use, up to the pool's size, so that no scenario pays for dialing.
 func (b *bench) fillPool(ctx context.Context) error {
-	n := min(slices.Max(append(slices.Clone(b.cfg.contenders), keysParallelWorkers)), b.client.Options().PoolSize)
+	n := min(slices.Max(append(slices.Clone(b.cfg.contenders), keysParallelWorkers)), b.target.poolSize())
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -273,13 +257,18 @@ func (b *bench) closeLibs() {
 	}
 }
 
+func btoi(v bool) int {
+	if v {
+		return 1
+	}
+	return 0
+}
+
 // describe fills in each library row's configuration.
-func describe(rows []row, ttl time.Duration) {
+func describe(rows []row, ttl time.Duration, t *target) {
 	for i := range rows {
-		for _, lib := range libraries {
-			if rows[i].Lib == lib.name {
-				rows[i].Config = lib.describe(ttl)
-			}
+		if lib, ok := libraryNamed(rows[i].Lib); ok {
+			rows[i].Config = lib.describe(ttl, t)
 		}
 	}
 }

@@ -11,14 +11,20 @@ import (
 	"time"
 )
 
-func writeHeader(w io.Writer, cfg config, backend string, pool int) {
+func writeHeader(w io.Writer, cfg config, backend string, pool int, t *target) {
 	fmt.Fprintf(w, "leasekit bench on %s\n", backend)
-	fmt.Fprintf(w, "%s, GOMAXPROCS %d, go-redis %s: one client (pool %d) shared by every library and reference\n",
-		runtime.Version(), runtime.GOMAXPROCS(0), moduleVersion("github.com/redis/go-redis/v9"), pool)
-	fmt.Fprintf(w, "ttl %v for every library; convoy hold %v, a convoy acquisition gives up after one ttl\n\n", cfg.ttl, cfg.hold)
+	fmt.Fprintf(w, "%s, GOMAXPROCS %d, %d CPUs, go-redis %s: one client (pool %d) shared by every library and reference in this process\n",
+		runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(), moduleVersion("github.com/redis/go-redis/v9"), pool)
+	fmt.Fprintf(w, "ttl %v for every library; convoy hold %v, a convoy acquisition gives up after one ttl\n", cfg.ttl, cfg.hold)
+	if cfg.spin > 0 {
+		fmt.Fprintf(w, "-spin %d: %d spinner processes at nice 19 ran throughout, so that idle vCPUs did not halt between round trips\n", cfg.spin, cfg.spin)
+	} else {
+		fmt.Fprintln(w, "no spinners: on a VM, idle vCPUs may halt between round trips, and latency then measures wake-ups (see -spin)")
+	}
+	fmt.Fprintln(w)
 	for _, lib := range libraries {
 		if slices.Contains(cfg.libs, lib.name) {
-			fmt.Fprintf(w, "  %-12s %s\n", lib.name, lib.describe(cfg.ttl))
+			fmt.Fprintf(w, "  %-12s %s\n", lib.name, lib.describe(cfg.ttl, t))
 		}
 	}
 	cell := keysParallelCell
@@ -29,17 +35,21 @@ func writeHeader(w io.Writer, cfg config, backend string, pool int) {
 How to read it:
   - Each scenario interleaves its subjects (A, B, C, A, B, C, ...): %d ops of one,
     then %d of the next; a whole convoy; %v of keys-parallel. Every subject
-    gets the same untimed warm-up first. uncontended and convoy use each
+    gets the same untimed warm-up first. uncontended and the convoys use each
     library's waiting acquire. leasekit's first tries like a TryObtain; only a
     held lock makes it subscribe to its Locker's grant channel and queue, and
     the holder's release then hands the lock straight to the first in line.
-  - allocs/op counts every allocation in the process while the op runs, in an
-    untimed pass of its own (runtime.MemStats): the library, go-redis,
-    leasekit's subscription reader`, chunk, chunk, cell)
-	if cfg.addr == "" && cfg.url == "" {
+  - Costs, in an untimed pass of their own: allocs/op counts every allocation
+    in the process while the op runs (runtime.MemStats); cpu/op is this
+    process's CPU time (getrusage), the library, go-redis and leasekit's
+    subscription reader included`, chunk, chunk, cell)
+	if t.mini != nil {
 		fmt.Fprint(w, ", and here miniredis itself")
 	}
-	fmt.Fprint(w, `.
+	fmt.Fprint(w, `; srv µs/op and srv cmds/op come
+    from INFO commandstats: the server time of the commands the clients sent
+    (a script's inner commands inside its own time, counted once) and every
+    command run, script-internal ones included.
   - trips/op counts round trips through the client (a pub/sub SUBSCRIBE is not one).
   - convoy: makespan against the ideal N × (measured hold + one PING); handoff is
     from the holder calling release to the next holder's acquire returning, in
@@ -47,6 +57,13 @@ How to read it:
     that starts from idle is what a handoff starts with), and in PUBLISHes made
     after that idle time and received by a subscriber in this process (the
     floor of a handoff announced over pub/sub).
+  - convoy-procs: P worker processes (this binary re-executed), each with its
+    own client and library instance, C contenders each, one key. The parent
+    holds the lock while the contenders arrive one at a time, 1 ms apart,
+    interleaved across processes; then releases it, and the convoy drains.
+    makespan runs from that release to the last release; out of order counts
+    grants made while a contender that arrived earlier was still waiting
+    (FIFO: 0); srv µs and cmds per acquisition as above, waiting included.
 `)
 }
 
@@ -78,7 +95,27 @@ type row struct {
 	HandoffPublishes float64 `json:"handoff_p50_publishes,omitempty"`
 	WaitMax          int64   `json:"wait_max_ns,omitempty"`
 	Failures         int     `json:"failures"`
-	Overlaps         int     `json:"overlaps,omitempty"`
+	Overlaps         int     `json:"overlaps"`
+
+	// Costs per op (uncontended, keys-parallel): this process's CPU
+	// (getrusage) over the measured ops, and, from INFO commandstats
+	// deltas, the server time of the commands clients sent and the commands
+	// run, script-internal ones included. Absent without commandstats
+	// (miniredis).
+	ClientCPUPerOp   *float64 `json:"client_cpu_ns_per_op,omitempty"`
+	ServerUsecPerOp  *float64 `json:"server_usec_per_op,omitempty"`
+	ServerCallsPerOp *float64 `json:"server_calls_per_op,omitempty"`
+
+	// convoy-procs: processes, contenders per process, acquisitions that
+	// succeeded, the wait p99 (as p99_ns), grants out of arrival order, and
+	// the server's cost per acquisition as above.
+	Procs             int      `json:"procs,omitempty"`
+	Contenders        int      `json:"contenders,omitempty"`
+	Acquired          int      `json:"acquired,omitempty"`
+	WaitP99           int64    `json:"wait_p99_ns,omitempty"`
+	OutOfOrder        *int     `json:"out_of_order,omitempty"`
+	ServerCallsPerAcq *float64 `json:"server_calls_per_acq,omitempty"`
+	ServerUsecPerAcq  *float64 `json:"server_usec_per_acq,omitempty"`
 }
 
 // writeRows writes one scenario's rows: a table, or JSON lines.
@@ -125,6 +162,14 @@ func columnsOf(scenario string) []column {
 	p50 := column{"p50", func(r row) string { return fmtDur(time.Duration(r.P50)) }}
 	p99 := column{"p99", func(r row) string { return fmtDur(time.Duration(r.P99)) }}
 	trips := column{"trips/op", func(r row) string { return fmt.Sprintf("%.2f", r.TripsPerOp) }}
+	cpuPerOp := column{"cpu/op", func(r row) string {
+		if r.ClientCPUPerOp == nil {
+			return "-"
+		}
+		return fmtDur(time.Duration(*r.ClientCPUPerOp))
+	}}
+	srvUsecPerOp := column{"srv µs/op", func(r row) string { return fmtOpt(r.ServerUsecPerOp, "%.2f") }}
+	srvCallsPerOp := column{"srv cmds/op", func(r row) string { return fmtOpt(r.ServerCallsPerOp, "%.1f") }}
 	failures := column{"failures", func(r row) string { return fmt.Sprint(r.Failures) }}
 	times := func(title string) column {
 		return column{title, func(r row) string { return fmt.Sprintf("%.2f×", r.Ratio) }}
@@ -135,11 +180,25 @@ func columnsOf(scenario string) []column {
 	case scenario == "uncontended":
 		return []column{lib, n, p50, p99, times("p50 ÷ 2×PING"),
 			{"allocs/op", func(r row) string { return fmt.Sprintf("%.1f", *r.AllocsPerOp) }},
-			trips, failures}
+			cpuPerOp, srvUsecPerOp, srvCallsPerOp, trips, failures}
 	case scenario == "keys-parallel":
 		return []column{lib, {"ops/s", func(r row) string { return fmt.Sprintf("%.0f", r.OpsPerS) }},
 			{"of SET", func(r row) string { return fmt.Sprintf("%.0f%%", 100*r.Ratio) }},
-			p50, p99, trips, failures}
+			p50, p99, cpuPerOp, srvUsecPerOp, srvCallsPerOp, trips, failures}
+	case scenario == "convoy-procs":
+		return []column{lib, {"P", func(r row) string { return fmt.Sprint(r.Procs) }},
+			{"C", func(r row) string { return fmt.Sprint(r.Contenders) }},
+			{"acquired", func(r row) string { return fmt.Sprint(r.Acquired) }},
+			{"makespan", func(r row) string { return fmtDur(time.Duration(r.Makespan)) }},
+			{"ideal", func(r row) string { return fmtDur(time.Duration(r.IdealNs)) }},
+			times("÷ ideal"),
+			{"handoff p50", func(r row) string { return fmtDur(time.Duration(r.HandoffP50)) }},
+			{"handoff p99", func(r row) string { return fmtDur(time.Duration(r.HandoffP99)) }},
+			{"wait p99", p99.value},
+			{"out of order", func(r row) string { return fmt.Sprint(*r.OutOfOrder) }},
+			{"srv µs/acq", func(r row) string { return fmtOpt(r.ServerUsecPerAcq, "%.1f") }},
+			{"srv cmds/acq", func(r row) string { return fmtOpt(r.ServerCallsPerAcq, "%.1f") }},
+			failures, {"overlaps", func(r row) string { return fmt.Sprint(r.Overlaps) }}}
 	}
 	return []column{lib, {"acquired", func(r row) string { return fmt.Sprint(r.N - r.Failures) }},
 		{"makespan", func(r row) string { return fmtDur(time.Duration(r.Makespan)) }},
@@ -159,6 +218,14 @@ func columnsOf(scenario string) []column {
 		{"wait max", func(r row) string { return fmtDur(time.Duration(r.WaitMax)) }},
 		{"trips/acq", trips.value}, failures,
 		{"overlaps", func(r row) string { return fmt.Sprint(r.Overlaps) }}}
+}
+
+// fmtOpt prints v with format, or "-" when it is unknown.
+func fmtOpt(v *float64, format string) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf(format, *v)
 }
 
 // progress keeps one status line on stderr while the bench runs: rewritten in

@@ -24,12 +24,12 @@ type scenario struct {
 // that scenarios report against.
 type bench struct {
 	cfg    config
-	client *redis.Client
+	target *target
+	client redis.UniversalClient // target's
 	// id names this run in every key it makes, so that cleanup finds them.
-	id    string
-	trips *tripCounter
-	libs  []openLib
-	prog  *progress
+	id   string
+	libs []openLib
+	prog *progress
 	// ping and idlePing are the p50 of one PING round trip, busy and from
 	// idle, measured before any scenario.
 	ping, idlePing time.Duration
@@ -42,8 +42,19 @@ type bench struct {
 
 type openLib struct {
 	name string
+	lib  library
 	l    locker
 }
+
+// note adds a warning about the measurements, once.
+func (b *bench) note(s string) {
+	if !slices.Contains(b.notes, s) {
+		b.notes = append(b.notes, s)
+	}
+}
+
+// trips is how many round trips the bench's clients have made so far.
+func (b *bench) trips() int64 { return b.target.sent.trips.Load() }
 
 // subject is something a scenario times: a library's acquire + release, or a
 // reference made of plain commands.
@@ -64,13 +75,14 @@ const keysParallelCell, keysParallelQuickCell = 50 * time.Millisecond, 20 * time
 
 // scenarioNames are the names -scenarios accepts; "convoy" stands for a
 // convoy of each -contenders count.
-var scenarioNames = []string{"ping", "uncontended", "convoy", "keys-parallel"}
+var scenarioNames = []string{"ping", "uncontended", "convoy", "convoy-procs", "keys-parallel"}
 
 // selectScenarios returns the scenarios names asks for, in run order.
 func selectScenarios(names []string, contenders []int) ([]scenario, error) {
 	var out []scenario
 	want := func(name string) bool {
-		return slices.Contains(names, name) || strings.HasPrefix(name, "convoy-") && slices.Contains(names, "convoy")
+		_, err := strconv.Atoi(strings.TrimPrefix(name, "convoy-"))
+		return slices.Contains(names, name) || strings.HasPrefix(name, "convoy-") && err == nil && slices.Contains(names, "convoy")
 	}
 	all := []scenario{
 		{name: "ping", run: (*bench).measurePing},
@@ -79,7 +91,8 @@ func selectScenarios(names []string, contenders []int) ([]scenario, error) {
 	for _, n := range contenders {
 		all = append(all, scenario{name: "convoy-" + strconv.Itoa(n), run: func(b *bench, ctx context.Context) []row { return b.convoy(ctx, n) }})
 	}
-	all = append(all, scenario{name: "keys-parallel", run: (*bench).keysParallel})
+	all = append(all, scenario{name: "convoy-procs", run: (*bench).convoyProcs},
+		scenario{name: "keys-parallel", run: (*bench).keysParallel})
 	for _, s := range all {
 		if want(s.name) {
 			out = append(out, s)
@@ -97,35 +110,6 @@ func selectScenarios(names []string, contenders []int) ([]scenario, error) {
 // run's id, and so does every key a library derives from it.
 func (b *bench) key(scenario, subject string) string {
 	return "bench:" + b.id + ":" + scenario + ":" + subject
-}
-
-// cleanup deletes every key the run made: its locks' leftovers, leasekit's
-// fence counters (which never expire) and the references' keys. It returns
-// how many it deleted.
-func (b *bench) cleanup(ctx context.Context) (int, error) {
-	deleted := 0
-	iter := b.client.Scan(ctx, 0, "*bench:"+b.id+":*", 1000).Iterator()
-	var batch []string
-	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
-		n, err := b.client.Del(ctx, batch...).Result()
-		deleted += int(n)
-		batch = batch[:0]
-		return err
-	}
-	for iter.Next(ctx) {
-		if batch = append(batch, iter.Val()); len(batch) == 500 {
-			if err := flush(); err != nil {
-				return deleted, err
-			}
-		}
-	}
-	if err := iter.Err(); err != nil {
-		return deleted, err
-	}
-	return deleted, flush()
 }
 
 func lockOp(l locker) func(ctx context.Context, key string) error {
@@ -175,7 +159,7 @@ func (b *bench) measurePing(ctx context.Context) []row {
 		defer stop()
 		subjects = append(subjects, published)
 	} else {
-		b.notes = append(b.notes, "note: the PUBLISH reference could not subscribe: "+err.Error())
+		b.note("note: the PUBLISH reference could not subscribe: " + err.Error())
 	}
 	rows := b.sequential(ctx, "ping", subjects)
 	b.ping, b.idlePing = time.Duration(rows[0].P50), time.Duration(rows[1].P50)
@@ -249,10 +233,10 @@ func (b *bench) uncontended(ctx context.Context) []row {
 		// Slower than busy round trips, no slower than two from idle: the
 		// machine's CPUs slept between the round trips here (a VM's idle
 		// wake-up), and every subject paid the same.
-		b.notes = append(b.notes, fmt.Sprintf("note: two PINGs took %v here, against %v for one busy and %v for one from idle in the ping scenario: these round trips ran at idle speed, so the ratios weigh each library's own cost against slow wake-ups",
+		b.note(fmt.Sprintf("note: two PINGs took %v here, against %v for one busy and %v for one from idle in the ping scenario: these round trips ran at idle speed, so the ratios weigh each library's own cost against slow wake-ups",
 			fmtDur(two), fmtDur(b.ping), fmtDur(b.idlePing)))
 	default:
-		b.notes = append(b.notes, fmt.Sprintf("note: two PINGs took %v here against %v for one in the ping scenario, slower even than two from idle: the machine was busy meanwhile, and these latencies are mostly noise; run again",
+		b.note(fmt.Sprintf("note: two PINGs took %v here against %v for one in the ping scenario, slower even than two from idle: the machine was busy meanwhile, and these latencies are mostly noise; run again",
 			fmtDur(two), fmtDur(b.ping)))
 	}
 	return rows
@@ -293,23 +277,24 @@ func (b *bench) sequential(ctx context.Context, scenario string, subjects []subj
 	}
 	rows := make([]row, len(subjects))
 	for i, s := range subjects {
-		b.prog.say(scenario, "counting allocations, "+s.name)
-		allocs := b.allocsPerOp(ctx, s, b.key(scenario, s.name))
+		b.prog.say(scenario, "counting costs, "+s.name)
+		allocs, c := b.costPass(ctx, s, b.key(scenario, s.name))
 		r := &res[i]
 		rows[i] = row{
 			Scenario: scenario, Lib: s.name, Reference: s.ref,
 			N: r.ops, P50: int64(r.lat.p50()), P99: int64(r.lat.p99()),
-			OpsPerS:     perSecond(r.ops, r.elapsed),
-			AllocsPerOp: &allocs,
-			TripsPerOp:  float64(r.trips) / float64(r.ops),
-			Failures:    r.failures,
+			OpsPerS:        perSecond(r.ops, r.elapsed),
+			AllocsPerOp:    &allocs,
+			TripsPerOp:     float64(r.trips) / float64(r.ops),
+			Failures:       r.failures,
+			ClientCPUPerOp: &c.clientCPU, ServerUsecPerOp: c.serverUsec, ServerCallsPerOp: c.serverCalls,
 		}
 	}
 	return rows
 }
 
 func (b *bench) timeSequential(ctx context.Context, res *seqResult, s subject, key string, n int) {
-	trips := b.trips.load()
+	trips := b.trips()
 	for range n {
 		if s.idle > 0 {
 			time.Sleep(s.idle)
@@ -324,19 +309,22 @@ func (b *bench) timeSequential(ctx context.Context, res *seqResult, s subject, k
 		}
 		res.lat = append(res.lat, d)
 	}
-	res.trips += b.trips.load() - trips
+	res.trips += b.trips() - trips
 	res.ops += n
 }
 
-// allocsPerOp counts every allocation the process makes while s runs its op,
-// on average. It is a pass of its own because reading the counts stops the
-// world, which the timed rounds, a chunk at a time, would feel.
-func (b *bench) allocsPerOp(ctx context.Context, s subject, key string) float64 {
-	n := min(b.cfg.n, 500)
+// costPass measures what s's op costs, on average: every allocation the
+// process makes, the process's CPU time, and the server's time and commands.
+// It is a pass of its own because reading the counts stops the world (and
+// INFO is a command of its own), which the timed rounds, a chunk at a time,
+// would feel.
+func (b *bench) costPass(ctx context.Context, s subject, key string) (allocs float64, c cost) {
+	n := min(b.cfg.n, 1000)
 	if s.idle > 0 {
 		n = min(n, 50)
 	}
 	var before, after runtime.MemStats
+	snap := b.costSnap(ctx)
 	runtime.ReadMemStats(&before)
 	for range n {
 		if s.idle > 0 {
@@ -345,7 +333,11 @@ func (b *bench) allocsPerOp(ctx context.Context, s subject, key string) float64 
 		_ = s.op(ctx, key)
 	}
 	runtime.ReadMemStats(&after)
-	return float64(after.Mallocs-before.Mallocs) / float64(n)
+	c = costOf(snap, b.costSnap(ctx), n, nil)
+	if s.idle > 0 {
+		c.clientCPU = 0 // the idle sleeps are not the op's
+	}
+	return float64(after.Mallocs-before.Mallocs) / float64(n), c
 }
 
 // convoyReps is how many convoys of each library are run and pooled.
@@ -383,9 +375,9 @@ func (b *bench) convoy(ctx context.Context, n int) []row {
 	for r := range reps {
 		for i, lib := range b.libs {
 			b.prog.say(scenario, fmt.Sprintf("run %d/%d, %s", r+1, reps, lib.name))
-			trips := b.trips.load()
+			trips := b.trips()
 			b.runConvoy(ctx, &res[i], lib.l, b.key(scenario, lib.name), n)
-			res[i].trips += b.trips.load() - trips
+			res[i].trips += b.trips() - trips
 		}
 	}
 	rows := make([]row, len(b.libs))
@@ -508,13 +500,19 @@ func (b *bench) keysParallel(ctx context.Context) []row {
 	}
 	rows := make([]row, len(subjects))
 	for i, s := range subjects {
+		b.prog.say(scenario, "counting costs, "+s.name)
+		var pass seqResult
+		before := b.costSnap(ctx)
+		b.timeParallel(ctx, &pass, s, scenario, cell)
+		c := costOf(before, b.costSnap(ctx), pass.ops, nil)
 		r := &res[i]
 		rows[i] = row{
 			Scenario: scenario, Lib: s.name, Reference: s.ref,
 			N: r.ops, P50: int64(r.lat.p50()), P99: int64(r.lat.p99()),
-			OpsPerS:    perSecond(r.ops, r.elapsed),
-			TripsPerOp: float64(r.trips) / float64(max(r.ops, 1)),
-			Failures:   r.failures,
+			OpsPerS:        perSecond(r.ops, r.elapsed),
+			TripsPerOp:     float64(r.trips) / float64(max(r.ops, 1)),
+			Failures:       r.failures,
+			ClientCPUPerOp: &c.clientCPU, ServerUsecPerOp: c.serverUsec, ServerCallsPerOp: c.serverCalls,
 		}
 		rows[i].Ratio, rows[i].RatioTo = ratio(rows[i].OpsPerS, rows[0].OpsPerS), "SET ops/s"
 	}
@@ -533,7 +531,7 @@ func (b *bench) setSubject() subject {
 func (b *bench) timeParallel(ctx context.Context, res *seqResult, s subject, scenario string, d time.Duration) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	trips := b.trips.load()
+	trips := b.trips()
 	start := time.Now()
 	deadline := start.Add(d)
 	for w := range keysParallelWorkers {
@@ -558,5 +556,5 @@ func (b *bench) timeParallel(ctx context.Context, res *seqResult, s subject, sce
 	}
 	wg.Wait()
 	res.elapsed += time.Since(start)
-	res.trips += b.trips.load() - trips
+	res.trips += b.trips() - trips
 }

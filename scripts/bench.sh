@@ -1,22 +1,45 @@
 #!/usr/bin/env bash
-# Runs `go run ./bench` against a throwaway redis-server: started on a free
-# loopback port in a temp dir, without persistence, and stopped on exit.
-# Arguments are passed to the bench: bash scripts/bench.sh -chart bench/results.png
+# Runs `go run ./bench` against a throwaway redis-server, or with -cluster a
+# throwaway 3-master Redis Cluster: started on free loopback ports in a temp
+# dir, without persistence, and stopped on exit. Other arguments are passed to
+# the bench:
+#   bash scripts/bench.sh -chart bench/results.png
+#   bash scripts/bench.sh -cluster -scenarios convoy-procs
+# Unless the arguments set -spin, the bench runs with one low-priority spinner
+# per CPU, so that idle vCPUs do not halt between round trips (see the
+# header it prints).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v redis-server >/dev/null 2>&1; then
-	echo "bench.sh: redis-server is missing; install it (Debian: apt-get install redis-server)" >&2
-	exit 1
-fi
+for cmd in redis-server redis-cli; do
+	if ! command -v "$cmd" >/dev/null 2>&1; then
+		echo "bench.sh: $cmd is missing; install it (Debian: apt-get install redis-server)" >&2
+		exit 1
+	fi
+done
+
+cluster=false
+args=()
+for a in "$@"; do
+	if [ "$a" = "-cluster" ] || [ "$a" = "--cluster" ]; then
+		cluster=true
+	else
+		args+=("$a")
+	fi
+done
+case " ${args[*]-} " in
+*" -spin"* | *" --spin"*) ;;
+*) args+=(-spin "$(nproc 2>/dev/null || echo 2)") ;;
+esac
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/leasekit-bench.XXXXXX")
-pid=""
+pids=()
 cleanup() {
-	if [ -n "$pid" ]; then
+	for pid in "${pids[@]-}"; do
+		[ -n "$pid" ] || continue
 		kill "$pid" 2>/dev/null || true
 		wait "$pid" 2>/dev/null || true
-	fi
+	done
 	rm -rf "$dir"
 }
 trap cleanup EXIT
@@ -30,30 +53,55 @@ free_port() {
 		shuf -i 20000-60000 -n 1
 }
 
-for attempt in 1 2 3 4 5; do
-	port=$(free_port)
-	redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" \
-		--save "" --appendonly no --daemonize no \
-		--logfile "$dir/redis.log" &
-	pid=$!
-	for _ in $(seq 100); do
-		if redis-cli -p "$port" ping >/dev/null 2>&1; then
-			break 2
-		fi
-		if ! kill -0 "$pid" 2>/dev/null; then
+# start_server DIR EXTRA... starts a redis-server in DIR on a free port and
+# sets $port, or exits.
+start_server() {
+	local d=$1
+	shift
+	mkdir -p "$d"
+	for attempt in 1 2 3 4 5; do
+		port=$(free_port)
+		redis-server --port "$port" --bind 127.0.0.1 --dir "$d" \
+			--save "" --appendonly no --daemonize no \
+			--logfile "$d/redis.log" "$@" &
+		local pid=$!
+		for _ in $(seq 100); do
+			if redis-cli -p "$port" ping >/dev/null 2>&1; then
+				pids+=("$pid")
+				return 0
+			fi
+			if ! kill -0 "$pid" 2>/dev/null; then
+				break
+			fi
+			sleep 0.05
+		done
+		kill "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+		echo "bench.sh: redis-server did not start on port $port (attempt $attempt)" >&2
+	done
+	tail -n 5 "$d/redis.log" >&2 || true
+	exit 1
+}
+
+version=$(redis-server --version | awk '{sub(/^v=/, "", $3); print $3}')
+if $cluster; then
+	nodes=()
+	for i in 1 2 3; do
+		start_server "$dir/node$i" --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 5000
+		nodes+=("127.0.0.1:$port")
+	done
+	redis-cli --cluster create "${nodes[@]}" --cluster-replicas 0 --cluster-yes >/dev/null
+	for _ in $(seq 200); do
+		if redis-cli -p "${nodes[0]##*:}" cluster info | grep -q 'cluster_state:ok'; then
 			break
 		fi
 		sleep 0.05
 	done
-	kill "$pid" 2>/dev/null || true
-	wait "$pid" 2>/dev/null || true
-	pid=""
-	echo "bench.sh: redis-server did not start on port $port (attempt $attempt)" >&2
-done
-if [ -z "$pid" ]; then
-	tail -n 5 "$dir/redis.log" >&2 || true
-	exit 1
+	list=$(IFS=,; echo "${nodes[*]}")
+	echo "bench.sh: a 3-master Redis Cluster of redis-server $version on $list" >&2
+	go run ./bench -cluster "$list" "${args[@]}"
+else
+	start_server "$dir"
+	echo "bench.sh: redis-server $version on 127.0.0.1:$port" >&2
+	go run ./bench -addr "127.0.0.1:$port" "${args[@]}"
 fi
-
-echo "bench.sh: redis-server $(redis-server --version | awk '{sub(/^v=/, "", $3); print $3}') on 127.0.0.1:$port" >&2
-go run ./bench -addr "127.0.0.1:$port" "$@"

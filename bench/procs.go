@@ -1,0 +1,421 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// roleEnv makes the bench's binary (or its test binary) one of the
+// processes a run starts: a convoy-procs worker or a spinner.
+const roleEnv = "LEASEKIT_BENCH_ROLE"
+
+// workerEnv carries a worker's workerConfig, as JSON.
+const workerEnv = "LEASEKIT_BENCH_WORKER"
+
+// runRole runs the process as role and returns its exit status.
+func runRole(role string) int {
+	var err error
+	switch role {
+	case "worker":
+		err = runWorker(os.Stdin, os.Stdout)
+	case "spinner":
+		spin(os.Stdin)
+	default:
+		err = fmt.Errorf("unknown %s %q", roleEnv, role)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench worker:", err)
+		return 1
+	}
+	return 0
+}
+
+// convoy-procs: P worker processes, each with its own client and its own
+// instance of the library, C contenders each, all on one key. To give
+// "arrival order" a meaning, the lock is held first by the parent, and the
+// contenders arrive one at a time, procStagger apart, interleaved across the
+// processes (contender c of worker p is arrival c·P + p); once all have
+// arrived the parent releases it, and the convoy drains. The makespan runs
+// from that release to the last contender's release.
+const (
+	procStagger = time.Millisecond
+	procSettle  = 20 * time.Millisecond // after the last arrival, before the release
+	procStartIn = 20 * time.Millisecond // from "go" to the first arrival
+)
+
+// workerConfig is what a worker is told.
+type workerConfig struct {
+	Lib     string        `json:"lib"`
+	URL     string        `json:"url,omitempty"`
+	Addrs   []string      `json:"addrs"`
+	Cluster bool          `json:"cluster,omitempty"`
+	NoTrack bool          `json:"no_tracking,omitempty"` // miniredis: no client-side caching
+	TTL     time.Duration `json:"ttl"`
+	Hold    time.Duration `json:"hold"`
+	Key     string        `json:"key"`
+	Index   int           `json:"index"`
+	Procs   int           `json:"procs"`
+	PerProc int           `json:"per_proc"`
+}
+
+// procContender is what one contender saw, in Unix nanoseconds: every process
+// reads the same wall clock.
+type procContender struct {
+	Arrival   int64  `json:"arrival"`
+	Granted   int64  `json:"granted"`
+	Releasing int64  `json:"releasing"`
+	Released  int64  `json:"released"`
+	Err       string `json:"err,omitempty"`
+}
+
+// workerReport is a worker's last line: its contenders, and the commands its
+// clients sent.
+type workerReport struct {
+	Contenders []procContender  `json:"contenders"`
+	Sent       map[string]int64 `json:"sent"`
+}
+
+// runWorker is a convoy-procs worker: it opens its library, says it is
+// ready, waits for "go <unix ns>", runs its contenders and reports.
+func runWorker(in io.Reader, out io.Writer) error {
+	var wc workerConfig
+	if err := json.Unmarshal([]byte(os.Getenv(workerEnv)), &wc); err != nil {
+		return fmt.Errorf("%s: %w", workerEnv, err)
+	}
+	t, err := dial(config{url: wc.URL, addr: wc.Addrs[0], cluster: map[bool][]string{true: wc.Addrs}[wc.Cluster]})
+	if err != nil {
+		return err
+	}
+	defer t.close()
+	t.noTracking = wc.NoTrack
+	lib, ok := libraryNamed(wc.Lib)
+	if !ok {
+		return fmt.Errorf("unknown library %q", wc.Lib)
+	}
+	l, err := lib.open(t, t.client, wc.TTL)
+	if err != nil {
+		return err
+	}
+	defer l.close()
+	ctx := context.Background()
+	// Warm up on a key of its own: connections, loaded scripts.
+	if h, err := l.acquire(ctx, wc.Key+":warm:"+strconv.Itoa(wc.Index)); err == nil {
+		_ = h.Release(ctx)
+	} else {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	fmt.Fprintln(out, `{"ready":true}`)
+	line, err := bufio.NewReader(in).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("waiting for go: %w", err)
+	}
+	start, err := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(line, "go ")), 10, 64)
+	if err != nil {
+		return fmt.Errorf("go line %q: %w", line, err)
+	}
+	seen := make([]procContender, wc.PerProc)
+	before := t.sent.counts()
+	var wg sync.WaitGroup
+	for c := range seen {
+		arrival := time.Unix(0, start).Add(time.Duration(c*wc.Procs+wc.Index) * procStagger)
+		wg.Go(func() { seen[c] = contendAt(ctx, l, wc, arrival) })
+	}
+	wg.Wait()
+	sent := t.sent.counts()
+	for name, n := range before {
+		sent[name] -= n
+	}
+	return json.NewEncoder(out).Encode(workerReport{Contenders: seen, Sent: sent})
+}
+
+// contendAt arrives at arrival, acquires (giving up after one ttl), holds and
+// releases.
+func contendAt(ctx context.Context, l locker, wc workerConfig, arrival time.Time) procContender {
+	time.Sleep(time.Until(arrival))
+	var c procContender
+	c.Arrival = time.Now().UnixNano()
+	actx, cancel := context.WithTimeout(ctx, wc.TTL)
+	defer cancel()
+	h, err := l.acquire(actx, wc.Key)
+	c.Granted = time.Now().UnixNano()
+	if err != nil {
+		c.Err = err.Error()
+		return c
+	}
+	time.Sleep(wc.Hold)
+	c.Releasing = time.Now().UnixNano()
+	if err := h.Release(ctx); err != nil {
+		c.Err = "release: " + err.Error()
+	}
+	c.Released = time.Now().UnixNano()
+	return c
+}
+
+// worker is a running worker process, seen from the parent.
+type worker struct {
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	out    *bufio.Reader
+	stderr strings.Builder
+}
+
+// startWorkers starts n workers for lib on key and waits until each is ready.
+func (b *bench) startWorkers(ctx context.Context, lib string, key string, n int) ([]*worker, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	var ws []*worker
+	for i := range n {
+		wc, _ := json.Marshal(workerConfig{
+			Lib: lib, URL: b.cfg.url, Addrs: b.target.addrs, Cluster: b.target.cluster, NoTrack: b.target.noTracking,
+			TTL: b.cfg.ttl, Hold: b.cfg.hold, Key: key, Index: i, Procs: n, PerProc: b.cfg.perProc,
+		})
+		w := &worker{cmd: exec.CommandContext(ctx, self)}
+		w.cmd.Env = append(os.Environ(), roleEnv+"=worker", workerEnv+"="+string(wc))
+		w.cmd.Stderr = &w.stderr
+		w.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if w.in, err = w.cmd.StdinPipe(); err == nil {
+			var out io.Reader
+			if out, err = w.cmd.StdoutPipe(); err == nil {
+				w.out = bufio.NewReader(out)
+				err = w.cmd.Start()
+			}
+		}
+		if err != nil {
+			stopWorkers(ws)
+			return nil, err
+		}
+		ws = append(ws, w)
+	}
+	for _, w := range ws {
+		if line, err := w.out.ReadString('\n'); err != nil || !strings.Contains(line, "ready") {
+			stopWorkers(ws)
+			return nil, fmt.Errorf("worker did not get ready (%v): %s", err, strings.TrimSpace(w.stderr.String()))
+		}
+	}
+	return ws, nil
+}
+
+func stopWorkers(ws []*worker) {
+	for _, w := range ws {
+		_ = w.in.Close()
+		_ = w.cmd.Process.Kill()
+		_ = w.cmd.Wait()
+	}
+}
+
+// report reads a worker's report and waits for it to exit.
+func (w *worker) report() (workerReport, error) {
+	var r workerReport
+	line, err := w.out.ReadString('\n')
+	if err == nil {
+		err = json.Unmarshal([]byte(line), &r)
+	}
+	_ = w.in.Close()
+	if werr := w.cmd.Wait(); err == nil && werr != nil {
+		err = werr
+	}
+	if err != nil {
+		err = fmt.Errorf("worker: %w: %s", err, strings.TrimSpace(w.stderr.String()))
+	}
+	return r, err
+}
+
+// procsResult pools one library's convoys at one P.
+type procsResult struct {
+	makespans, holds, handoffs, waits samples
+	acquired, failures, overlaps      int
+	outOfOrder                        int
+	serverUsec, serverCalls           float64
+	serverKnown                       bool
+	errs                              []string
+}
+
+// convoyProcs runs convoy-procs for every P of -procs, each library in turn.
+func (b *bench) convoyProcs(ctx context.Context) []row {
+	const scenario = "convoy-procs"
+	reps := b.convoyReps()
+	var rows []row
+	for _, p := range b.cfg.procs {
+		res := make([]procsResult, len(b.libs))
+		for r := range reps {
+			for i, lib := range b.libs {
+				b.prog.say(scenario, fmt.Sprintf("P=%d run %d/%d, %s", p, r+1, reps, lib.name))
+				if err := b.runProcConvoy(ctx, &res[i], lib, p); err != nil {
+					res[i].errs = append(res[i].errs, err.Error())
+				}
+			}
+		}
+		for i, lib := range b.libs {
+			rows = append(rows, res[i].row(scenario, lib.name, p, b))
+		}
+	}
+	return rows
+}
+
+// runProcConvoy runs one convoy of p workers for lib.
+func (b *bench) runProcConvoy(ctx context.Context, res *procsResult, lib openLib, p int) error {
+	key := b.key("convoy-procs", fmt.Sprintf("%s:P%d", lib.name, p))
+	ws, err := b.startWorkers(ctx, lib.name, key, p)
+	if err != nil {
+		return err
+	}
+	blocker, err := lib.l.acquire(ctx, key)
+	if err != nil {
+		stopWorkers(ws)
+		return fmt.Errorf("the parent's hold: %w", err)
+	}
+	before := b.costSnap(ctx)
+	n := p * b.cfg.perProc
+	start := time.Now().Add(procStartIn)
+	for _, w := range ws {
+		fmt.Fprintf(w.in, "go %d\n", start.UnixNano())
+	}
+	time.Sleep(time.Until(start.Add(time.Duration(n)*procStagger + procSettle)))
+	t0 := time.Now()
+	if err := blocker.Release(ctx); err != nil {
+		stopWorkers(ws)
+		return fmt.Errorf("the parent's release: %w", err)
+	}
+	var all []procContender
+	sent := make(map[string]int64)
+	var errs []error
+	for _, w := range ws {
+		r, err := w.report()
+		errs = append(errs, err)
+		all = append(all, r.Contenders...)
+		for name, k := range r.Sent {
+			sent[name] += k
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	c := costOf(before, b.costSnap(ctx), n, sent)
+	res.add(all, t0, c)
+	return nil
+}
+
+// add pools one convoy's contenders, released from t0, and its server cost.
+func (r *procsResult) add(cs []procContender, t0 time.Time, c cost) {
+	var ok []procContender
+	for _, c := range cs {
+		if c.Err != "" {
+			r.failures++
+			if len(r.errs) < 3 {
+				r.errs = append(r.errs, c.Err)
+			}
+			continue
+		}
+		ok = append(ok, c)
+	}
+	slices.SortFunc(ok, func(a, b procContender) int { return int(a.Granted - b.Granted) })
+	last, prev := t0.UnixNano(), t0.UnixNano()
+	for i, c := range ok {
+		r.waits = append(r.waits, time.Duration(c.Granted-c.Arrival))
+		r.holds = append(r.holds, time.Duration(c.Releasing-c.Granted))
+		r.handoffs = append(r.handoffs, time.Duration(c.Granted-prev))
+		if i > 0 && c.Granted < prev {
+			r.overlaps++
+		}
+		prev, last = c.Releasing, max(last, c.Released)
+		if slices.ContainsFunc(ok[i+1:], func(d procContender) bool { return d.Arrival < c.Arrival }) {
+			r.outOfOrder++
+		}
+	}
+	r.acquired += len(ok)
+	if len(ok) > 0 {
+		r.makespans = append(r.makespans, time.Duration(last-t0.UnixNano()))
+	}
+	if c.serverUsec != nil {
+		r.serverKnown = true
+		r.serverUsec += *c.serverUsec * float64(len(cs))
+		r.serverCalls += *c.serverCalls * float64(len(cs))
+	}
+}
+
+func (r *procsResult) row(scenario, lib string, p int, b *bench) row {
+	per := r.acquired / max(len(r.makespans), 1) // acquisitions per convoy
+	ideal := time.Duration(per) * (r.holds.mean() + b.ping)
+	makespan := r.makespans.p50()
+	out := row{
+		Scenario: scenario, Lib: lib, Procs: p, Contenders: b.cfg.perProc,
+		N: r.acquired + r.failures, Acquired: r.acquired,
+		P50: int64(r.waits.p50()), P99: int64(r.waits.p99()), WaitP99: int64(r.waits.p99()), WaitMax: int64(r.waits.max()),
+		Ratio: ratio(makespan, ideal), RatioTo: "ideal makespan",
+		IdealNs: int64(ideal), Makespan: int64(makespan), HoldNs: int64(r.holds.mean()),
+		HandoffP50: int64(r.handoffs.p50()), HandoffP99: int64(r.handoffs.p99()),
+		OutOfOrder: &r.outOfOrder,
+		Failures:   r.failures, Overlaps: r.overlaps,
+	}
+	if r.serverKnown {
+		n := float64(r.acquired + r.failures)
+		usec, calls := r.serverUsec/n, r.serverCalls/n
+		out.ServerUsecPerAcq, out.ServerCallsPerAcq = &usec, &calls
+	}
+	if len(r.errs) > 0 {
+		b.note(fmt.Sprintf("note: convoy-procs P=%d, %s: %d failures, e.g. %s", p, lib, r.failures, r.errs[0]))
+	}
+	return out
+}
+
+// startSpinners starts n processes that spin at the lowest priority until
+// stop, so that the machine's idle CPUs do not halt between round trips:
+// on a VM, waking a halted vCPU costs more than a loopback round trip.
+func startSpinners(n int) (stop func(), err error) {
+	if n == 0 {
+		return func() {}, nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	var cmds []*exec.Cmd
+	var ins []io.WriteCloser
+	stop = func() {
+		for _, in := range ins {
+			_ = in.Close()
+		}
+		for _, c := range cmds {
+			_ = c.Wait()
+		}
+	}
+	for range n {
+		c := exec.Command(self)
+		c.Env = append(os.Environ(), roleEnv+"=spinner")
+		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		in, err := c.StdinPipe()
+		if err == nil {
+			err = c.Start()
+		}
+		if err != nil {
+			stop()
+			return nil, err
+		}
+		cmds, ins = append(cmds, c), append(ins, in)
+	}
+	return stop, nil
+}
+
+// spin burns CPU at nice 19 until in closes.
+func spin(in io.Reader) {
+	_ = syscall.Setpriority(syscall.PRIO_PROCESS, 0, 19)
+	var done atomic.Bool
+	go func() { _, _ = io.Copy(io.Discard, in); done.Store(true) }()
+	for !done.Load() {
+	}
+}
