@@ -26,7 +26,7 @@ func TestKeysAreKeptForABoundedNumberOfNames(t *testing.T) {
 	}
 	c = New(Config{Prefix: "p:"})
 	long := string(make([]byte, keyCacheNameLen+1))
-	if c.lockKeys(long) == c.lockKeys(long) || c.cached.Load() != 0 {
+	if first, again := c.lockKeys(long), c.lockKeys(long); first == again || c.cached.Load() != 0 {
 		t.Fatalf("a name of %d bytes was kept; want names over %d built afresh", len(long), keyCacheNameLen)
 	}
 }
