@@ -12,9 +12,14 @@
 // first field is the ticket (a random id) of the waiter the lock was handed
 // to: that waiter alone is woken, and reads it with Grant.
 //
-// A channel is subscribed while it has waiters and unsubscribed when the last
-// one leaves, so an uncontended lock's releases never come back to the
-// process that made them.
+// A lock's wake-up channel is subscribed while it has waiters and
+// unsubscribed when the last one leaves, so an uncontended lock's releases
+// never come back to the process that made them. A grant channel (one whose
+// waiters have tickets: a Locker's own) stays subscribed, once subscribed,
+// until Close: its messages name one waiter each, so keeping it costs an idle
+// subscription, not traffic, and it spares every later wait the SUBSCRIBE
+// round trip, so that every waiter queues the same number of round trips
+// after it arrives, which keeps arrival order.
 package notify
 
 import (
@@ -63,6 +68,7 @@ type channelSub struct {
 	ready     chan struct{} // closed when the subscription is confirmed or failed
 	confirmed bool
 	err       error // why the subscription failed, once ready is closed
+	kept      bool  // a grant channel: subscribed until Close, waiters or not
 	waiters   []*Waiter
 }
 
@@ -117,7 +123,7 @@ func (n *Notifier) Join(ctx context.Context, channel, ticket string) (*Waiter, e
 			n.counts[channel] = c
 		}
 		c.sent++
-		sub = &channelSub{need: c.sent, ready: make(chan struct{})}
+		sub = &channelSub{need: c.sent, ready: make(chan struct{}), kept: ticket != ""}
 		n.subs[channel] = sub
 	}
 	w := &Waiter{n: n, channel: channel, ticket: ticket, sub: sub, wake: make(chan struct{}, 1)}
@@ -221,8 +227,9 @@ func (w *Waiter) Leave() {
 	}
 	owned := n.subs[w.channel] == sub
 	// A failed subscription is no longer in subs; it is still the last user
-	// of the channel unless a new one has taken its place.
-	last := len(sub.waiters) == 0 && (owned || sub.err != nil && n.subs[w.channel] == nil)
+	// of the channel unless a new one has taken its place. A kept one that
+	// stands is never the last.
+	last := len(sub.waiters) == 0 && (owned && !sub.kept || sub.err != nil && n.subs[w.channel] == nil)
 	if last && owned {
 		delete(n.subs, w.channel)
 		if c := n.counts[w.channel]; c != nil && c.acked >= c.sent {

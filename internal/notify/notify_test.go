@@ -147,3 +147,64 @@ func TestGrantGoesToItsOwner(t *testing.T) {
 		}
 	})
 }
+
+// TestGrantChannelsStaySubscribed: a wake-up channel is unsubscribed when its
+// last waiter leaves, so that releases stop coming back to this process; a
+// grant channel (its waiters have tickets) stays subscribed until Close, so
+// that the next wait pays no SUBSCRIBE round trip.
+func TestGrantChannelsStaySubscribed(t *testing.T) {
+	b := redistest.Real(t)
+	ctx := t.Context()
+	n := notify.New(b.Client)
+	defer n.Close()
+	subscribers := func(channel string) int64 {
+		t.Helper()
+		counts, err := b.Client.PubSubNumSub(ctx, channel).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return counts[channel]
+	}
+	for _, tc := range []struct {
+		channel, ticket string
+		kept            bool
+	}{{"grants", "ticket", true}, {"wake", "", false}} {
+		w, err := n.Join(ctx, tc.channel, tc.ticket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := subscribers(tc.channel); got != 1 {
+			t.Fatalf("%s while waiting: got %d subscribers, want 1", tc.channel, got)
+		}
+		w.Leave()
+		want := int64(0)
+		if tc.kept {
+			want = 1
+		}
+		if got := settled(subscribers, tc.channel, want); got != want {
+			t.Fatalf("%s after its last waiter left: got %d subscribers, want %d", tc.channel, got, want)
+		}
+	}
+	// The wake channel's UNSUBSCRIBE went out on the same connection after
+	// any the grant channel's leaving would have sent: it was not sent.
+	if got := subscribers("grants"); got != 1 {
+		t.Fatalf("grants once wake is unsubscribed: got %d subscribers, want 1", got)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := settled(subscribers, "grants", 0); got != 0 {
+		t.Fatalf("grants after Close: got %d subscribers, want 0", got)
+	}
+}
+
+// settled polls count(channel) until it is want, or ten seconds have passed
+// (a bound for a hang: the server sees an UNSUBSCRIBE or a closed connection
+// a moment after the client sends it), and returns the last count.
+func settled(count func(string) int64, channel string, want int64) int64 {
+	got := count(channel)
+	for deadline := time.Now().Add(10 * time.Second); got != want && time.Now().Before(deadline); got = count(channel) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return got
+}
