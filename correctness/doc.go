@@ -19,7 +19,26 @@
 // consensus-backed store. Audit inspects the deployment and reports what
 // threatens these properties; the first Acquire of a Locker logs its findings.
 //
+// Each grant is one script, and a retried one is the same grant: go-redis
+// sends a command again after a lost reply, and the acquire it resends gets
+// back the grant and token the first send made, never a second token and never
+// "not obtained". That, with the clock floor, keeps a token unique to one
+// grant, which is why every fence accepts a token equal to the highest it has
+// seen: it is the same holder writing again.
+//
 // The fences: Register (a fenced value per resource in Redis), ExecFenced (a
 // conditional SQL UPDATE) and FencingProxy (an http.Handler that forwards a
-// request only with the newest Fencing-Token for its resource).
+// request only with the newest Fencing-Token for its resource). How the
+// paused-holder failure plays out, and where fencing still breaks:
+// [docs/fencing.md].
+//
+// TryAcquire, Acquire, Do and a Lease's methods behave as their counterparts
+// in package efficiency, and Acquire waits as Obtain does
+// ([docs/waiting.md]). A lock's fence counter key lives forever by default,
+// and a Register's key always does: a program that makes lock or resource
+// names up as it goes (one per user, per order) should read
+// WithExpiringCounter and NewRegister.
+//
+// [docs/fencing.md]: https://github.com/leasekit/leasekit/blob/main/docs/fencing.md
+// [docs/waiting.md]: https://github.com/leasekit/leasekit/blob/main/docs/waiting.md
 package correctness

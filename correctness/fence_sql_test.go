@@ -14,7 +14,7 @@ import (
 	_ "modernc.org/sqlite"
 )
 
-// The schema and statements the README shows: the tests run them verbatim.
+// The schema and statements that ExecFenced's doc shows: the tests run them verbatim.
 const (
 	fenceSchema = `CREATE TABLE protected_resource (
     resource_id   TEXT PRIMARY KEY,

@@ -18,18 +18,19 @@
 // tokens let the resource itself reject a stale holder.
 //
 // A Locker serves any number of locks over one go-redis client. TryObtain makes
-// one attempt; Obtain waits, never polling. On a *redis.Client waiters queue in
-// Redis, and a release hands the lock straight to the first waiter still
-// listening, in arrival order: the new holder hears of it over pub/sub (one
-// subscription connection per Locker) and makes no round trip of its own. On a
-// ClusterClient or Ring a release wakes one waiter per Locker, which tries
-// again. Either way the holder's remaining ttl is the fallback. Do holds a
-// lock while a function runs and cancels the function's context when the
-// lease is lost; Once runs a function at most once per period across
-// replicas.
+// one attempt. Obtain waits without polling: the holder's release tells it
+// ([docs/waiting.md] explains how, and what happens when a waiter, a holder or
+// Redis fails). Do holds a lock while a function runs and cancels the
+// function's context when the lease is lost; Once runs a function at most once
+// per period across replicas.
+//
+// Every key of a lock (the lock at <prefix>{name}, its wait queue) carries the
+// hash tag {name}, so that a lock's keys stay in one Redis Cluster slot.
 //
 // An uncontended TryObtain and Release cost two round trips to Redis, the
 // minimum. A TryObtain that finds the lock held reads the holder in a second
 // round trip, so that a go-redis retry after a lost reply is recognised as the
 // caller's own grant and never reported as "not obtained".
+//
+// [docs/waiting.md]: https://github.com/leasekit/leasekit/blob/main/docs/waiting.md
 package efficiency

@@ -33,7 +33,7 @@ if [ -n "$unformatted" ]; then
 fi
 echo "test.sh: go test -race -count=1 ./..." >&2
 go test -race -count=1 "$@" ./...
-# The README promises that `go test ./...` passes on a machine with only Go.
+# CONTRIBUTING.md promises that `go test ./...` passes on a machine with only Go.
 # This machine has redis-server, so hide it from the harness and prove it.
 echo "test.sh: go test -count=1 ./... with redis-server hidden (LEASEKIT_NO_REDIS=1)" >&2
 LEASEKIT_REQUIRE_REDIS= LEASEKIT_NO_REDIS=1 go test -count=1 "$@" ./...

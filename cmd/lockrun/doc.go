@@ -56,6 +56,13 @@
 // LEASEKIT_TOKEN (the lease's fencing token); inherited values of those two are
 // dropped.
 //
+// In a crontab, use -once. A plain lock only stops runs from overlapping: a
+// job that takes 50 ms, started by the crons of two machines 200 ms apart,
+// runs twice, once on each. -once PERIOD keeps the lock until PERIOD has
+// passed since the run started, so that the later machine skips the tick;
+// keep PERIOD a little below the cron interval, so that the next tick finds
+// the lock free.
+//
 // The command's processes. The command runs in a process group of its own, so
 // that lockrun reaches what it starts: a shell's children, a pipeline.
 // SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 sent to lockrun are
