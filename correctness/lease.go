@@ -85,13 +85,16 @@ func (l *Lease) Hold(ctx context.Context, fn func(ctx context.Context, token uin
 	return l.h.Hold(ctx, func(ctx context.Context, h *lease.Held) error { return fn(ctx, h.Token()) })
 }
 
-// Release ends the lease if the caller still holds it: it hands the lock, with
-// a new token, to the first waiter queued for it, or deletes it (and, from a
-// Locker whose waiters do not queue, wakes such waiters; see Acquire). It
-// returns ErrNotHeld when the lease had expired or another owner holds the
-// lock, or when l is nil. After a lost reply
-// go-redis sends the release again, and the second finds the lock gone:
-// ErrNotHeld then, though the first released it.
+// Release ends the lease if the caller still holds it, handing the lock, with
+// a new token, to the next waiter or deleting it (see Acquire). It returns
+// ErrNotHeld when the key is gone or another owner holds the lock (the error
+// says which), or when l is nil. After a lost reply go-redis sends the
+// release again, and the second finds the lock gone: ErrNotHeld then, though
+// the first released it.
+//
+// Release needs a context that has not ended: give a deferred Release a
+// short context of its own (see efficiency's Lock.Release). Do and Hold do
+// this for you.
 func (l *Lease) Release(ctx context.Context) error {
 	if l == nil || l.h == nil {
 		return ErrNotHeld

@@ -191,14 +191,11 @@ func (l *Locker) TryAcquire(ctx context.Context, name string, ttl time.Duration)
 }
 
 // Acquire takes the lock called name for ttl, with a new fencing token,
-// waiting while another owner holds it. Waiters are served as by
-// efficiency's Obtain: on a *redis.Client (and without WithReplicas, whose
-// grants must be confirmed by WAIT) the release hands the lock, with a new
-// token, to the first waiter in arrival order; otherwise it wakes one waiter
-// per Locker, which tries again. A waiter also asks Redis again when the
-// holder's ttl runs out, and at least once a second, so it finds a free lock
-// within about a second whatever was lost meanwhile; and it rides out Redis
-// failures while it waits.
+// waiting while another owner holds it, as efficiency's Obtain waits: a
+// release hands the lock over with a new token, or wakes a waiter to try
+// again (see the package doc). Whatever was lost meanwhile, a waiter finds a
+// free lock within about a second, and it rides out Redis failures while it
+// waits.
 //
 // A Redis failure on the first attempt is returned at once. When ctx ends
 // first, the error matches both ErrNotObtained and ctx.Err(); when the Locker

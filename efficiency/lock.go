@@ -72,9 +72,8 @@ func (l *Lock) Hold(ctx context.Context, fn func(ctx context.Context) error) err
 	return l.h.Hold(ctx, func(ctx context.Context, _ *lease.Held) error { return fn(ctx) })
 }
 
-// Release ends the lock if the caller still holds it: it hands the lock to the
-// first waiter queued for it, or deletes it (and, from a Locker whose waiters
-// do not queue, wakes such waiters; see Obtain). It returns ErrNotHeld when
+// Release ends the lock if the caller still holds it, handing it to the next
+// waiter or deleting it (see Obtain). It returns ErrNotHeld when
 // the key is gone or another owner holds the lock (which is then left
 // untouched; the error says which), or when l is nil. After a lost reply
 // go-redis sends the release again, and the second finds the lock gone:

@@ -123,13 +123,10 @@ func (l *Locker) TryObtain(ctx context.Context, name string, ttl time.Duration) 
 }
 
 // Obtain takes the lock called name for ttl, waiting while another owner
-// holds it. On a *redis.Client waiters queue, and the holder's release hands
-// the lock to the first in arrival order; on other clients the release wakes
-// one waiter per Locker, which tries again. A waiter also asks Redis again
-// when the holder's ttl runs out, and at least once a second, so it finds a
-// free lock within about a second whatever was lost meanwhile (the queue in a
-// restart or failover, a wake-up, a holder's key without expiry deleted by
-// hand); and it rides out Redis failures while it waits.
+// holds it, without polling: the holder's release hands the lock over, or
+// wakes a waiter to try again (see the package doc). Whatever was lost
+// meanwhile, a waiter finds a free lock within about a second, and it rides
+// out Redis failures while it waits.
 //
 // A Redis failure on the first attempt is returned at once. When ctx ends
 // first, the error matches both ErrNotObtained and ctx.Err(); when the
