@@ -21,25 +21,22 @@
 -- A fence counter that holds no token is an error reply starting BADFENCE,
 -- and nothing is changed.
 
--- GET, not MGET with the counter: MGET reads a key of another type as nil,
--- and the lock would be granted over it; GET fails with WRONGTYPE.
-local holder = redis.call('GET', KEYS[1])
-if holder then
-  local mine = ARGV[1] .. ':'
-  if string.sub(holder, 1, #mine) == mine then
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return string.sub(holder, #mine + 1)
-  end
-  local ttl = redis.call('PTTL', KEYS[1])
-  if ttl == 0 then
-    return 1
-  end
-  return ttl
-end
-
-local grant = grantlib()
+-- grant checks the lock is free with GET, or takes it with SET NX, never
+-- with MGET: MGET reads a key of another type as nil, and the lock would be
+-- granted over it; GET and SET fail with WRONGTYPE.
 local value, token = grant(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[3])
-if not value then
+if value then
+  return token
+elseif value == nil then
   return redis.error_reply(token)
 end
-return token
+local holder, mine = token, ARGV[1] .. ':'
+if string.sub(holder, 1, #mine) == mine then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return string.sub(holder, #mine + 1)
+end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl == 0 then
+  return 1
+end
+return ttl

@@ -54,7 +54,7 @@ func testHandoff(t *testing.T, b *redistest.Backend, fenced bool) {
 	entry := func(owner string) string { return owner + " 60000 " + kind + " ticket-" + owner + " chan-" + owner }
 	wait := func(owner string) []any {
 		t.Helper()
-		reply, err := scripts.Wait.Run(ctx, b.Client, keys, owner, 60000, entry(owner), kind).Slice()
+		reply, err := scripts.Wait.Run(ctx, b.Client, keys, owner, 60000, entry(owner), kind, "").Slice()
 		if err != nil {
 			t.Fatalf("wait by %s: %v", owner, err)
 		}
@@ -209,7 +209,7 @@ func TestHandoffGrantsTheWaitersKind(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, w := range []struct{ owner, kind string }{{"fenced", "f"}, {"plain", "e"}, {"floored", "c"}} {
-			if err := scripts.Wait.Run(ctx, b.Client, keys, w.owner, 60000, w.owner+" 60000 "+w.kind+" t-"+w.owner+" chan", w.kind).Err(); err != nil {
+			if err := scripts.Wait.Run(ctx, b.Client, keys, w.owner, 60000, w.owner+" 60000 "+w.kind+" t-"+w.owner+" chan", w.kind, "").Err(); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -251,7 +251,7 @@ func TestWaitPlacesAfterAnEntryAheadOfTheClock(t *testing.T) {
 		if err := b.Client.ZAdd(ctx, "lock:queue", redis.Z{Score: float64(ahead), Member: "first 60000 e t-first chan"}).Err(); err != nil {
 			t.Fatal(err)
 		}
-		got, err := scripts.Wait.Run(ctx, b.Client, keys, "second", 60000, "second 60000 e t-second chan", "e").Slice()
+		got, err := scripts.Wait.Run(ctx, b.Client, keys, "second", 60000, "second 60000 e t-second chan", "e", "").Slice()
 		if err != nil || len(got) != 3 || got[0] != int64(0) || got[2] != strconv.FormatInt(ahead+1, 10) {
 			t.Fatalf("wait behind an entry at %d: got %v, %v, want [0 ttl %d]", ahead, got, err, ahead+1)
 		}
@@ -309,5 +309,82 @@ func TestHandoffDropsMalformedEntries(t *testing.T) {
 			t.Fatalf("fence counter: got %s, want 5: no token spent on a malformed entry", n)
 		}
 		expectGrant(t, listen, "chan", "ticket-good", "-", "100", before, serverMicros(t, b.Client))
+	})
+}
+
+// TestWaitKeepsAnEntryAtItsPlace: a waiter that an earlier attempt queued
+// passes its place, and stays there; if the queue lost its entry (a
+// restart, a release that found its channel without a subscriber), it goes
+// back at that place, ahead of the waiters that came after it.
+func TestWaitKeepsAnEntryAtItsPlace(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		keys := []string{"lock", "lock:queue", "lock:fence"}
+		b.Client.Set(ctx, "lock", "holder", time.Minute)
+		entry := func(owner string) string { return owner + " 60000 e t-" + owner + " chan" }
+		wait := func(owner, place string) []any {
+			t.Helper()
+			got, err := scripts.Wait.Run(ctx, b.Client, keys, owner, 60000, entry(owner), "e", place).Slice()
+			if err != nil || len(got) != 3 || got[0] != int64(0) {
+				t.Fatalf("wait by %s (place %q): got %v, %v, want [0 ttl place]", owner, place, got, err)
+			}
+			return got
+		}
+		places := map[string]string{}
+		for _, owner := range []string{"first", "second"} {
+			place, _ := wait(owner, "")[2].(string)
+			if place == "" {
+				t.Fatalf("wait by %s: got no place, want the entry's score", owner)
+			}
+			places[owner] = place
+		}
+		if got := wait("second", places["second"]); got[2] != "" {
+			t.Fatalf("second waiting again at its place: got %v, want place '' (kept)", got)
+		}
+		b.Client.ZRem(ctx, "lock:queue", entry("first"))
+		if got := wait("first", places["first"]); got[2] != "" {
+			t.Fatalf("first waiting again after its entry was lost: got %v, want place '' (its place is unchanged)", got)
+		}
+		got, err := b.Client.ZRangeWithScores(ctx, "lock:queue", 0, -1).Result()
+		if err != nil || len(got) != 2 || got[0].Member != entry("first") || got[1].Member != entry("second") ||
+			strconv.FormatFloat(got[0].Score, 'f', -1, 64) != places["first"] {
+			t.Fatalf("queue: got %v, %v, want first at %s, then second", got, err, places["first"])
+		}
+	})
+}
+
+// TestWaitKeepsTheQueue: the wait that makes the queue gives it the holder's
+// remaining ttl and ten seconds more; a waiter's later attempt, which passes
+// its place, extends it to that again, or keeps it without an expiry while the
+// holder's key has none.
+func TestWaitKeepsTheQueue(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		keys := []string{"lock", "lock:queue", "lock:fence"}
+		const entry = "waiter 60000 e t-waiter chan"
+		wait := func(place string) string {
+			t.Helper()
+			got, err := scripts.Wait.Run(ctx, b.Client, keys, "waiter", 60000, entry, "e", place).Slice()
+			if err != nil || len(got) != 3 || got[0] != int64(0) {
+				t.Fatalf("wait (place %q): got %v, %v, want [0 ttl place]", place, got, err)
+			}
+			p, _ := got[2].(string)
+			return p
+		}
+		b.Client.Set(ctx, "lock", "holder", time.Minute)
+		place := wait("")
+		if ttl := b.Client.PTTL(ctx, "lock:queue").Val(); ttl <= 60*time.Second || ttl > 70*time.Second {
+			t.Fatalf("new queue ttl: got %v, want the holder's minute and ten seconds more", ttl)
+		}
+		b.Client.PExpire(ctx, "lock:queue", 5*time.Second)
+		wait(place)
+		if ttl := b.Client.PTTL(ctx, "lock:queue").Val(); ttl <= 60*time.Second || ttl > 70*time.Second {
+			t.Fatalf("queue ttl after the waiter's next attempt: got %v, want it extended to 70s", ttl)
+		}
+		b.Client.Persist(ctx, "lock")
+		wait(place)
+		if ttl := b.Client.PTTL(ctx, "lock:queue").Val(); ttl != -1 {
+			t.Fatalf("queue ttl behind a holder without expiry: got %v, want none (-1)", ttl)
+		}
 	})
 }

@@ -58,14 +58,13 @@ if ARGV[2] == '1' then
 elseif held ~= ARGV[1] then
   return -1
 end
-local grant, now
+local now
 while true do
   local head = redis.call('ZPOPMIN', KEYS[2])
   if #head == 0 then
     break
   end
-  if not grant then
-    grant = grantlib()
+  if not now then
     -- One reading, before any grant: Redis 7.2 and later count a PX set
     -- inside a script from the script's start, so a wait measured to a later
     -- reading would make the new holder's lease outlast its key.
@@ -91,7 +90,7 @@ while true do
   end
   local channel = valid and string.sub(e, d + 1)
   if valid and redis.call('PUBSUB', 'NUMSUB', channel)[2] > 0 then
-    local value, token = grant(KEYS[1], KEYS[3], string.sub(e, 1, a - 1), ttl, kind, now)
+    local value, token = grant(KEYS[1], KEYS[3], string.sub(e, 1, a - 1), ttl, kind, now, true)
     local ticket = string.sub(e, c + 1, d - 1)
     if not value then
       redis.call('ZADD', KEYS[2], head[2], e)

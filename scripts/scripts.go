@@ -3,7 +3,7 @@
 //
 // Each script lives in its own .lua file whose header comment names its KEYS,
 // ARGV and reply; the three that grant a lock (fenced_acquire, wait, release)
-// are built with grant.lua, their shared functions, prepended. The scripts are
+// are built with grant.lua, the function they share, prepended. The scripts are
 // embedded at build time and exported as
 // *redis.Script values; call them with Run, which sends EVALSHA and falls back to
 // EVAL when the server does not have the script cached (after SCRIPT FLUSH or a

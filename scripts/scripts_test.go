@@ -148,6 +148,10 @@ func TestFencedAcquireTokens(t *testing.T) {
 				if !ok || ttl <= 0 || ttl > 60000 {
 					t.Fatalf("another owner: got %v, want the holder's ttl", ttl)
 				}
+				c, v := b.Client.Get(t.Context(), "lock:fence").Val(), b.Client.Get(t.Context(), "lock").Val()
+				if c != token || v != "owner-a:"+token {
+					t.Fatalf("after another owner's try: counter %q, lock %q, want %q and %q unchanged", c, v, token, "owner-a:"+token)
+				}
 			})
 		})
 	}

@@ -13,6 +13,8 @@
 --          grammar is in internal/lease/handoff.go; release.lua parses it)
 -- ARGV[4]  the lock's kind as the caller runs it, as in the entry (see grant
 --          in grant.lua)
+-- ARGV[5]  the entry's place when an earlier attempt of the caller queued it
+--          (the place of that attempt's reply), else ''
 --
 -- Reply, when the lock is the caller's: {1, value} for a grant made by this
 -- call, {2, value} for one the caller had already (handed over by a release,
@@ -24,11 +26,14 @@
 --
 -- Otherwise {0, ttl, place}: ttl is the holder's remaining ttl in ms (at least
 -- 1; -1 when the key has no expiry), and place is the entry's score when this
--- call added it, or '' when the entry was queued already.
+-- call queued it, or '' when the entry was queued already (by ARGV[5], or by
+-- an attempt whose reply was lost). An entry queued by an earlier attempt
+-- that the queue has lost (a restart, a failover, a release that found its
+-- waiter's channel without a subscriber) goes back at its place, ahead of
+-- the entries that came after it.
 local held = redis.call('GET', KEYS[1])
 if not held then
-  local grant = grantlib()
-  local value, bad = grant(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[4])
+  local value, bad = grant(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[4], nil, true)
   if not value then
     return redis.error_reply(bad)
   end
@@ -48,33 +53,49 @@ local ttl = redis.call('PTTL', KEYS[1])
 if ttl == 0 then
   ttl = 1
 end
--- The place is the server clock, or just after the last entry when the
--- clock has not moved past it (a coarse or frozen clock, as in tests), so
--- that arrival order holds whatever the clock does.
-local place = ''
-if not redis.call('ZSCORE', KEYS[2], ARGV[3]) then
-  local _, micros = grantlib()
-  local now = tonumber(micros())
+-- The queue lives for the holder's remaining ttl and ten seconds more, and
+-- each waiter's later attempts (by the time the holder's ttl runs out, and at
+-- least every second) extend it, so it outlives every live waiter; the
+-- release need not extend it, and a queue left behind by waiters that
+-- vanished expires on its own. A holder without an expiry keeps the queue
+-- without one.
+local place, expire = '', ttl + 10000
+if ARGV[5] ~= '' then
+  -- Queued by an earlier attempt: kept at its place, or put back there.
+  redis.call('ZADD', KEYS[2], 'NX', ARGV[5], ARGV[3])
+else
+  -- The place is the server clock (padded by hand, as in grant), or just
+  -- after the last entry when the clock has not moved past it (a coarse or
+  -- frozen clock, as in tests), so that arrival order holds whatever the
+  -- clock does. The last entry's score is an integer below 2^53, which
+  -- Redis prints in full: it is compared as a decimal string.
+  local now = redis.call('TIME')
+  place = now[1] .. string.rep('0', 6 - #now[2]) .. now[2]
   local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
-  if #last == 2 and tonumber(last[2]) >= now then
-    now = tonumber(last[2]) + 1
+  if last[2] and (#last[2] > #place or #last[2] == #place and last[2] >= place) then
+    place = string.format('%d', tonumber(last[2]) + 1)
   end
-  place = string.format('%d', now)
-  redis.call('ZADD', KEYS[2], place, ARGV[3])
+  if redis.call('ZADD', KEYS[2], 'NX', place, ARGV[3]) == 0 then
+    place = ''
+  end
+  if last[1] then
+    -- The queue's expiry is its waiters' to extend: this waiter's next
+    -- attempt passes its place and comes to the check below, and until
+    -- then the entries before it keep the queue (one left by waiters that
+    -- all vanished may expire first: this waiter then goes back at its
+    -- place on that attempt).
+    return {0, ttl, place}
+  end
+  -- A new queue, without an expiry yet.
+  if ttl > 0 then
+    redis.call('PEXPIRE', KEYS[2], expire)
+  end
+  return {0, ttl, place}
 end
--- Keep the queue for the holder's remaining ttl and ten seconds more. A
--- waiter tries again (and so comes back here) by the time the holder's ttl
--- runs out, so the queue outlives every live waiter, and the release need not
--- extend it; a queue left behind by waiters that vanished expires on its own.
--- A holder without an expiry keeps the queue without one.
 if ttl < 0 then
   redis.call('PERSIST', KEYS[2])
-else
-  -- The queue exists here (the entry is in it), so left is -1 (no
-  -- expiry) or its ttl.
-  local left = redis.call('PTTL', KEYS[2])
-  if left < ttl + 10000 then
-    redis.call('PEXPIRE', KEYS[2], ttl + 10000)
-  end
+elseif redis.call('PTTL', KEYS[2]) < expire then
+  -- The queue holds the entry here, so its ttl is -1 (no expiry) or more.
+  redis.call('PEXPIRE', KEYS[2], expire)
 end
 return {0, ttl, place}

@@ -193,13 +193,14 @@ func (c *Core) begin(ctx context.Context, name string, ttl time.Duration) (*Keys
 //
 // After an error the caller decides whether to undo a grant the attempt may
 // have made (see mayHaveGranted and abandon): a waiter that tries again
-// recognises its own grant instead.
-func (c *Core) attempt(ctx context.Context, lk *Keys, owner string, ttl time.Duration, mode Mode, entry string) (*Held, Attempt, error) {
+// recognises its own grant instead. place is the entry's place in the queue
+// when an earlier attempt queued it, else 0.
+func (c *Core) attempt(ctx context.Context, lk *Keys, owner string, ttl time.Duration, mode Mode, entry string, place int64) (*Held, Attempt, error) {
 	sent := time.Now()
 	var a Attempt
 	var err error
 	if entry != "" {
-		a, err = c.wait(ctx, lk, owner, ttl, entry)
+		a, err = c.wait(ctx, lk, owner, ttl, entry, place)
 	} else {
 		a, err = c.cfg.Acquire(ctx, lk, owner, ttl, mode)
 	}
@@ -236,9 +237,15 @@ func (c *Core) held(ctx context.Context, lk *Keys, owner string, a Attempt, star
 	}, nil
 }
 
-// wait runs one attempt of a queued waiter (scripts/wait.lua).
-func (c *Core) wait(ctx context.Context, lk *Keys, owner string, ttl time.Duration, entry string) (Attempt, error) {
-	reply, err := c.Run(ctx, waitScript, lk, 3, owner, Millis(ttl), entry, c.boxedKind).Slice()
+// wait runs one attempt of a queued waiter (scripts/wait.lua) whose entry an
+// earlier attempt queued at place, if not 0: the script then keeps it there,
+// or puts it back there if the queue lost it.
+func (c *Core) wait(ctx context.Context, lk *Keys, owner string, ttl time.Duration, entry string, place int64) (Attempt, error) {
+	at := notQueued
+	if place != 0 {
+		at = strconv.FormatInt(place, 10)
+	}
+	reply, err := c.Run(ctx, waitScript, lk, 3, owner, Millis(ttl), entry, c.boxedKind, at).Slice()
 	if err != nil {
 		return Attempt{}, err
 	}
@@ -263,6 +270,10 @@ func (c *Core) wait(ctx context.Context, lk *Keys, owner string, ttl time.Durati
 	// %T, not %v: a grant reply holds the owner id.
 	return Attempt{}, fmt.Errorf("unexpected reply %T of %d elements", reply, len(reply))
 }
+
+// notQueued is the wait script's ARGV[5] for a waiter that no attempt has
+// queued yet, boxed once.
+var notQueued any = ""
 
 // Grant reads a grant to owner whose stored value is value: for a fenced kind,
 // "owner:token" with a positive 64-bit token.
@@ -365,7 +376,7 @@ func (c *Core) Try(ctx context.Context, name string, ttl time.Duration) (*Held, 
 	if err != nil {
 		return nil, err
 	}
-	h, _, err := c.attempt(ctx, lk, owner, ttl, Try, "")
+	h, _, err := c.attempt(ctx, lk, owner, ttl, Try, "", 0)
 	switch {
 	case errors.Is(err, c.cfg.Errors.Late):
 		return nil, err // released already

@@ -36,7 +36,7 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 	if err != nil {
 		return nil, err
 	}
-	h, _, err := c.attempt(ctx, lk, owner, ttl, Probe, "")
+	h, _, err := c.attempt(ctx, lk, owner, ttl, Probe, "", 0)
 	switch {
 	case h != nil:
 		return h, nil
@@ -108,7 +108,7 @@ func (w *waiter) wait() (*Held, error) {
 			return nil, w.c.closedWhileWaiting(w.lk)
 		}
 		sent := time.Now()
-		h, a, err := w.c.attempt(w.ctx, w.lk, w.owner, w.ttl, Wait, w.entry)
+		h, a, err := w.c.attempt(w.ctx, w.lk, w.owner, w.ttl, Wait, w.entry, w.place)
 		if err != nil {
 			var again bool
 			if again, err = w.failure(err); !again {
