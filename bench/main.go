@@ -199,22 +199,25 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) ([]row, erro
 		b.libs = append(b.libs, openLib{name: lib.name, lib: lib, l: l})
 	}
 	defer b.closeLibs()
-	stopSpin, err := startSpinners(cfg.spin)
-	if err != nil {
-		return nil, fmt.Errorf("-spin: %w", err)
-	}
-	defer stopSpin()
+	spin := &spinners{n: cfg.spin}
+	defer spin.stop()
 
 	header := stdout
 	if cfg.json {
 		header = stderr
 	}
 	writeHeader(header, cfg, t.describe(ctx), t.poolSize(), t)
+	if err := spin.start(); err != nil {
+		return nil, fmt.Errorf("-spin: %w", err)
+	}
 	if len(scenarios) > 0 && scenarios[0].name != "ping" {
 		b.measurePing(ctx)
 	}
 	var rows []row
 	for _, s := range scenarios {
+		if s.name != "ping" && s.name != "uncontended" {
+			spin.stop() // only for the latency scenarios: see spinners
+		}
 		got := s.run(b, ctx)
 		b.prog.clear()
 		if err := ctx.Err(); err != nil {

@@ -17,7 +17,7 @@ func writeHeader(w io.Writer, cfg config, backend string, pool int, t *target) {
 		runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(), moduleVersion("github.com/redis/go-redis/v9"), pool)
 	fmt.Fprintf(w, "ttl %v for every library; convoy hold %v, a convoy acquisition gives up after one ttl\n", cfg.ttl, cfg.hold)
 	if cfg.spin > 0 {
-		fmt.Fprintf(w, "-spin %d: %d spinner processes at nice 19 ran throughout, so that idle vCPUs did not halt between round trips\n", cfg.spin, cfg.spin)
+		fmt.Fprintf(w, "-spin %d: %d spinner processes at nice 19 ran during ping and uncontended, so that idle vCPUs did not halt between round trips\n", cfg.spin, cfg.spin)
 	} else {
 		fmt.Fprintln(w, "no spinners: on a VM, idle vCPUs may halt between round trips, and latency then measures wake-ups (see -spin)")
 	}
@@ -59,7 +59,7 @@ How to read it:
     floor of a handoff announced over pub/sub).
   - convoy-procs: P worker processes (this binary re-executed), each with its
     own client and library instance, C contenders each, one key. The parent
-    holds the lock while the contenders arrive one at a time, 1 ms apart,
+    holds the lock while the contenders arrive one at a time, 2 ms apart,
     interleaved across processes; then releases it, and the convoy drains.
     makespan runs from that release to the last release; out of order counts
     grants made while a contender that arrived earlier was still waiting

@@ -46,12 +46,14 @@ func runRole(role string) int {
 // convoy-procs: P worker processes, each with its own client and its own
 // instance of the library, C contenders each, all on one key. To give
 // "arrival order" a meaning, the lock is held first by the parent, and the
-// contenders arrive one at a time, procStagger apart, interleaved across the
+// contenders arrive one at a time, procStagger apart (more than a waiter's
+// probe and queueing round trips, and the scheduling noise of a loaded
+// 2-vCPU machine), interleaved across the
 // processes (contender c of worker p is arrival c·P + p); once all have
 // arrived the parent releases it, and the convoy drains. The makespan runs
 // from that release to the last contender's release.
 const (
-	procStagger = time.Millisecond
+	procStagger = 2 * time.Millisecond
 	procSettle  = 20 * time.Millisecond // after the last arrival, before the release
 	procStartIn = 20 * time.Millisecond // from "go" to the first arrival
 )
@@ -380,28 +382,27 @@ func (r *procsResult) row(scenario, lib string, p int, b *bench) row {
 	return out
 }
 
-// startSpinners starts n processes that spin at the lowest priority until
-// stop, so that the machine's idle CPUs do not halt between round trips:
-// on a VM, waking a halted vCPU costs more than a loopback round trip.
-func startSpinners(n int) (stop func(), err error) {
-	if n == 0 {
-		return func() {}, nil
+// spinners are n processes that spin at the lowest priority while the
+// latency scenarios (ping, uncontended) run, so that the machine's idle CPUs
+// do not halt between round trips: on a VM, waking a halted vCPU costs more
+// than a loopback round trip. They stop before the convoys and keys-parallel:
+// there they would hold up the wake-ups of the very processes measured
+// (convoy-procs saw contenders delayed by milliseconds).
+type spinners struct {
+	n    int
+	cmds []*exec.Cmd
+	ins  []io.WriteCloser
+}
+
+func (s *spinners) start() error {
+	if s.n == 0 {
+		return nil
 	}
 	self, err := os.Executable()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var cmds []*exec.Cmd
-	var ins []io.WriteCloser
-	stop = func() {
-		for _, in := range ins {
-			_ = in.Close()
-		}
-		for _, c := range cmds {
-			_ = c.Wait()
-		}
-	}
-	for range n {
+	for range s.n {
 		c := exec.Command(self)
 		c.Env = append(os.Environ(), roleEnv+"=spinner")
 		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -410,12 +411,23 @@ func startSpinners(n int) (stop func(), err error) {
 			err = c.Start()
 		}
 		if err != nil {
-			stop()
-			return nil, err
+			s.stop()
+			return err
 		}
-		cmds, ins = append(cmds, c), append(ins, in)
+		s.cmds, s.ins = append(s.cmds, c), append(s.ins, in)
 	}
-	return stop, nil
+	return nil
+}
+
+// stop ends the spinners, if any run.
+func (s *spinners) stop() {
+	for _, in := range s.ins {
+		_ = in.Close()
+	}
+	for _, c := range s.cmds {
+		_ = c.Wait()
+	}
+	s.cmds, s.ins = nil, nil
 }
 
 // spin burns CPU at nice 19 until in closes.
