@@ -91,9 +91,9 @@ func readHolder(set *redis.BoolCmd, holder *redis.StringCmd, pttl *redis.Duratio
 	switch {
 	case err != nil:
 		return lease.Attempt{}, err
-	case v == owner && left > 0:
+	case lease.Mine(v, owner) && left > 0:
 		return lease.Attempt{Granted: true, Value: owner, Left: left}, nil
-	case v == owner:
+	case lease.Mine(v, owner):
 		return lease.Attempt{Granted: true, Value: owner}, nil // no expiry
 	case left == -2:
 		return lease.Attempt{HolderTTL: 0}, nil // expired within the pipeline

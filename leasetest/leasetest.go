@@ -174,7 +174,7 @@ func (e *Env) Holder(name string) Holding {
 	}
 	h := Holding{Held: true, TTL: e.Server.TTL(key)}
 	if i := strings.LastIndexByte(v, ':'); i >= 0 {
-		h.Token, _ = strconv.ParseUint(v[i+1:], 10, 64)
+		h.Token, _ = strconv.ParseUint(strings.TrimSuffix(v[i+1:], lease.QueuedMark), 10, 64)
 	}
 	return h
 }

@@ -33,7 +33,8 @@ end
 local holder, mine = token, ARGV[1] .. ':'
 if string.sub(holder, 1, #mine) == mine then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return string.sub(holder, #mine + 1)
+  -- Without the mark of queued waiters (see wait.lua).
+  return (string.gsub(string.sub(holder, #mine + 1), '%*$', ''))
 end
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl == 0 then

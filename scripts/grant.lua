@@ -27,10 +27,13 @@
 -- free says the caller found the lock key free in this call ('e' grants
 -- need it). Without it, grant takes a correctness lock only if its key is
 -- free, and otherwise changes nothing and returns false and the holder's
--- value.
-local function grant(lock, counter, owner, ttl, kind, now, free)
+-- value. queued says waiters are queued for the lock: the key's value then
+-- ends with '*' (the mark that release.lua reads; see
+-- internal/lease/handoff.go), which the value returned leaves out.
+local function grant(lock, counter, owner, ttl, kind, now, free, queued)
+  local mark = queued and '*' or ''
   if kind == 'e' then
-    redis.call('SET', lock, owner, 'PX', ttl)
+    redis.call('SET', lock, owner .. mark, 'PX', ttl)
     return owner
   end
   local token, current, taken
@@ -113,6 +116,6 @@ local function grant(lock, counter, owner, ttl, kind, now, free)
     end
   end
   local value = owner .. ':' .. token
-  redis.call('SET', lock, value, 'PX', ttl)
+  redis.call('SET', lock, value .. mark, 'PX', ttl)
   return value, token
 end

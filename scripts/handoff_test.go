@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/redistest"
 	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
@@ -123,8 +124,8 @@ func testHandoff(t *testing.T, b *redistest.Backend, fenced bool) {
 	if got := release(value("holder", 33), ""); got != handed {
 		t.Fatalf("release by the holder: got %v (%T), want %v, the handoff", got, got, handed)
 	}
-	if v := b.Client.Get(ctx, "lock").Val(); v != value("a", 34) {
-		t.Fatalf("after the release the lock holds %q, want %q (the dead waiter skipped)", v, value("a", 34))
+	if v := b.Client.Get(ctx, "lock").Val(); v != value("a", 34)+lease.QueuedMark {
+		t.Fatalf("after the release the lock holds %q, want %q (the dead waiter skipped, the grant marked as queued for)", v, value("a", 34)+lease.QueuedMark)
 	}
 	if n, _ := b.Client.Get(ctx, "lock:fence").Int(); fenced != (n == 34) || !fenced && n != 32 {
 		t.Fatalf("fence counter: got %d, want 34 for correctness grants, 32 (untouched) for efficiency ones", n)
@@ -216,7 +217,7 @@ func TestHandoffGrantsTheWaitersKind(t *testing.T) {
 		for _, step := range []struct {
 			release, want string
 			reply         any
-		}{{"holder", "fenced:7", "7"}, {"fenced:7", "plain", int64(2)}} {
+		}{{"holder", "fenced:7*", "7"}, {"fenced:7", "plain*", int64(2)}} {
 			if reply, err := scripts.Release.Run(ctx, b.Client, keys, step.release, "0", "", "1").Result(); err != nil || reply != step.reply {
 				t.Fatalf("release of %s: got %v, %v, want %v", step.release, reply, err, step.reply)
 			}
@@ -233,8 +234,8 @@ func TestHandoffGrantsTheWaitersKind(t *testing.T) {
 		if err != nil || perr != nil || token < before || token > after {
 			t.Fatalf("release of plain to a clock-floor waiter: got %q, %v, want the server clock, between %d and %d", reply, err, before, after)
 		}
-		if v, c := b.Client.Get(ctx, "lock").Val(), b.Client.Get(ctx, "lock:fence").Val(); v != "floored:"+reply || c != reply {
-			t.Fatalf("after the clock-floor grant: lock %q, counter %q, want %q and %q", v, c, "floored:"+reply, reply)
+		if v, c := b.Client.Get(ctx, "lock").Val(), b.Client.Get(ctx, "lock:fence").Val(); v != "floored:"+reply+"*" || c != reply {
+			t.Fatalf("after the clock-floor grant: lock %q, counter %q, want %q and %q", v, c, "floored:"+reply+"*", reply)
 		}
 	})
 }
@@ -266,7 +267,9 @@ func TestHandoffDropsMalformedEntries(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
 		keys := []string{"lock", "lock:queue", "lock:fence"}
-		b.Client.Set(ctx, "lock", "holder", time.Minute)
+		// Marked as queued for: the entries below are written by hand, not
+		// by wait.lua, which would have marked it.
+		b.Client.Set(ctx, "lock", "holder"+lease.QueuedMark, time.Minute)
 		b.Client.Set(ctx, "lock:fence", "5", 0)
 		listen := b.Client.Subscribe(ctx, "chan")
 		defer listen.Close()
@@ -299,8 +302,8 @@ func TestHandoffDropsMalformedEntries(t *testing.T) {
 		if reply, err := scripts.Release.Run(ctx, b.Client, keys, "holder", "0", "", "0").Result(); err != nil || reply != int64(2) {
 			t.Fatalf("release: got %v, %v, want 2, handed to the one well-formed entry", reply, err)
 		}
-		if v := b.Client.Get(ctx, "lock").Val(); v != "good" {
-			t.Fatalf("the lock holds %q, want %q", v, "good")
+		if v := b.Client.Get(ctx, "lock").Val(); v != "good*" {
+			t.Fatalf("the lock holds %q, want %q", v, "good*")
 		}
 		if n := b.Client.ZCard(ctx, "lock:queue").Val(); n != 0 {
 			t.Fatalf("queue: got %d entries, want every malformed one dropped", n)
@@ -385,6 +388,58 @@ func TestWaitKeepsTheQueue(t *testing.T) {
 		wait(place)
 		if ttl := b.Client.PTTL(ctx, "lock:queue").Val(); ttl != -1 {
 			t.Fatalf("queue ttl behind a holder without expiry: got %v, want none (-1)", ttl)
+		}
+	})
+}
+
+// TestQueuedMark: a waiter that queues marks the holder's value as queued
+// for; the holder's refresh, ttl and release still know it as theirs, and a
+// release looks at the queue only when the mark is there, so that the
+// release of a lock nobody waited for runs no queue command.
+func TestQueuedMark(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		keys := []string{"lock", "lock:queue", "lock:fence"}
+		release := func(value string) any {
+			t.Helper()
+			reply, err := scripts.Release.Run(ctx, b.Client, keys, value, "0", "", "0").Result()
+			if err != nil {
+				t.Fatalf("release of %s: %v", value, err)
+			}
+			return reply
+		}
+		// Unmarked, with an entry written by hand: the release skips the
+		// queue and deletes the lock.
+		b.Client.Set(ctx, "lock", "holder", time.Minute)
+		b.Client.ZAdd(ctx, "lock:queue", redis.Z{Score: 1, Member: "stray 60000 e t chan"})
+		if got := release("holder"); got != int64(1) {
+			t.Fatalf("release of an unmarked lock: got %v, want 1 (deleted)", got)
+		}
+		if n := b.Client.ZCard(ctx, "lock:queue").Val(); n != 1 {
+			t.Fatalf("queue after releasing an unmarked lock: got %d entries, want the stray one untouched", n)
+		}
+		b.Client.Del(ctx, "lock:queue")
+
+		b.Client.Set(ctx, "lock", "holder", time.Minute)
+		listen := b.Client.Subscribe(ctx, "chan")
+		defer listen.Close()
+		if _, err := listen.Receive(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := scripts.Wait.Run(ctx, b.Client, keys, "w", 60000, "w 60000 e t-w chan", "e", "").Err(); err != nil {
+			t.Fatal(err)
+		}
+		if v := b.Client.Get(ctx, "lock").Val(); v != "holder"+lease.QueuedMark {
+			t.Fatalf("after a waiter queued: the lock holds %q, want %q", v, "holder"+lease.QueuedMark)
+		}
+		if got, err := scripts.Refresh.Run(ctx, b.Client, []string{"lock"}, "holder", 60000).Int64(); err != nil || got != 1 {
+			t.Fatalf("the holder's refresh of a marked lock: got %d, %v, want 1", got, err)
+		}
+		if got, err := scripts.PTTL.Run(ctx, b.Client, []string{"lock"}, "holder").Int64(); err != nil || got <= 0 {
+			t.Fatalf("the holder's ttl of a marked lock: got %d, %v, want its ttl", got, err)
+		}
+		if got := release("holder"); got != int64(2) {
+			t.Fatalf("release of a marked lock: got %v, want 2 (handed to the waiter)", got)
 		}
 	})
 }

@@ -10,7 +10,7 @@
 local held = redis.call('GET', KEYS[1])
 if not held then
   return 0
-elseif held ~= ARGV[1] then
+elseif held ~= ARGV[1] and held ~= ARGV[1] .. '*' then -- '*': see wait.lua
   return -1
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])

@@ -21,9 +21,10 @@
 -- handed to a waiter, 2 for an efficiency grant, and the new token, as a
 -- decimal string, for a correctness grant.
 --
--- The handoff: pop the first entry, "owner ttl kind ticket channel" (the
--- grammar is in internal/lease/handoff.go); one that does not parse is
--- dropped. When nobody is subscribed to its channel
+-- The handoff, only when the lock's value carries the mark of queued waiters
+-- (a trailing '*', which wait.lua adds; internal/lease/handoff.go): pop the
+-- first entry, "owner ttl kind ticket channel" (the grammar is in
+-- internal/lease/handoff.go); one that does not parse is dropped. When nobody is subscribed to its channel
 -- (PUBSUB NUMSUB, which unlike PUBLISH's count leaves pattern subscribers
 -- out), the waiter's Locker is gone (its process died, or the waiter left and
 -- its Locker has no other waiter), and the next entry is tried, so a vanished
@@ -51,6 +52,13 @@ local held = redis.call('GET', KEYS[1])
 if not held then
   return 0
 end
+-- A value ending with '*' says waiters have queued for this grant (wait.lua
+-- marks it; internal/lease/handoff.go): only then is there a queue to look
+-- at, so a release of a lock nobody waited for is a GET and a DEL.
+local queued = string.byte(held, -1) == 42
+if queued then
+  held = string.sub(held, 1, -2)
+end
 if ARGV[2] == '1' then
   if #ARGV[1] < 2 or string.sub(ARGV[1], -1) ~= ':' or string.sub(held, 1, #ARGV[1]) ~= ARGV[1] then
     return -1
@@ -59,7 +67,7 @@ elseif held ~= ARGV[1] then
   return -1
 end
 local now
-while true do
+while queued do
   local head = redis.call('ZPOPMIN', KEYS[2])
   if #head == 0 then
     break
@@ -90,7 +98,7 @@ while true do
   end
   local channel = valid and string.sub(e, d + 1)
   if valid and redis.call('PUBSUB', 'NUMSUB', channel)[2] > 0 then
-    local value, token = grant(KEYS[1], KEYS[3], string.sub(e, 1, a - 1), ttl, kind, now, true)
+    local value, token = grant(KEYS[1], KEYS[3], string.sub(e, 1, a - 1), ttl, kind, now, true, true)
     local ticket = string.sub(e, c + 1, d - 1)
     if not value then
       redis.call('ZADD', KEYS[2], head[2], e)

@@ -33,12 +33,20 @@
 -- the entries that came after it.
 local held = redis.call('GET', KEYS[1])
 if not held then
-  local value, bad = grant(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[4], nil, true)
+  -- Marked as queued for: other waiters may be queued behind this one.
+  local value, bad = grant(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[4], nil, true, true)
   if not value then
     return redis.error_reply(bad)
   end
   redis.call('ZREM', KEYS[2], ARGV[3])
   return {1, value}
+end
+-- A value ending with '*' says waiters have queued for the grant it holds
+-- (see internal/lease/handoff.go): its holder's release must look at the
+-- queue. This call marks it so when it queues a waiter.
+local marked = string.byte(held, -1) == 42
+if marked then
+  held = string.sub(held, 1, -2)
 end
 local mine = held == ARGV[1]
 if ARGV[4] ~= 'e' then
@@ -52,6 +60,9 @@ end
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl == 0 then
   ttl = 1
+end
+if not marked then
+  redis.call('SET', KEYS[1], held .. '*', 'KEEPTTL')
 end
 -- The queue lives for the holder's remaining ttl and ten seconds more, and
 -- each waiter's later attempts (by the time the holder's ttl runs out, and at

@@ -34,6 +34,23 @@ import (
 // channel reads the message, and an owner id would let it release the lock.
 // The Notifier hands a message to the waiter whose ticket opens it (package
 // notify reads only that first field).
+//
+// A lock's value is the owner id (efficiency) or "owner:token"
+// (correctness), followed by QueuedMark once a waiter has queued for that
+// grant: wait.lua adds it when it queues one, a handoff and a waiter's own
+// grant set it, and release.lua looks at the queue only when it is there, so
+// that the release of a lock nobody waited for is a GET and a DEL. Every
+// script that compares a value accepts it with or without the mark, and
+// none returns it.
+//
+//	value = owner [ ":" token ] [ QueuedMark ]
+
+// QueuedMark ends the value of a lock that waiters have queued for.
+const QueuedMark = "*"
+
+// Mine reports whether the lock value v is owner's efficiency grant, marked
+// as queued for or not.
+func Mine(v, owner string) bool { return v == owner || v == owner+QueuedMark }
 
 // newEntry is a waiter's queue entry.
 func newEntry(owner string, ttl time.Duration, kind, ticket, channel string) string {
