@@ -324,6 +324,7 @@ func (b *bench) costPass(ctx context.Context, s subject, key string) (allocs flo
 		n = min(n, 50)
 	}
 	var before, after runtime.MemStats
+	runtime.GC() // so that no earlier scenario's garbage is collected on this pass's CPU
 	snap := b.costSnap(ctx)
 	runtime.ReadMemStats(&before)
 	for range n {
@@ -502,6 +503,7 @@ func (b *bench) keysParallel(ctx context.Context) []row {
 	for i, s := range subjects {
 		b.prog.say(scenario, "counting costs, "+s.name)
 		var pass seqResult
+		runtime.GC()
 		before := b.costSnap(ctx)
 		b.timeParallel(ctx, &pass, s, scenario, cell)
 		c := costOf(before, b.costSnap(ctx), pass.ops, nil)
