@@ -201,6 +201,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) ([]row, erro
 	defer b.closeLibs()
 	spin := &spinners{n: cfg.spin}
 	defer spin.stop()
+	b.spin = spin
 
 	header := stdout
 	if cfg.json {

@@ -421,6 +421,9 @@ func (s *spinners) start() error {
 
 // stop ends the spinners, if any run.
 func (s *spinners) stop() {
+	if s == nil {
+		return
+	}
 	for _, in := range s.ins {
 		_ = in.Close()
 	}
