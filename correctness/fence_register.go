@@ -47,7 +47,7 @@ func (r *Register) Write(ctx context.Context, resource string, token uint64, val
 		return fmt.Errorf("%w: 0 is no grant's token", ErrInvalidToken)
 	}
 	key := lease.RegisterKey(r.prefix, resource)
-	reply, err := scripts.RegisterWrite.Run(ctx, r.client, []string{key}, strconv.FormatUint(token, 10), value).Result()
+	reply, err := registerWrite.Run(ctx, r.client, []any{key}, strconv.FormatUint(token, 10), value).Result()
 	if err != nil {
 		return lease.WrapRedis("correctness", "register write of", resource, err)
 	}
@@ -63,6 +63,8 @@ func (r *Register) Write(ctx context.Context, resource string, token uint64, val
 	}
 	return fmt.Errorf("correctness: register write of %s: unexpected reply %T", lease.Quote(resource), reply)
 }
+
+var registerWrite = lease.NewScript(scripts.RegisterWrite)
 
 // Read returns the value of resource and the token that wrote it; a resource
 // never written has a nil value and token 0. One round trip.

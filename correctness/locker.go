@@ -2,13 +2,10 @@ package correctness
 
 import (
 	"context"
-	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/leasekit/leasekit/internal/lease"
-	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -18,7 +15,6 @@ type Locker struct {
 	client redis.UniversalClient
 	opts   options
 	core   *lease.Core
-	kind   any // the lock's kind as the acquire script takes it, boxed once
 
 	audit   sync.Mutex
 	audited bool
@@ -45,22 +41,22 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 		Owners:      l.opts.owners,
 		Logger:      l.opts.logger,
 		Errors: lease.Errors{
-			NotObtained:  ErrNotObtained,
-			NotHeld:      ErrNotHeld,
-			LockLost:     ErrLockLost,
-			InvalidKey:   ErrInvalidKey,
-			InvalidTTL:   ErrInvalidTTL,
-			Closed:       ErrClosed,
-			Late:         ErrLateGrant,
-			InvalidToken: ErrInvalidToken,
+			NotObtained:   ErrNotObtained,
+			NotHeld:       ErrNotHeld,
+			LockLost:      ErrLockLost,
+			InvalidKey:    ErrInvalidKey,
+			InvalidTTL:    ErrInvalidTTL,
+			Closed:        ErrClosed,
+			Late:          ErrLateGrant,
+			InvalidToken:  ErrInvalidToken,
+			NotReplicated: ErrNotReplicated,
 		},
-		Acquire:         l.acquire,
 		Fenced:          true,
 		ClockFloor:      l.opts.clockFloor,
 		ExpiringCounter: l.opts.expiringCounter,
-		Replicated:      l.opts.replicas > 0,
+		Replicas:        l.opts.replicas,
+		ReplicaWait:     l.opts.replicaWait,
 	})
-	l.kind = l.core.Kind()
 	return l
 }
 
@@ -69,79 +65,6 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 // wake-up subscription. Leases already held are not released, and can still
 // be refreshed and released. Close does not close the client.
 func (l *Locker) Close() error { return l.core.Close() }
-
-// acquire runs the fenced acquire script, with WAIT in the same pipeline when
-// WithReplicas is set: one round trip either way.
-func (l *Locker) acquire(ctx context.Context, k *lease.Keys, owner string, ttl time.Duration, _ lease.Mode) (lease.Attempt, error) {
-	if l.opts.replicas == 0 {
-		reply, err := l.core.Run(ctx, fencedAcquire, k, 3, owner, lease.Millis(ttl), l.kind).Result()
-		if err != nil {
-			return lease.Attempt{}, err
-		}
-		return l.parseGrant(k, owner, reply)
-	}
-	reply, confirmed, err := l.acquireReplicated(ctx, k.Strings(3), []any{owner, lease.Millis(ttl), l.kind})
-	if err != nil {
-		return lease.Attempt{}, err
-	}
-	a, err := l.parseGrant(k, owner, reply)
-	if err != nil || !a.Granted || confirmed >= int64(l.opts.replicas) {
-		return a, err
-	}
-	// The caller releases the grant, as after any error.
-	return lease.Attempt{}, lease.Named(fmt.Errorf("%w: lock %s: %d of %d replicas confirmed within %v",
-		ErrNotReplicated, lease.Quote(k.Name()), confirmed, l.opts.replicas, l.opts.replicaWait))
-}
-
-func (l *Locker) acquireReplicated(ctx context.Context, keys []string, args []any) (any, int64, error) {
-	// WAIT counts the replicas of the node it runs on, so in a cluster it must
-	// go, with the script, to the master of the lock's slot.
-	var node redis.Cmdable = l.client
-	if cc, ok := l.client.(*redis.ClusterClient); ok {
-		master, err := cc.MasterForKey(ctx, keys[0])
-		if err != nil {
-			return nil, 0, err
-		}
-		node = master
-	}
-	run := func(eval func(redis.Pipeliner) *redis.Cmd) (any, int64, error) {
-		pipe := node.Pipeline()
-		grant := eval(pipe)
-		wait := pipe.Do(ctx, "WAIT", l.opts.replicas, lease.Millis(l.opts.replicaWait))
-		if _, err := pipe.Exec(ctx); err != nil && grant.Err() != nil {
-			return nil, 0, grant.Err()
-		}
-		confirmed, err := wait.Int64()
-		if err != nil {
-			return nil, 0, fmt.Errorf("WAIT: %w", err)
-		}
-		return grant.Val(), confirmed, nil
-	}
-	reply, n, err := run(func(p redis.Pipeliner) *redis.Cmd {
-		return scripts.FencedAcquire.EvalSha(ctx, p, keys, args...)
-	})
-	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
-		return run(func(p redis.Pipeliner) *redis.Cmd {
-			return scripts.FencedAcquire.Eval(ctx, p, keys, args...)
-		})
-	}
-	return reply, n, err
-}
-
-// fencedAcquire is the acquire script, ready for lease.Core.Run.
-var fencedAcquire = lease.NewScript(scripts.FencedAcquire)
-
-// parseGrant reads the fenced acquire script's reply: a token string when
-// granted, the holder's ttl in ms otherwise.
-func (l *Locker) parseGrant(k *lease.Keys, owner string, reply any) (lease.Attempt, error) {
-	switch v := reply.(type) {
-	case string:
-		return l.core.Grant(k, owner, owner+":"+v)
-	case int64:
-		return lease.Attempt{HolderTTL: time.Duration(v) * time.Millisecond}, nil
-	}
-	return lease.Attempt{}, fmt.Errorf("unexpected reply %T", reply)
-}
 
 // auditOnce runs Audit after the first acquire that reached Redis, and logs
 // what is not OK. An acquire that could not reach Redis leaves it to the

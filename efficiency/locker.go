@@ -39,68 +39,7 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 			Closed:      ErrClosed,
 			Late:        ErrLateGrant,
 		},
-		Acquire: acquire(client),
 	})}
-}
-
-// acquire runs SET NX PX: one round trip when the lock is free. A waiter
-// pipelines GET and PTTL with it, for the holder's ttl and to recognise its own
-// grant after a client retry: still one round trip. A failed TryObtain reads
-// the holder and its ttl in a second round trip, for the same reason; a
-// failed probe (the first attempt of Obtain) leaves that to the waiter's
-// attempt that follows. A grant recognised by GET was made by an earlier send
-// (or, with a shared owner source, by another Locker), so its lease is no
-// longer than the key's remaining ttl.
-func acquire(client redis.UniversalClient) lease.AcquireFunc {
-	return func(ctx context.Context, k *lease.Keys, owner string, ttl time.Duration, mode lease.Mode) (lease.Attempt, error) {
-		key := k.Lock()
-		if mode != lease.Wait {
-			ok, err := client.SetNX(ctx, key, owner, ttl).Result()
-			if err != nil || ok || mode == lease.Probe {
-				return lease.Attempt{Granted: ok, Value: owner, HolderTTL: -1}, err
-			}
-		}
-		pipe := client.Pipeline()
-		var set *redis.BoolCmd
-		if mode == lease.Wait {
-			set = pipe.SetNX(ctx, key, owner, ttl)
-		}
-		holder := pipe.Get(ctx, key)
-		pttl := pipe.PTTL(ctx, key)
-		_, _ = pipe.Exec(ctx) // each command's error is read below
-		return readHolder(set, holder, pttl, owner)
-	}
-}
-
-// readHolder reads a failed SET NX's follow-up: the lock's holder and
-// remaining ttl (and, for a waiter, the SET NX itself, sent with them).
-func readHolder(set *redis.BoolCmd, holder *redis.StringCmd, pttl *redis.DurationCmd, owner string) (lease.Attempt, error) {
-	if set != nil {
-		if ok, err := set.Result(); err != nil || ok {
-			return lease.Attempt{Granted: ok, Value: owner}, err
-		}
-	}
-	v, err := holder.Result()
-	switch {
-	case err == redis.Nil:
-		return lease.Attempt{HolderTTL: 0}, nil // released in between: try again now
-	case err != nil:
-		return lease.Attempt{}, err
-	}
-	left, err := pttl.Result()
-	switch {
-	case err != nil:
-		return lease.Attempt{}, err
-	case lease.Mine(v, owner) && left > 0:
-		return lease.Attempt{Granted: true, Value: owner, Left: left}, nil
-	case lease.Mine(v, owner):
-		return lease.Attempt{Granted: true, Value: owner}, nil // no expiry
-	case left == -2:
-		return lease.Attempt{HolderTTL: 0}, nil // expired within the pipeline
-	case left < 0:
-		return lease.Attempt{HolderTTL: -1}, nil
-	}
-	return lease.Attempt{HolderTTL: left}, nil
 }
 
 // Close makes every later TryObtain, Obtain, Do and Once fail with ErrClosed,

@@ -146,12 +146,14 @@ func (e *Env) Steal(name string) (uint64, error) {
 	}
 	// The counter alone, without the clock floor: counter + 1 is newer than
 	// every token granted so far.
-	token, err := scripts.FencedAcquire.Run(ctx, e.Client, []string{key, lease.QueueKey(key), fence}, thief, lease.Millis(ttl), "f").Text()
+	token, err := fencedAcquire.Run(ctx, e.Client, []any{key, lease.QueueKey(key), fence}, thief, lease.Millis(ttl), "f").Text()
 	if err != nil {
-		return 0, fmt.Errorf("leasetest: steal %s: %w", key, err)
+		return 0, fmt.Errorf("leasetest: steal lock %q: %w", name, err)
 	}
 	return strconv.ParseUint(token, 10, 64)
 }
+
+var fencedAcquire = lease.NewScript(scripts.FencedAcquire)
 
 // Holding is what Holder reports about a lock; nothing in it lets anyone
 // release the lock.

@@ -1,17 +1,23 @@
-// Package scripts holds every script and command leasekit runs on Redis: the
-// only place that knows what the server executes.
+// Package scripts holds the Lua scripts that leasekit runs on Redis, one .lua
+// file per operation, and the shell commands its README runs (test.sh,
+// bench.sh).
 //
-// Each script lives in its own .lua file whose header comment names its KEYS,
-// ARGV and reply; the three that grant a lock (fenced_acquire, wait, release)
-// are built with grant.lua, the function they share, prepended. The scripts are
-// embedded at build time and exported as
-// *redis.Script values; call them with Run, which sends EVALSHA and falls back to
-// EVAL when the server does not have the script cached (after SCRIPT FLUSH or a
-// restart).
+// Each .lua file's header comment names its KEYS, ARGV and reply; the three
+// that grant a lock (fenced_acquire, wait, release) have grant.lua, the
+// function they share, prepended. The scripts are embedded at build time and
+// exported as *redis.Script values, for leasekit's packages and for tools
+// that must speak the same protocol on the same keys (a test, a repair
+// script); leasekit runs them with EVALSHA, and EVAL when the server does not
+// have one cached (internal/lease's Script.Run). The handoff's wire format,
+// which wait.lua and release.lua read and write, is specified in
+// internal/lease/handoff.go.
 //
-// The efficiency acquire is no script but a plain SET NX PX (acquire.go).
+// Not every command leasekit sends is a script: the efficiency acquire is a
+// plain SET NX PX, a Register's read an HMGET, the correctness audit CONFIG
+// GET and INFO, lockrun's -status PTTL and GET. Those live with the code that
+// sends them.
 //
-// Every operation is idempotent under a client retry: go-redis resends a
+// Every script is idempotent under a client retry: go-redis resends a
 // command whose reply was lost, and the same owner acquiring again gets the
 // same grant (and, for fenced locks, the same token) back.
 package scripts

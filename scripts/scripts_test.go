@@ -13,30 +13,6 @@ import (
 // The scripts run on gopher-lua in miniredis and on Lua 5.1 in Redis, which
 // differ (number formatting above all): every case runs on both.
 
-func TestAcquireIsIdempotentForItsOwner(t *testing.T) {
-	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := t.Context()
-		for i := range 2 { // the second call is a client retry after a lost reply
-			set := scripts.Acquire(ctx, b.Client, "lock", "owner-a", time.Minute)
-			granted, err := scripts.Granted(set, scripts.Holder(ctx, b.Client, "lock"), "owner-a")
-			if err != nil || !granted {
-				t.Fatalf("call %d by the owner: got %v, %v, want granted", i+1, granted, err)
-			}
-		}
-		set := scripts.Acquire(ctx, b.Client, "lock", "owner-b", time.Minute)
-		granted, err := scripts.Granted(set, scripts.Holder(ctx, b.Client, "lock"), "owner-b")
-		if err != nil || granted {
-			t.Fatalf("another owner: got %v, %v, want not granted", granted, err)
-		}
-		if v := b.Client.Get(ctx, "lock").Val(); v != "owner-a" {
-			t.Fatalf("value: got %q, want owner-a", v)
-		}
-		if ttl := b.Client.PTTL(ctx, "lock").Val(); ttl <= 0 || ttl > time.Minute {
-			t.Fatalf("ttl: got %v, want within (0, 1m]", ttl)
-		}
-	})
-}
-
 func TestCompareAndChange(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()

@@ -33,24 +33,25 @@ func New(locker *efficiency.Locker, opts ...Option) *Locker {
 	return &Locker{locker: locker, opts: newOptions(opts)}
 }
 
-// Lock takes the lock called key, the job's name, for one run, if no other
+// Lock takes the lock called name (gocron passes the job's name) for one
+// run, if no other
 // scheduler holds it. It returns an error matching efficiency.ErrNotObtained
 // when another scheduler holds it (gocron then skips the run on this one),
-// efficiency.ErrInvalidKey for an empty key, efficiency.ErrInvalidTTL for a
-// minimum hold under 1 ms, and a Redis failure wrapped with the key.
+// efficiency.ErrInvalidKey for an empty name, efficiency.ErrInvalidTTL for a
+// minimum hold under 1 ms, and a Redis failure that names the lock.
 //
 // The lock is kept alive until Unlock, or until ctx ends (gocron passes the
 // job's context, which ends when the job is removed or the scheduler shuts
 // down): the hold then ends as at Unlock, even if the job is still running.
-func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
+func (l *Locker) Lock(ctx context.Context, name string) (gocron.Lock, error) {
 	if l == nil || l.locker == nil {
 		return nil, errNoLocker
 	}
-	k := &lock{key: key, unlock: make(chan struct{}), released: make(chan struct{})}
+	k := &lock{name: name, unlock: make(chan struct{}), released: make(chan struct{})}
 	taken := make(chan struct{})
 	go func() {
 		defer close(k.released)
-		ran, err := l.locker.Once(ctx, key, l.opts.minHold, func(ctx context.Context) error {
+		ran, err := l.locker.Once(ctx, name, l.opts.minHold, func(ctx context.Context) error {
 			close(taken)
 			select {
 			case <-k.unlock:
@@ -63,12 +64,12 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 		})
 		switch {
 		case !ran && err == nil:
-			err = fmt.Errorf("gocronlock: %q is held by another scheduler: %w", key, efficiency.ErrNotObtained)
+			err = fmt.Errorf("gocronlock: lock %q is held by another scheduler: %w", name, efficiency.ErrNotObtained)
 		case !ran:
-			err = fmt.Errorf("gocronlock: lock %q: %w", key, err)
+			err = fmt.Errorf("gocronlock: lock %q: %w", name, err)
 		case err != nil:
-			err = fmt.Errorf("gocronlock: unlock %q: %w", key, err)
-			l.opts.logger.Warn("gocronlock: the job's lock was lost or not released cleanly", "job", key, "err", err)
+			err = fmt.Errorf("gocronlock: unlock %q: %w", name, err)
+			l.opts.logger.Warn("gocronlock: the job's lock was lost or not released cleanly", "job", name, "err", err)
 		}
 		k.err = err
 	}()
@@ -82,7 +83,7 @@ func (l *Locker) Lock(ctx context.Context, key string) (gocron.Lock, error) {
 
 // lock is one run's hold on a job's lock.
 type lock struct {
-	key      string
+	name     string
 	unlock   chan struct{} // closed by Unlock: the run has ended
 	once     sync.Once
 	released chan struct{} // closed when the lock is shortened or released
@@ -106,6 +107,6 @@ func (k *lock) Unlock(ctx context.Context) error {
 	case <-k.released:
 		return k.err
 	case <-ctx.Done():
-		return fmt.Errorf("gocronlock: unlock %q: %w", k.key, ctx.Err())
+		return fmt.Errorf("gocronlock: unlock %q: %w", k.name, ctx.Err())
 	}
 }

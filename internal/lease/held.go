@@ -151,19 +151,3 @@ func (c *Core) release(ctx context.Context, lk *Keys, value string, prefix bool,
 	}
 	return c.Run(ctx, releaseScript, lk, 3, value, match, leaving, c.wake).Result()
 }
-
-// The release script's match and wake arguments, boxed once.
-var matchExact, matchPrefix, wakeOn, wakeOff any = "0", "1", "1", "0"
-
-// kind is the lock's kind as the scripts name it (see scripts/grant.lua).
-func (c *Core) kind() string {
-	switch {
-	case !c.cfg.Fenced:
-		return "e"
-	case c.cfg.ClockFloor && c.cfg.ExpiringCounter:
-		return "t"
-	case c.cfg.ClockFloor:
-		return "c"
-	}
-	return "f"
-}

@@ -40,7 +40,7 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 	switch {
 	case h != nil:
 		return h, nil
-	case errors.Is(err, c.cfg.Errors.Late):
+	case err != nil && errors.Is(err, c.cfg.Errors.Late):
 		// Released already: wait like any other waiter.
 	case err != nil:
 		return nil, c.failed(ctx, lk, owner, ttl, err)
@@ -87,7 +87,7 @@ func (c *Core) join(ctx context.Context, lk *Keys, owner string, ttl time.Durati
 	case err == nil:
 		w.sub = sub
 		if ticket != "" {
-			w.entry = newEntry(owner, ttl, c.kind(), ticket, channel)
+			w.entry = newEntry(owner, ttl, c.Kind(), ticket, channel)
 		}
 	case ctx.Err() != nil:
 		return nil, c.notObtained(lk.name, ctx.Err())
@@ -114,7 +114,7 @@ func (w *waiter) wait() (*Held, error) {
 			if again, err = w.failure(err); !again {
 				return nil, err
 			}
-			if errors.Is(err, w.c.cfg.Errors.Late) {
+			if err != nil && errors.Is(err, w.c.cfg.Errors.Late) {
 				continue // released already: try again now
 			}
 			a.HolderTTL = recheck
@@ -187,7 +187,7 @@ func (w *waiter) sleep(holderTTL time.Duration) (*Held, error) {
 		return nil, nil
 	}
 	h, err := w.c.handed(w.ctx, w.lk, w.owner, w.ttl, msg, w.place, w.queued)
-	if errors.Is(err, w.c.cfg.Errors.Late) {
+	if err != nil && errors.Is(err, w.c.cfg.Errors.Late) {
 		w.late++ // released already; the next attempt tries again
 		return nil, nil
 	}

@@ -58,11 +58,31 @@ type Notifier struct {
 }
 
 // counts are the SUBSCRIBE requests sent for a channel and the confirmations
-// received, over every subscription the channel has had.
+// received, over every subscription the channel has had. Redis confirms
+// every SUBSCRIBE, even of a channel subscribed already, in order, so the
+// n-th confirmation answers the n-th request: a new channelSub waits for
+// the one numbered need = sent, and confirmations of earlier requests (of a
+// subscription since dropped and made again) do not ready it. A reconnect
+// resubscribes on its own and resets the count (see reconnected).
 type counts struct {
 	sent, acked int
 }
 
+// channelSub is one subscription of a channel, from the SUBSCRIBE that Join
+// sends for its first waiter until the UNSUBSCRIBE of its last (or Close, for
+// a kept one). Its states, under Notifier.mu:
+//
+//   - pending: in subs, ready open, confirmed false. Join sent SUBSCRIBE and
+//     its waiters wait on ready (at most confirmWait).
+//   - live: in subs, ready closed, confirmed true, err nil. Messages on the
+//     channel wake its waiters (every one on a reconnect).
+//   - failed: out of subs, ready closed, err set. Its waiters get err from
+//     Join; the next Join of the channel makes a new channelSub.
+//   - gone: out of subs once its last waiter leaves (never, while the
+//     Notifier lives, for a kept one), and UNSUBSCRIBE sent.
+//
+// A channelSub never goes back to pending; a channel that is subscribed
+// again gets a new one.
 type channelSub struct {
 	need      int           // the confirmation count that answers this SUBSCRIBE
 	ready     chan struct{} // closed when the subscription is confirmed or failed

@@ -1,0 +1,113 @@
+package lease
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// mayHaveGranted reports whether an acquire that failed with err may still
+// have been granted by Redis: its request may have been sent and its reply
+// lost, or, resent by go-redis after a lost reply, been refused after the
+// first send landed (OOM, LOADING). Not when the connection could not even be
+// made, or the client is closed: then nothing was sent.
+func mayHaveGranted(err error) bool {
+	var op *net.OpError
+	switch {
+	case errors.Is(err, redis.ErrClosed), errors.Is(err, redis.ErrPoolTimeout):
+		return false
+	case errors.As(err, &op) && op.Op == "dial":
+		return false
+	}
+	return true
+}
+
+// transient reports whether err is a failure that may pass while a waiter
+// waits: the connection (a restart, a failover, a network fault), or a server
+// that is loading, failing over or busy. Error replies that mean the request
+// is wrong (WRONGTYPE, NOPERM, a corrupt key), a closed client and leasekit's
+// own errors are not.
+func transient(err error) bool {
+	if errors.Is(err, redis.ErrClosed) {
+		return false
+	}
+	var ne net.Error
+	if errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, redis.ErrPoolTimeout) {
+		return true
+	}
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	for _, p := range []string{"LOADING ", "MASTERDOWN ", "TRYAGAIN ", "CLUSTERDOWN ", "READONLY ", "BUSY "} {
+		if strings.HasPrefix(re.Error(), p) {
+			return true
+		}
+	}
+	return false
+}
+
+// IsServerReply reports whether err is an error reply from Redis (WRONGTYPE,
+// NOPERM, OOM, an unknown command) rather than a failure to reach it: the
+// command was refused, so it changed nothing.
+func IsServerReply(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && !errors.Is(err, redis.ErrClosed)
+}
+
+// Named marks an error that names its lock already, so that the Core passes it
+// on unchanged.
+func Named(err error) error { return named{err} }
+
+type named struct{ error }
+
+func (n named) Unwrap() error { return n.error }
+
+// badFence starts the error reply of a script that found a fence counter it
+// cannot draw a token from (scripts/grant.lua).
+const badFence = "BADFENCE "
+
+// acquireErr names the lock in err, an acquire's failure. A corrupt fence
+// counter also matches InvalidToken.
+func (c *Core) acquireErr(lk *Keys, err error) error {
+	var n named
+	if errors.As(err, &n) {
+		return err
+	}
+	var re redis.Error
+	if errors.As(err, &re) && strings.HasPrefix(re.Error(), badFence) {
+		return fmt.Errorf("%w: lock %s: %s", c.cfg.Errors.InvalidToken, Quote(lk.name), strings.TrimPrefix(re.Error(), badFence))
+	}
+	return c.redisErr("acquire", lk, err)
+}
+
+// redisErr names the operation and the lock in err, a failure of Redis or of
+// its reply. A command refused by an ACL inside a script comes back as a
+// generic ERR; it is marked NOPERM here, as Redis marks the same refusal
+// outside a script, so that it reads as the permission problem it is.
+func (c *Core) redisErr(op string, lk *Keys, err error) error {
+	return WrapRedis(c.cfg.Kind, op+" lock", lk.name, err)
+}
+
+// WrapRedis is err of the operation op on the thing called name, in the form
+// "kind: op name: err".
+func WrapRedis(kind, op, name string, err error) error {
+	if strings.Contains(err.Error(), "user executing the script can't run this command") {
+		return fmt.Errorf("%s: %s %s: NOPERM: the ACL user may not run a command this operation's script needs "+
+			"(the README lists the ACL leasekit needs): %w", kind, op, Quote(name), err)
+	}
+	return fmt.Errorf("%s: %s %s: %w", kind, op, Quote(name), err)
+}
+
+// ReachedRedis reports whether an acquire that failed with err got as far as
+// Redis: an error reply, or a reply that did not parse.
+func ReachedRedis(err error) bool {
+	return !transient(err) && mayHaveGranted(err)
+}

@@ -1,0 +1,10 @@
+package lease_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/leasekit/leasekit/internal/redistest"
+)
+
+func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
