@@ -39,6 +39,13 @@
 // names up as it goes (one per user, per order) should read
 // WithExpiringCounter and NewRegister.
 //
+// A Locker's metrics and spans are efficiency's (see its package doc), with
+// leasekit.lock.kind correctness and spans named correctness.TryAcquire,
+// correctness.Acquire and so on; and every fence counts the writes it rejects
+// for an older token in leasekit.fence.rejections, by leasekit.fence
+// (register, sql, http): a Register on its WithMeterProvider, a FencingProxy
+// on its WithProxyMeterProvider, ExecFenced on the global provider.
+//
 // [docs/fencing.md]: https://github.com/leasekit/leasekit/blob/main/docs/fencing.md
 // [docs/waiting.md]: https://github.com/leasekit/leasekit/blob/main/docs/waiting.md
 package correctness

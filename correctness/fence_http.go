@@ -1,12 +1,16 @@
 package correctness
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"path"
 	"strconv"
 	"sync"
 	"sync/atomic"
+
+	"github.com/leasekit/leasekit/internal/telemetry"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // TokenHeader is the request header that carries the writer's fencing token,
@@ -46,6 +50,8 @@ type FencingProxy struct {
 	next     http.Handler
 	resource func(*http.Request) string
 
+	tel *telemetry.Telemetry // nil: fenceTelemetry's
+
 	mu     sync.Mutex
 	fences map[string]*fence
 }
@@ -76,6 +82,15 @@ func WithResource(f func(*http.Request) string) ProxyOption {
 	}
 }
 
+// WithProxyMeterProvider sets where the proxy counts the requests it rejects
+// for an older token (leasekit.fence.rejections). Default: the global
+// provider.
+func WithProxyMeterProvider(mp metric.MeterProvider) ProxyOption {
+	return func(p *FencingProxy) {
+		p.tel = telemetry.New(telemetry.Config{Kind: "correctness", MeterProvider: mp})
+	}
+}
+
 // NewFencingProxy returns a FencingProxy in front of next. A nil next answers
 // every accepted request with 502 Bad Gateway.
 func NewFencingProxy(next http.Handler, opts ...ProxyOption) *FencingProxy {
@@ -86,6 +101,14 @@ func NewFencingProxy(next http.Handler, opts ...ProxyOption) *FencingProxy {
 		}
 	}
 	return p
+}
+
+func (p *FencingProxy) rejected(ctx context.Context) {
+	tel := p.tel
+	if tel == nil {
+		tel = fenceTelemetry()
+	}
+	tel.Rejected(ctx, "http")
 }
 
 func pathResource(r *http.Request) string {
@@ -108,14 +131,14 @@ func (p *FencingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	resource := p.resource(r)
 	if resource == "" {
-		http.Error(w, "leasekit: fencing proxy: request names no resource", http.StatusBadRequest)
+		http.Error(w, "correctness: fencing proxy: request names no resource", http.StatusBadRequest)
 		return
 	}
 	f := p.fence(resource)
 	select {
 	case f.lock <- struct{}{}:
 	case <-r.Context().Done():
-		http.Error(w, "leasekit: fencing proxy: gave up waiting for the resource", http.StatusServiceUnavailable)
+		http.Error(w, "correctness: fencing proxy: gave up waiting for the resource", http.StatusServiceUnavailable)
 		return
 	}
 	// Deferred: a handler may panic (ReverseProxy does, with
@@ -124,12 +147,13 @@ func (p *FencingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	if highest := f.highest.Load(); token < highest {
 		err := &StaleTokenError{Token: token, Highest: highest}
+		p.rejected(r.Context())
 		http.Error(w, err.Error(), http.StatusConflict)
 		return
 	}
 	f.highest.Store(token)
 	if p.next == nil {
-		http.Error(w, "leasekit: fencing proxy: no backend", http.StatusBadGateway)
+		http.Error(w, "correctness: fencing proxy: no backend", http.StatusBadGateway)
 		return
 	}
 	p.next.ServeHTTP(w, r)

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/leasekit/leasekit/internal/lease"
+	"github.com/leasekit/leasekit/internal/telemetry"
 	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
@@ -17,10 +18,12 @@ import (
 type Register struct {
 	client redis.UniversalClient
 	prefix string
+	tel    *telemetry.Telemetry
 }
 
 // NewRegister returns a Register over client. Of the options only WithPrefix
-// applies (default "leasekit:"); the register of a resource lives at
+// (default "leasekit:") and WithMeterProvider (for the count of rejected
+// writes) apply; the register of a resource lives at
 // <prefix>{resource}:register and is never deleted by leasekit: it is the
 // fence's memory of the highest token, and a register that vanished would
 // accept a superseded holder's write. Delete it yourself (DEL) when the
@@ -30,7 +33,8 @@ func NewRegister(client redis.UniversalClient, opts ...Option) *Register {
 		panic("correctness: NewRegister: nil redis client")
 	}
 	o := newOptions(opts)
-	return &Register{client: client, prefix: o.prefix}
+	o.tel.Kind = "correctness"
+	return &Register{client: client, prefix: o.prefix, tel: telemetry.New(o.tel)}
 }
 
 // Write stores value for resource if token is at least the highest token the
@@ -59,6 +63,7 @@ func (r *Register) Write(ctx context.Context, resource string, token uint64, val
 		if err != nil {
 			return fmt.Errorf("%w: register of %s (key %s) holds token %q", ErrInvalidToken, lease.Quote(resource), lease.Quote(key), v)
 		}
+		r.tel.Rejected(ctx, "register")
 		return &StaleTokenError{Token: token, Highest: highest}
 	}
 	return fmt.Errorf("correctness: register write of %s: unexpected reply %T", lease.Quote(resource), reply)

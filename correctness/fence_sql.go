@@ -1,10 +1,14 @@
 package correctness
 
 import (
+	"sync"
+
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+
+	"github.com/leasekit/leasekit/internal/telemetry"
 )
 
 // Execer runs a statement that returns no rows. *sql.DB, *sql.Tx and
@@ -57,24 +61,31 @@ var (
 // holds at most 1<<63 - 1, far above any token a Locker issues.
 func ExecFenced(ctx context.Context, db Execer, query string, args ...any) error {
 	if isNilExecer(db) {
-		return errors.New("leasekit: fenced exec: nil Execer")
+		return errors.New("correctness: fenced exec: nil Execer")
 	}
 	res, err := db.ExecContext(ctx, query, args...)
 	if err != nil {
-		return fmt.Errorf("leasekit: fenced exec: %w", err)
+		return fmt.Errorf("correctness: fenced exec: %w", err)
 	}
 	if res == nil {
-		return errors.New("leasekit: fenced exec: driver returned no result")
+		return errors.New("correctness: fenced exec: driver returned no result")
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return fmt.Errorf("leasekit: fenced exec: rows affected unknown, the fence cannot be checked: %w", err)
+		return fmt.Errorf("correctness: fenced exec: rows affected unknown, the fence cannot be checked: %w", err)
 	}
 	if n == 0 {
+		fenceTelemetry().Rejected(ctx, "sql")
 		return fmt.Errorf("%w: no row updated: the token is older than the stored one, or the row does not exist", ErrStaleToken)
 	}
 	return nil
 }
+
+// fenceTelemetry counts the writes that ExecFenced and a FencingProxy
+// without WithProxyMeterProvider reject, on the global meter provider.
+var fenceTelemetry = sync.OnceValue(func() *telemetry.Telemetry {
+	return telemetry.New(telemetry.Config{Kind: "correctness"})
+})
 
 // isNilExecer catches the nil pointers a caller can hold in an Execer, whose
 // methods would panic instead of returning an error.

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/leasekit/leasekit/internal/lease"
+	"github.com/leasekit/leasekit/internal/telemetry"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -33,8 +34,12 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 	if l.opts.expiringCounter && !l.opts.clockFloor {
 		panic("correctness: New: WithExpiringCounter needs the clock floor, and WithClockFloor(false) turns it off")
 	}
+	l.opts.tel.Kind = "correctness"
 	l.core = lease.New(lease.Config{
 		Kind:        "correctness",
+		Telemetry:   telemetry.New(l.opts.tel),
+		TryOp:       "TryAcquire",
+		WaitOp:      "Acquire",
 		Client:      client,
 		Prefix:      l.opts.prefix,
 		DriftFactor: l.opts.drift,
@@ -151,9 +156,10 @@ func (l *Locker) Do(ctx context.Context, name string, ttl time.Duration, fn func
 	if fn == nil {
 		return l.core.Do(ctx, name, ttl, nil)
 	}
-	lease, err := l.Acquire(ctx, name, ttl)
+	h, err := l.core.Obtain(ctx, name, ttl)
+	l.auditOnce(ctx, err)
 	if err != nil {
 		return err
 	}
-	return lease.Hold(ctx, fn)
+	return h.HoldAs(ctx, "Do", func(ctx context.Context, h *lease.Held) error { return fn(ctx, h.Token()) })
 }

@@ -6,6 +6,9 @@ import (
 	"time"
 
 	"github.com/leasekit/leasekit/internal/lease"
+	"github.com/leasekit/leasekit/internal/telemetry"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Option configures a Locker or a Register.
@@ -22,6 +25,7 @@ type options struct {
 	audit       bool
 
 	expiringCounter bool
+	tel             telemetry.Config
 }
 
 // WithPrefix sets the prefix of every Redis key and channel. Default:
@@ -87,6 +91,30 @@ func WithClockFloor(on bool) Option { return func(o *options) { o.clockFloor = o
 // WithClockFloor(false), under which an expired counter would restart tokens
 // at 1.
 func WithExpiringCounter(on bool) Option { return func(o *options) { o.expiringCounter = on } }
+
+// WithMeterProvider sets where the Locker's (or the Register's) metrics go
+// (see the package doc for what they measure). Default: the global provider,
+// otel.GetMeterProvider, which records nothing until a program installs an
+// SDK.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(o *options) { o.tel.MeterProvider = mp }
+}
+
+// WithTracerProvider sets where the Locker's spans go. Default: the global
+// provider, otel.GetTracerProvider; until a program installs an SDK there,
+// no span is even started.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *options) { o.tel.TracerProvider = tp }
+}
+
+// WithLockNameAttribute adds the attribute leasekit.lock.name to the
+// Locker's metrics and spans, with the value name returns for a lock's name
+// ("" leaves it out). Lock names are not attributes by default: a program
+// that makes names up as it goes (one per order) would make a metric series
+// per name. Map them to a bounded set here. Default: none.
+func WithLockNameAttribute(name func(lock string) string) Option {
+	return func(o *options) { o.tel.NameAttribute = name }
+}
 
 // WithAudit sets whether the first Acquire or TryAcquire of a Locker runs
 // Audit and logs every finding that is not OK at Warn level. Default: true.

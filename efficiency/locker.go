@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/leasekit/leasekit/internal/lease"
+	"github.com/leasekit/leasekit/internal/telemetry"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -23,8 +24,12 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 		panic("efficiency: New: nil redis client")
 	}
 	o := newOptions(opts)
+	o.tel.Kind = "efficiency"
 	return &Locker{core: lease.New(lease.Config{
 		Kind:        "efficiency",
+		Telemetry:   telemetry.New(o.tel),
+		TryOp:       "TryObtain",
+		WaitOp:      "Obtain",
 		Client:      client,
 		Prefix:      o.prefix,
 		DriftFactor: o.drift,

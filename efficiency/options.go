@@ -5,6 +5,9 @@ import (
 	"log/slog"
 
 	"github.com/leasekit/leasekit/internal/lease"
+	"github.com/leasekit/leasekit/internal/telemetry"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Option configures a Locker.
@@ -15,6 +18,7 @@ type options struct {
 	drift  float64
 	logger *slog.Logger
 	owners io.Reader
+	tel    telemetry.Config
 }
 
 // WithPrefix sets the prefix of every Redis key and channel the Locker uses.
@@ -42,6 +46,30 @@ func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l 
 // say) both "obtain" the same lock, and either can release or refresh the
 // other's. Use a cryptographic source, one per Locker, or none.
 func WithOwnerSource(r io.Reader) Option { return func(o *options) { o.owners = r } }
+
+// WithMeterProvider sets where the Locker's metrics go (see the package doc
+// for what it measures). Default: the global provider, otel.GetMeterProvider,
+// which records nothing until a program installs an SDK.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(o *options) { o.tel.MeterProvider = mp }
+}
+
+// WithTracerProvider sets where the Locker's spans go. Default: the global
+// provider, otel.GetTracerProvider; until a program installs an SDK there,
+// no span is even started.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(o *options) { o.tel.TracerProvider = tp }
+}
+
+// WithLockNameAttribute adds the attribute leasekit.lock.name to the
+// Locker's metrics and spans, with the value name returns for a lock's name
+// ("" leaves it out). Lock names are not attributes by default: a program
+// that makes names up as it goes (one per user) would make a metric series
+// per name. Map them to a bounded set here, such as the name without its
+// id. Default: none.
+func WithLockNameAttribute(name func(lock string) string) Option {
+	return func(o *options) { o.tel.NameAttribute = name }
+}
 
 func newOptions(opts []Option) options {
 	o := options{prefix: lease.DefaultPrefix, drift: lease.DefaultDriftFactor}

@@ -55,6 +55,13 @@ const maxLateGrants = 3
 
 // Try makes one attempt to acquire the lock called name.
 func (c *Core) Try(ctx context.Context, name string, ttl time.Duration) (*Held, error) {
+	ctx, t := c.cfg.Telemetry.StartAcquire(ctx, c.cfg.TryOp, name)
+	h, err := c.try(ctx, name, ttl)
+	t.End(c.outcome(err), err)
+	return h, err
+}
+
+func (c *Core) try(ctx context.Context, name string, ttl time.Duration) (*Held, error) {
 	lk, owner, err := c.begin(ctx, name, ttl)
 	if err != nil {
 		return nil, err
@@ -115,7 +122,7 @@ func (c *Core) held(ctx context.Context, lk *Keys, owner string, a Attempt, star
 		return nil, fmt.Errorf("%w: lock %s: the grant's reply came %v after its lease deadline (ttl %v): "+
 			"the ttl is too short for the round trip to Redis; released it", c.cfg.Errors.Late, Quote(lk.name), late.Round(time.Millisecond), ttl)
 	}
-	return &Held{core: c, keys: lk, value: a.Value, token: a.Token, deadline: deadline, ttl: ttl}, nil
+	return &Held{core: c, keys: lk, value: a.Value, token: a.Token, granted: start, deadline: deadline, ttl: ttl}, nil
 }
 
 // acquirePlain runs an efficiency acquire, SET NX PX: one round trip when the

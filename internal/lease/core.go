@@ -18,6 +18,7 @@ package lease
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -26,6 +27,7 @@ import (
 	"time"
 
 	"github.com/leasekit/leasekit/internal/notify"
+	"github.com/leasekit/leasekit/internal/telemetry"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -79,6 +81,11 @@ type Config struct {
 	// such waiters do not queue.
 	Replicas    int
 	ReplicaWait time.Duration
+	// Telemetry records the kind's metrics and spans; nil records nothing.
+	Telemetry *telemetry.Telemetry
+	// TryOp and WaitOp name the acquires in spans (TryObtain and Obtain, or
+	// TryAcquire and Acquire).
+	TryOp, WaitOp string
 }
 
 // Core runs locks of one kind for one Locker.
@@ -169,6 +176,22 @@ func (c *Core) begin(ctx context.Context, name string, ttl time.Duration) (*Keys
 		return nil, "", err
 	}
 	return c.lockKeys(name), owner, nil
+}
+
+// outcome sorts an acquire's error for its telemetry.
+func (c *Core) outcome(err error) telemetry.Outcome {
+	e := c.cfg.Errors
+	switch {
+	case err == nil:
+		return telemetry.Obtained
+	case errors.Is(err, e.Late):
+		return telemetry.Late
+	case errors.Is(err, e.Closed):
+		return telemetry.Closed
+	case errors.Is(err, e.NotObtained):
+		return telemetry.NotObtained
+	}
+	return telemetry.Failed
 }
 
 func (c *Core) logger() *slog.Logger {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/leasekit/leasekit/internal/telemetry"
 )
 
 // Held is a granted lease.
@@ -14,10 +16,34 @@ type Held struct {
 	value string
 	token uint64
 
+	granted time.Time // no later than the grant, as its lease is measured
+
 	mu       sync.Mutex
 	deadline time.Time
 	ttl      time.Duration // of the grant or the last Refresh
 	released bool          // by a Release call that reached Redis
+	ended    bool          // its end (release or loss) went to the telemetry
+}
+
+// ended records the end of the hold in the telemetry, once: a release, or a
+// loss for reason.
+func (h *Held) end(ctx context.Context, lost bool, reason telemetry.Reason) {
+	h.mu.Lock()
+	done := h.ended
+	h.ended = true
+	h.mu.Unlock()
+	if !done {
+		h.core.cfg.Telemetry.HoldEnded(ctx, h.keys.name, h.granted, lost, reason)
+	}
+}
+
+// lostReason is the telemetry's reason for a lease found gone (true) or
+// taken by another owner.
+func lostReason(gone bool) telemetry.Reason {
+	if gone {
+		return telemetry.KeyGone
+	}
+	return telemetry.AnotherOwner
 }
 
 // TTLSet is the ttl of the grant or of the last successful Refresh.
@@ -86,10 +112,12 @@ func (h *Held) refresh(ctx context.Context, ttl time.Duration) (int64, error) {
 // waiter queued for it, or is deleted (and, from a Core whose waiters do not
 // queue, a wake-up is published for such waiters).
 func (h *Held) Release(ctx context.Context) error {
+	ctx, span := h.core.cfg.Telemetry.Start(ctx, "Release", h.keys.name)
 	n, err := h.release(ctx)
 	if err == nil && n <= 0 {
 		err = h.notHeld(n == 0)
 	}
+	telemetry.End(span, err)
 	return err
 }
 
@@ -105,8 +133,13 @@ func (h *Held) release(ctx context.Context) (int64, error) {
 	h.deadline, h.released = time.Time{}, true
 	h.mu.Unlock()
 	if n, ok := reply.(int64); ok && n <= 0 {
+		h.end(ctx, true, lostReason(n == 0))
 		return n, nil
 	}
+	if n, ok := reply.(int64); !ok || n == 2 {
+		h.core.cfg.Telemetry.Handoff(ctx, h.keys.name) // a token, or 2: handed to a waiter
+	}
+	h.end(ctx, false, 0)
 	return 1, nil
 }
 

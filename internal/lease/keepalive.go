@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/leasekit/leasekit/internal/telemetry"
 )
 
 // releaseTimeout bounds the release at the end of Do, Hold and Once, which
@@ -30,7 +32,7 @@ func (c *Core) Do(ctx context.Context, name string, ttl time.Duration, fn func(c
 	if err != nil {
 		return err
 	}
-	return h.Hold(ctx, fn)
+	return h.HoldAs(ctx, "Do", fn)
 }
 
 // Hold runs fn while refreshing the lease every third of its ttl (the ttl of
@@ -39,16 +41,25 @@ func (c *Core) Do(ctx context.Context, name string, ttl time.Duration, fn func(c
 // Errors.LockLost as soon as the lease can no longer be confirmed before its
 // deadline; Hold's error then matches LockLost. If fn panics, the refreshes
 // stop, the lock is released, and the panic goes on up the stack.
-func (h *Held) Hold(ctx context.Context, fn func(context.Context, *Held) error) (err error) {
+func (h *Held) Hold(ctx context.Context, fn func(context.Context, *Held) error) error {
+	return h.HoldAs(ctx, "Hold", fn)
+}
+
+// HoldAs is Hold, traced as op: Do or Hold.
+func (h *Held) HoldAs(ctx context.Context, op string, fn func(context.Context, *Held) error) (err error) {
 	if fn == nil {
-		return h.core.nilFunc("Hold")
+		return h.core.nilFunc(op)
 	}
 	if h.Released() || !time.Now().Before(h.Deadline()) {
 		return fmt.Errorf("%w: lock %s: the lease was released or is past its deadline", h.core.cfg.Errors.NotHeld, Quote(h.keys.name))
 	}
+	ctx, span := h.core.cfg.Telemetry.Start(ctx, op, h.keys.name)
 	ttl := h.TTLSet()
 	var fnErr, lost error
-	defer func() { err = h.endHold(ctx, fnErr, lost) }()
+	defer func() {
+		err = h.endHold(ctx, fnErr, lost)
+		telemetry.End(span, err)
+	}()
 	fnErr, lost = h.run(ctx, ttl/3, func(time.Time) time.Duration { return ttl }, fn)
 	return nil
 }
@@ -87,8 +98,12 @@ func (c *Core) Once(ctx context.Context, name string, period time.Duration, fn f
 	// While fn runs, keep the key at least until the period ends, and at least
 	// half a period ahead once it has ended.
 	next := func(now time.Time) time.Duration { return max(end.Sub(now), period/2, MinTTL) }
+	ctx, span := c.cfg.Telemetry.Start(ctx, "Once", name)
 	var fnErr, lost error
-	defer func() { err = h.endOnce(ctx, end, fnErr, lost) }()
+	defer func() {
+		err = h.endOnce(ctx, end, fnErr, lost)
+		telemetry.End(span, err)
+	}()
 	fnErr, lost = h.run(ctx, period/3, next, fn)
 	return true, nil
 }
@@ -104,6 +119,9 @@ func (h *Held) endOnce(ctx context.Context, end time.Time, fnErr, lost error) er
 	var err error
 	if left := time.Until(end); left >= MinTTL {
 		n, err = h.refresh(ctx, left)
+		if err == nil {
+			h.end(ctx, n <= 0, lostReason(n == 0)) // the run is over: the hold too
+		}
 	} else {
 		n, err = h.release(ctx)
 	}
@@ -182,7 +200,7 @@ func (h *Held) keepAlive(ctx context.Context, stop <-chan struct{}, interval tim
 	for !h.Released() {
 		deadline := h.Deadline()
 		if !time.Now().Before(deadline) {
-			cancel(h.core.lost(h, "the lease could not be confirmed before its deadline"))
+			h.lose(ctx, cancel, telemetry.Unreachable, "the lease could not be confirmed before its deadline")
 			return
 		}
 		// The caller's ctx ending does not stop the refreshes: fn may still
@@ -202,7 +220,7 @@ func (h *Held) keepAlive(ctx context.Context, stop <-chan struct{}, interval tim
 			inflight = nil
 			expiry.Stop()
 		case <-expiry.C:
-			cancel(h.core.lost(h, "a refresh got no reply before the lease deadline"))
+			h.lose(ctx, cancel, telemetry.Unreachable, "a refresh got no reply before the lease deadline")
 			return
 		case <-stop:
 			expiry.Stop()
@@ -212,14 +230,22 @@ func (h *Held) keepAlive(ctx context.Context, stop <-chan struct{}, interval tim
 		case r.err == nil && r.n == 1:
 			wait = interval
 		case r.err == nil && !h.Released():
-			cancel(h.core.lost(h, h.core.why(r.n == 0)))
+			h.lose(ctx, cancel, lostReason(r.n == 0), h.core.why(r.n == 0))
 			return
 		case r.err != nil:
+			h.core.cfg.Telemetry.RefreshFailed(ctx, h.keys.name, r.err)
 			h.core.logger().Warn(h.core.cfg.Kind+": refresh failed; retrying until the lease deadline",
 				"lock", h.keys.name, "owner", h.Owner(), "err", r.err)
 			wait = max(interval/4, MinTTL)
 		}
 	}
+}
+
+// lose ends the hold as lost for reason: fn's context is cancelled with a
+// LockLost cause that says why.
+func (h *Held) lose(ctx context.Context, cancel context.CancelCauseFunc, reason telemetry.Reason, why string) {
+	h.end(ctx, true, reason)
+	cancel(h.core.lost(h, why))
 }
 
 // refreshed is the outcome of a refresh: refresh's reply and error.

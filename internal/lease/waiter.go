@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasekit/leasekit/internal/notify"
+	"github.com/leasekit/leasekit/internal/telemetry"
 )
 
 // recheck bounds how long a waiter goes without asking Redis. Handoffs and
@@ -32,6 +33,13 @@ const recheck = time.Second
 // until ctx ends. After maxLateGrants grants in a row whose replies came past
 // their lease deadline (a ttl too short for the link) it gives up with Late.
 func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Held, error) {
+	ctx, t := c.cfg.Telemetry.StartAcquire(ctx, c.cfg.WaitOp, name)
+	h, err := c.obtain(ctx, name, ttl, &t)
+	t.End(c.outcome(err), err)
+	return h, err
+}
+
+func (c *Core) obtain(ctx context.Context, name string, ttl time.Duration, t *telemetry.Acquire) (*Held, error) {
 	lk, owner, err := c.begin(ctx, name, ttl)
 	if err != nil {
 		return nil, err
@@ -49,6 +57,7 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 	if err != nil {
 		return nil, err
 	}
+	w.tel = t
 	h, err = w.wait()
 	w.leave(h != nil)
 	return h, err
@@ -71,6 +80,7 @@ type waiter struct {
 	unsure bool      // an attempt's reply was lost: Redis may have granted it
 	late   int       // grants in a row that came back past their deadline
 	failed int       // attempts in a row that Redis failed
+	tel    *telemetry.Acquire
 }
 
 // join subscribes the waiter to what tells it of a release: its Locker's
@@ -126,7 +136,9 @@ func (w *waiter) wait() (*Held, error) {
 			return h, nil
 		case a.Place != 0:
 			w.place, w.queued = a.Place, sent
+			w.tel.Event("queued")
 		}
+		w.tel.Wait() // counted among the waiters from its first sleep: queued, if it queues
 		if h, err := w.sleep(a.HolderTTL); h != nil || err != nil {
 			return h, err
 		}
@@ -144,6 +156,7 @@ func (w *waiter) failure(err error) (again bool, _ error) {
 		return false, w.c.notObtained(w.lk.name, w.ctx.Err(), err)
 	case errors.Is(err, w.c.cfg.Errors.Late):
 		w.late++
+		w.tel.Event("late grant")
 		return true, err
 	case !transient(err):
 		return false, err
@@ -179,6 +192,7 @@ func (w *waiter) sleep(holderTTL time.Duration) (*Held, error) {
 	case <-wake:
 	}
 	w.woken = true
+	w.tel.Event("woken")
 	if w.entry == "" {
 		return nil, nil
 	}
@@ -189,7 +203,11 @@ func (w *waiter) sleep(holderTTL time.Duration) (*Held, error) {
 	h, err := w.c.handed(w.ctx, w.lk, w.owner, w.ttl, msg, w.place, w.queued)
 	if err != nil && errors.Is(err, w.c.cfg.Errors.Late) {
 		w.late++ // released already; the next attempt tries again
+		w.tel.Event("late grant")
 		return nil, nil
+	}
+	if h != nil {
+		w.tel.Event("handed over")
 	}
 	return h, err // neither: a stale message, and the next attempt settles it
 }

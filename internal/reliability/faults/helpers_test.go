@@ -24,6 +24,8 @@ import (
 	"github.com/leasekit/leasekit/internal/redistest"
 	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -177,6 +179,9 @@ type lockConfig struct {
 	owners io.Reader    // where owner ids come from; nil: crypto/rand
 	drift  float64      // the drift factor; 0: the default, 0.01
 	log    *slog.Logger // nil: discard
+	// meters and tracer, when set, receive the Locker's telemetry.
+	meters metric.MeterProvider
+	tracer trace.TracerProvider
 }
 
 func (c lockConfig) logger() *slog.Logger {
@@ -242,6 +247,9 @@ func openEfficiency(t *testing.T, c redis.UniversalClient, cfg lockConfig) locke
 	if cfg.drift != 0 {
 		opts = append(opts, efficiency.WithDriftFactor(cfg.drift))
 	}
+	if cfg.meters != nil {
+		opts = append(opts, efficiency.WithMeterProvider(cfg.meters), efficiency.WithTracerProvider(cfg.tracer))
+	}
 	l := efficiency.New(c, opts...)
 	t.Cleanup(func() { _ = l.Close() })
 	wrap := func(lock *efficiency.Lock, err error) (*grant, error) {
@@ -267,6 +275,9 @@ func openCorrectness(t *testing.T, c redis.UniversalClient, cfg lockConfig) lock
 	opts := []correctness.Option{correctness.WithLogger(cfg.logger()), correctness.WithAudit(false), correctness.WithOwnerSource(cfg.owners)}
 	if cfg.drift != 0 {
 		opts = append(opts, correctness.WithDriftFactor(cfg.drift))
+	}
+	if cfg.meters != nil {
+		opts = append(opts, correctness.WithMeterProvider(cfg.meters), correctness.WithTracerProvider(cfg.tracer))
 	}
 	l := correctness.New(c, opts...)
 	t.Cleanup(func() { _ = l.Close() })

@@ -1,0 +1,85 @@
+package correctness_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/leasekit/leasekit/correctness"
+	"github.com/leasekit/leasekit/internal/redistest"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+)
+
+// rejections collects leasekit.fence.rejections from reader, by fence.
+func rejections(t *testing.T, reader *sdkmetric.ManualReader) map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	got := make(map[string]int64)
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "leasekit.fence.rejections" {
+				continue
+			}
+			for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				fence, _ := p.Attributes.Value(attribute.Key("leasekit.fence"))
+				got[fence.AsString()] += p.Value
+			}
+		}
+	}
+	return got
+}
+
+// TestFenceRejectionsAreCounted: a write with an older token, rejected by the
+// Register, by ExecFenced or by the FencingProxy, counts in
+// leasekit.fence.rejections with the fence that rejected it; an accepted
+// write does not.
+func TestFenceRejectionsAreCounted(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	ctx := t.Context()
+
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		reg := correctness.NewRegister(b.Client, correctness.WithMeterProvider(mp))
+		if err := reg.Write(ctx, "acct", 2, []byte("new")); err != nil {
+			t.Fatal(err)
+		}
+		if err := reg.Write(ctx, "acct", 1, []byte("stale")); !errors.Is(err, correctness.ErrStaleToken) {
+			t.Fatalf("stale write: got %v", err)
+		}
+	})
+
+	proxy := correctness.NewFencingProxy(http.NotFoundHandler(), correctness.WithProxyMeterProvider(mp))
+	for _, token := range []string{"5", "4"} {
+		r := httptest.NewRequest(http.MethodPut, "/doc", nil)
+		r.Header.Set("Fencing-Token", token)
+		proxy.ServeHTTP(httptest.NewRecorder(), r)
+	}
+
+	// ExecFenced has no options: it counts on the global meter provider.
+	otel.SetMeterProvider(mp)
+	db := openFenceDB(t)
+	createRow(t, db, "acct")
+	if err := correctness.ExecFenced(ctx, db, fenceUpdate, "v", uint64(9), "acct"); err != nil {
+		t.Fatal(err)
+	}
+	if err := correctness.ExecFenced(ctx, db, fenceUpdate, "v", uint64(8), "acct"); !errors.Is(err, correctness.ErrStaleToken) {
+		t.Fatalf("stale exec: got %v", err)
+	}
+
+	got := rejections(t, reader)
+	want := map[string]int64{"register": 2, "http": 1, "sql": 1} // the register on both backends
+	for fence, n := range want {
+		if got[fence] != n {
+			t.Errorf("rejections by %s: got %d, want %d (all: %v)", fence, got[fence], n, got)
+		}
+	}
+}

@@ -1,0 +1,409 @@
+package faults_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasekit/leasekit/internal/redistest"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+)
+
+// rig is an OpenTelemetry SDK that keeps what it is given: a ManualReader
+// for metrics, a SpanRecorder for spans.
+type rig struct {
+	reader *sdkmetric.ManualReader
+	spans  *tracetest.SpanRecorder
+	cfg    lockConfig
+}
+
+func newRig(t *testing.T) *rig {
+	r := &rig{reader: sdkmetric.NewManualReader(), spans: tracetest.NewSpanRecorder()}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r.reader))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(r.spans))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()); _ = tp.Shutdown(context.Background()) })
+	r.cfg = lockConfig{meters: mp, tracer: tp}
+	return r
+}
+
+// value is the sum of the metric called name over the data points whose
+// attributes include want: a counter's total, an up-down counter's value, a
+// histogram's count of measurements.
+func (r *rig) value(t *testing.T, name string, want ...attribute.KeyValue) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := r.reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	has := func(set attribute.Set) bool {
+		for _, kv := range want {
+			if v, ok := set.Value(kv.Key); !ok || v != kv.Value {
+				return false
+			}
+		}
+		return true
+	}
+	var total int64
+	for _, sm := range rm.ScopeMetrics {
+		if sm.Scope.Name != "github.com/leasekit/leasekit" {
+			t.Errorf("instrumentation scope: got %q", sm.Scope.Name)
+		}
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			switch d := m.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					if has(p.Attributes) {
+						total += p.Value
+					}
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					if has(p.Attributes) {
+						total += int64(p.Count)
+					}
+				}
+			default:
+				t.Fatalf("%s: unexpected data %T", name, m.Data)
+			}
+		}
+	}
+	return total
+}
+
+// ended are the spans called name that have ended.
+func (r *rig) ended(name string) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range r.spans.Ended() {
+		if s.Name() == name {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func hasEvent(s sdktrace.ReadOnlySpan, name string) bool {
+	for _, e := range s.Events() {
+		if e.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// noOwnerIDs fails the test if any recorded span attribute or event carries
+// an owner id.
+func (r *rig) noOwnerIDs(t *testing.T, owners ...string) {
+	t.Helper()
+	for _, s := range r.spans.Ended() {
+		var text []string
+		for _, kv := range s.Attributes() {
+			text = append(text, kv.Value.Emit())
+		}
+		for _, e := range s.Events() {
+			text = append(text, e.Name)
+			for _, kv := range e.Attributes {
+				text = append(text, kv.Value.Emit())
+			}
+		}
+		for _, owner := range owners {
+			if owner != "" && strings.Contains(strings.Join(text, " "), owner) {
+				t.Errorf("span %s carries an owner id", s.Name())
+			}
+		}
+	}
+}
+
+var (
+	kindKey    = attribute.Key("leasekit.lock.kind")
+	outcomeKey = attribute.Key("leasekit.lock.outcome")
+	waitedKey  = attribute.Key("leasekit.lock.waited")
+	reasonKey  = attribute.Key("leasekit.lock.lost.reason")
+)
+
+// TestTelemetryOfAContendedDo: two Do calls on one lock, the second waiting
+// for the first. Every metric and span of a wait and a handoff is recorded,
+// and back to zero (the gauges) when both are done.
+func TestTelemetryOfAContendedDo(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+				ctx := t.Context()
+				r := newRig(t)
+				l := k.open(t, b.Client, r.cfg)
+				count := redistest.Count(b.Client)
+				holding, release := make(chan struct{}), make(chan struct{})
+				first := make(chan error, 1)
+				var owner string
+				go func() {
+					first <- l.do(ctx, "job", time.Minute, func(context.Context) error {
+						owner = b.Client.Get(ctx, lockKey("job")).Val()
+						close(holding)
+						<-release
+						return nil
+					})
+				}()
+				<-holding
+				second := make(chan error, 1)
+				go func() { second <- l.do(ctx, "job", time.Minute, func(context.Context) error { return nil }) }()
+				count.Await(t, "wait", 1) // queued
+				if got := r.value(t, "leasekit.lock.waiters", kindKey.String(k.name)); got != 1 {
+					t.Errorf("waiters while one waits: got %d, want 1", got)
+				}
+				if got := r.value(t, "leasekit.lock.held"); got != 1 {
+					t.Errorf("held while one holds: got %d, want 1", got)
+				}
+				close(release)
+				if err := errors.Join(<-first, <-second); err != nil {
+					t.Fatal(err)
+				}
+				for name, want := range map[string]int64{
+					"leasekit.lock.waiters": 0, "leasekit.lock.held": 0, "leasekit.lock.handoffs": 1,
+					"leasekit.lock.lost": 0, "leasekit.lock.refresh.failures": 0,
+				} {
+					if got := r.value(t, name); got != want {
+						t.Errorf("%s: got %d, want %d", name, got, want)
+					}
+				}
+				obtained := outcomeKey.String("obtained")
+				if got := r.value(t, "leasekit.lock.acquire.duration", obtained, waitedKey.Bool(false)); got != 1 {
+					t.Errorf("acquires obtained at once: got %d, want 1", got)
+				}
+				if got := r.value(t, "leasekit.lock.acquire.duration", obtained, waitedKey.Bool(true)); got != 1 {
+					t.Errorf("acquires obtained after waiting: got %d, want 1", got)
+				}
+				if got := r.value(t, "leasekit.lock.hold.duration", outcomeKey.String("released")); got != 2 {
+					t.Errorf("holds released: got %d, want 2", got)
+				}
+				waits := r.ended(k.name + "." + map[string]string{"efficiency": "Obtain", "correctness": "Acquire"}[k.name])
+				dos := r.ended(k.name + ".Do")
+				if len(waits) != 2 || len(dos) != 2 {
+					t.Fatalf("spans: got %d acquires and %d Do, want 2 each", len(waits), len(dos))
+				}
+				if !slicesAny(waits, func(s sdktrace.ReadOnlySpan) bool { return hasEvent(s, "queued") && hasEvent(s, "handed over") }) {
+					t.Errorf("no acquire span has the queued and handed over events")
+				}
+				r.noOwnerIDs(t, owner, strings.Split(owner, ":")[0])
+			})
+		})
+	}
+}
+
+func slicesAny[T any](s []T, f func(T) bool) bool {
+	for _, v := range s {
+		if f(v) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestTelemetryOfALostLease: a lease taken by another owner while Do runs
+// is counted as lost, with its reason, its hold as lost, and the Do span ends
+// with an error status; a failed refresh is counted and marked on the span.
+func TestTelemetryOfALostLease(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+				ctx := t.Context()
+				r := newRig(t)
+				l := k.open(t, b.Client, r.cfg)
+				fails := 0
+				redistest.Inject(b.Client, &redistest.Fault{Match: func(op string) bool {
+					if op == "refresh" && fails == 0 {
+						fails++
+						return true
+					}
+					return false
+				}, Err: errors.New("injected refresh failure"), Drop: true})
+				err := l.do(ctx, "lost", 600*time.Millisecond, func(ctx context.Context) error {
+					// Wait out the failed refresh, then lose the lock.
+					for r.value(t, "leasekit.lock.refresh.failures") == 0 {
+						time.Sleep(10 * time.Millisecond)
+					}
+					if b.Env != nil {
+						if _, err := b.Env.Steal("lost"); err != nil {
+							return err
+						}
+					} else {
+						b.Client.Set(ctx, lockKey("lost"), "thief", time.Minute)
+					}
+					<-ctx.Done()
+					return nil
+				})
+				if !errors.Is(err, k.lockLost) {
+					t.Fatalf("Do: got %v, want ErrLockLost", err)
+				}
+				if got := r.value(t, "leasekit.lock.lost", reasonKey.String("another_owner")); got != 1 {
+					t.Errorf("leases lost to another owner: got %d, want 1", got)
+				}
+				if got := r.value(t, "leasekit.lock.hold.duration", outcomeKey.String("lost")); got != 1 {
+					t.Errorf("holds lost: got %d, want 1", got)
+				}
+				if got := r.value(t, "leasekit.lock.refresh.failures"); got != 1 {
+					t.Errorf("refresh failures: got %d, want 1", got)
+				}
+				if got := r.value(t, "leasekit.lock.held"); got != 0 {
+					t.Errorf("held after the loss: got %d, want 0", got)
+				}
+				dos := r.ended(k.name + ".Do")
+				if len(dos) != 1 || dos[0].Status().Code != codes.Error || !hasEvent(dos[0], "refresh failed") {
+					t.Fatalf("Do span: got %d spans, want one with an error status and a refresh failed event", len(dos))
+				}
+			})
+		})
+	}
+}
+
+// TestTelemetryOfAClosedLocker and of a late grant: each acquire's outcome.
+func TestTelemetryOfOutcomes(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			srv, _ := startServer(t)
+			p := newProxy(t, srv.Addr)
+			r := newRig(t)
+			l := k.open(t, proxiedClient(t, p, false), r.cfg)
+			other := k.open(t, srv.Client(t), lockConfig{})
+			if _, err := other.try(t.Context(), "held", time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.try(t.Context(), "held", time.Minute); !errors.Is(err, k.notObtained) {
+				t.Fatalf("try of a held lock: %v", err)
+			}
+			p.Delay(leaseTTL * 3 / 2)
+			_, err := l.try(t.Context(), "late", leaseTTL)
+			p.Delay(0)
+			if !errors.Is(err, k.lateGrant) {
+				t.Fatalf("late grant: got %v, want ErrLateGrant", err)
+			}
+			_ = l.close()
+			if _, err := l.try(t.Context(), "closed", time.Minute); !errors.Is(err, k.closed) {
+				t.Fatalf("closed: got %v, want ErrClosed", err)
+			}
+			for _, outcome := range []string{"not_obtained", "late", "closed"} {
+				if got := r.value(t, "leasekit.lock.acquire.duration", outcomeKey.String(outcome)); got != 1 {
+					t.Errorf("acquires with outcome %s: got %d, want 1", outcome, got)
+				}
+			}
+		})
+	}
+}
+
+// TestTelemetryOfTryAndRelease: a try and an explicit release each have a
+// span, and the hold is recorded as released.
+func TestTelemetryOfTryAndRelease(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			b := redistest.Mini(t)
+			r := newRig(t)
+			l := k.open(t, b.Client, r.cfg)
+			g, err := l.try(t.Context(), "job", time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := g.release(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			try := map[string]string{"efficiency": "TryObtain", "correctness": "TryAcquire"}[k.name]
+			if n, m := len(r.ended(k.name+"."+try)), len(r.ended(k.name+".Release")); n != 1 || m != 1 {
+				t.Errorf("spans: got %d %s and %d Release, want one each", n, try, m)
+			}
+			if got := r.value(t, "leasekit.lock.hold.duration", outcomeKey.String("released")); got != 1 {
+				t.Errorf("holds released: got %d, want 1", got)
+			}
+		})
+	}
+}
+
+// blockingExporter never returns until the test ends; failingExporter
+// always fails. Neither may hold up or fail a lock operation.
+type blockingExporter struct{ done <-chan struct{} }
+
+func (e blockingExporter) ExportSpans(ctx context.Context, _ []sdktrace.ReadOnlySpan) error {
+	select {
+	case <-e.done:
+	case <-ctx.Done():
+	}
+	return ctx.Err()
+}
+func (blockingExporter) Shutdown(context.Context) error { return nil }
+
+func (e blockingExporter) Export(ctx context.Context, _ *metricdata.ResourceMetrics) error {
+	return e.ExportSpans(ctx, nil)
+}
+func (blockingExporter) Temporality(k sdkmetric.InstrumentKind) metricdata.Temporality {
+	return sdkmetric.DefaultTemporalitySelector(k)
+}
+func (blockingExporter) Aggregation(k sdkmetric.InstrumentKind) sdkmetric.Aggregation {
+	return sdkmetric.DefaultAggregationSelector(k)
+}
+func (blockingExporter) ForceFlush(context.Context) error { return nil }
+
+type failingExporter struct{}
+
+func (failingExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error {
+	return errors.New("exporter down")
+}
+func (failingExporter) Shutdown(context.Context) error { return nil }
+func (failingExporter) Export(context.Context, *metricdata.ResourceMetrics) error {
+	return errors.New("exporter down")
+}
+func (failingExporter) Temporality(k sdkmetric.InstrumentKind) metricdata.Temporality {
+	return sdkmetric.DefaultTemporalitySelector(k)
+}
+func (failingExporter) Aggregation(k sdkmetric.InstrumentKind) sdkmetric.Aggregation {
+	return sdkmetric.DefaultAggregationSelector(k)
+}
+func (failingExporter) ForceFlush(context.Context) error { return nil }
+
+// TestTelemetryNeverChangesLocking: with exporters that block forever, or
+// fail every export, behind a batch span processor and a periodic reader
+// that export every few milliseconds, acquires, refreshes and releases go on
+// as without telemetry.
+func TestTelemetryNeverChangesLocking(t *testing.T) {
+	for _, name := range []string{"blocking", "failing"} {
+		for _, k := range kinds {
+			t.Run(name+"/"+k.name, func(t *testing.T) {
+				done := make(chan struct{})
+				var exp interface {
+					sdktrace.SpanExporter
+					sdkmetric.Exporter
+				} = failingExporter{}
+				if name == "blocking" {
+					exp = blockingExporter{done}
+				}
+				b := redistest.Mini(t)
+				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(exp, sdkmetric.WithInterval(5*time.Millisecond))))
+				tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp, sdktrace.WithBatchTimeout(5*time.Millisecond), sdktrace.WithMaxQueueSize(4)))
+				t.Cleanup(func() {
+					close(done) // the blocking exporter returns, and the SDK can shut down
+					_ = mp.Shutdown(context.Background())
+					_ = tp.Shutdown(context.Background())
+				})
+				l := k.open(t, b.Client, lockConfig{meters: mp, tracer: tp})
+				refreshes := redistest.Count(b.Client)
+				// A ttl whose refreshes (every ttl/3) a loaded machine cannot
+				// starve past the deadline: this checks that locking goes on,
+				// not how fast.
+				for range 5 {
+					err := l.do(t.Context(), "job", 600*time.Millisecond, func(context.Context) error {
+						refreshes.Await(t, "refresh", refreshes.Of("refresh")+1) // the lease is refreshed
+						return nil
+					})
+					if err != nil {
+						t.Fatalf("Do with a %s exporter: %v", name, err)
+					}
+				}
+			})
+		}
+	}
+}
