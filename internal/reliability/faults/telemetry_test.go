@@ -7,7 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasekit/leasekit/internal/faultproxy"
 	"github.com/leasekit/leasekit/internal/redistest"
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -189,8 +192,10 @@ func TestTelemetryOfAContendedDo(t *testing.T) {
 				if len(waits) != 2 || len(dos) != 2 {
 					t.Fatalf("spans: got %d acquires and %d Do, want 2 each", len(waits), len(dos))
 				}
-				if !slicesAny(waits, func(s sdktrace.ReadOnlySpan) bool { return hasEvent(s, "queued") && hasEvent(s, "handed over") }) {
-					t.Errorf("no acquire span has the queued and handed over events")
+				if !slicesAny(waits, func(s sdktrace.ReadOnlySpan) bool {
+					return hasEvent(s, "queued") && hasEvent(s, "woken") && hasEvent(s, "handed over")
+				}) {
+					t.Errorf("no acquire span has the queued, woken and handed over events")
 				}
 				r.noOwnerIDs(t, owner, strings.Split(owner, ":")[0])
 			})
@@ -264,42 +269,111 @@ func TestTelemetryOfALostLease(t *testing.T) {
 	}
 }
 
-// TestTelemetryOfAClosedLocker and of a late grant: each acquire's outcome.
+// backendBehindProxy runs body on miniredis and on a real redis-server, each
+// behind a fault proxy: p delays or freezes what the client sees; direct
+// reaches the server itself.
+func backendBehindProxy(t *testing.T, body func(t *testing.T, p *faultproxy.Proxy, direct *redis.Client)) {
+	t.Run("miniredis", func(t *testing.T) {
+		b := redistest.Mini(t)
+		body(t, newProxy(t, b.Mini.Addr()), b.Client)
+	})
+	t.Run("redis-server", func(t *testing.T) {
+		srv, direct := startServer(t)
+		body(t, newProxy(t, srv.Addr), direct)
+	})
+}
+
+// TestTelemetryOfOutcomes: each way an acquire ends is its outcome: another
+// owner holds the lock, the grant came back late (through the fault proxy;
+// a waiting acquire marks its span with late grant), the Locker is closed,
+// or Redis refused (a lock key of another type).
 func TestTelemetryOfOutcomes(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
-			srv, _ := startServer(t)
-			p := newProxy(t, srv.Addr)
-			r := newRig(t)
-			l := k.open(t, proxiedClient(t, p, false), r.cfg)
-			other := k.open(t, srv.Client(t), lockConfig{})
-			if _, err := other.try(t.Context(), "held", time.Minute); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := l.try(t.Context(), "held", time.Minute); !errors.Is(err, k.notObtained) {
-				t.Fatalf("try of a held lock: %v", err)
-			}
-			p.Delay(leaseTTL * 3 / 2)
-			_, err := l.try(t.Context(), "late", leaseTTL)
-			p.Delay(0)
-			if !errors.Is(err, k.lateGrant) {
-				t.Fatalf("late grant: got %v, want ErrLateGrant", err)
-			}
-			_ = l.close()
-			if _, err := l.try(t.Context(), "closed", time.Minute); !errors.Is(err, k.closed) {
-				t.Fatalf("closed: got %v, want ErrClosed", err)
-			}
-			for _, outcome := range []string{"not_obtained", "late", "closed"} {
-				if got := r.value(t, "leasekit.lock.acquire.duration", outcomeKey.String(outcome)); got != 1 {
-					t.Errorf("acquires with outcome %s: got %d, want 1", outcome, got)
+			backendBehindProxy(t, func(t *testing.T, p *faultproxy.Proxy, direct *redis.Client) {
+				ctx := t.Context()
+				r := newRig(t)
+				l := k.open(t, proxiedClient(t, p, false), r.cfg)
+				if _, err := k.open(t, direct, lockConfig{}).try(ctx, "held", time.Minute); err != nil {
+					t.Fatal(err)
 				}
-			}
+				if _, err := l.try(ctx, "held", time.Minute); !errors.Is(err, k.notObtained) {
+					t.Fatalf("try of a held lock: %v", err)
+				}
+				direct.RPush(ctx, lockKey("list"), "x")
+				if _, err := l.try(ctx, "list", time.Minute); err == nil {
+					t.Fatal("try of a list: got a lock")
+				}
+				// Replies half again as slow as a short lease (as in
+				// TestObtainGivesUpOnLateGrants), so that the waiting acquire's
+				// three late grants take a second, not many.
+				const ttl = 100 * time.Millisecond
+				p.Delay(ttl * 3 / 2)
+				_, tryErr := l.try(ctx, "late", ttl)
+				_, waitErr := l.obtain(ctx, "late-wait", ttl)
+				p.Delay(0)
+				if !errors.Is(tryErr, k.lateGrant) || !errors.Is(waitErr, k.lateGrant) {
+					t.Fatalf("late grants: got %v and %v, want ErrLateGrant", tryErr, waitErr)
+				}
+				_ = l.close()
+				if _, err := l.try(ctx, "closed", time.Minute); !errors.Is(err, k.closed) {
+					t.Fatalf("closed: got %v, want ErrClosed", err)
+				}
+				for outcome, want := range map[string]int64{"not_obtained": 1, "error": 1, "late": 2, "closed": 1} {
+					if got := r.value(t, "leasekit.lock.acquire.duration", outcomeKey.String(outcome)); got != want {
+						t.Errorf("acquires with outcome %s: got %d, want %d", outcome, got, want)
+					}
+				}
+				wait := map[string]string{"efficiency": "Obtain", "correctness": "Acquire"}[k.name]
+				if !slicesAny(r.ended(k.name+"."+wait), func(s sdktrace.ReadOnlySpan) bool { return hasEvent(s, "late grant") }) {
+					t.Errorf("no %s span has the late grant event", wait)
+				}
+			})
 		})
 	}
 }
 
-// TestTelemetryOfTryAndRelease: a try and an explicit release each have a
-// span, and the hold is recorded as released.
+// TestTelemetryOfLossReasons: a lease whose key is deleted is lost with
+// reason key_gone; one whose refresh gets no reply before its deadline
+// (the proxy holds the replies) with reason unreachable.
+func TestTelemetryOfLossReasons(t *testing.T) {
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			backendBehindProxy(t, func(t *testing.T, p *faultproxy.Proxy, direct *redis.Client) {
+				ctx := t.Context()
+				r := newRig(t)
+				l := k.open(t, proxiedClient(t, p, true), r.cfg)
+				// A ttl whose first refresh, which sees the key gone, comes soon.
+				err := l.do(ctx, "deleted", 1500*time.Millisecond, func(ctx context.Context) error {
+					direct.Del(ctx, lockKey("deleted"))
+					<-ctx.Done()
+					return nil
+				})
+				if !errors.Is(err, k.lockLost) {
+					t.Fatalf("deleted: got %v, want ErrLockLost", err)
+				}
+				err = l.do(ctx, "unreachable", 600*time.Millisecond, func(ctx context.Context) error {
+					p.Delay(time.Second) // every reply, the refreshes' too, comes after the deadline
+					<-ctx.Done()
+					p.Delay(0)
+					return nil
+				})
+				if !errors.Is(err, k.lockLost) {
+					t.Fatalf("unreachable: got %v, want ErrLockLost", err)
+				}
+				for reason, want := range map[string]int64{"key_gone": 1, "unreachable": 1, "another_owner": 0} {
+					if got := r.value(t, "leasekit.lock.lost", reasonKey.String(reason)); got != want {
+						t.Errorf("leases lost with reason %s: got %d, want %d", reason, got, want)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestTelemetryOfTryAndRelease: a try, an explicit release, a Hold and (for
+// efficiency) a Once each have a span, and every hold is recorded as
+// released.
 func TestTelemetryOfTryAndRelease(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
@@ -313,12 +387,29 @@ func TestTelemetryOfTryAndRelease(t *testing.T) {
 			if err := g.release(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			try := map[string]string{"efficiency": "TryObtain", "correctness": "TryAcquire"}[k.name]
-			if n, m := len(r.ended(k.name+"."+try)), len(r.ended(k.name+".Release")); n != 1 || m != 1 {
-				t.Errorf("spans: got %d %s and %d Release, want one each", n, try, m)
+			g, err = l.try(t.Context(), "held", time.Minute)
+			if err != nil {
+				t.Fatal(err)
 			}
-			if got := r.value(t, "leasekit.lock.hold.duration", outcomeKey.String("released")); got != 1 {
-				t.Errorf("holds released: got %d, want 1", got)
+			if err := g.hold(t.Context(), func(context.Context) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]int{"Release": 1, "Hold": 1}
+			want[map[string]string{"efficiency": "TryObtain", "correctness": "TryAcquire"}[k.name]] = 2
+			holds := 2
+			if l.once != nil {
+				if _, err := l.once(t.Context(), "tick", time.Minute, func(context.Context) error { return nil }); err != nil {
+					t.Fatal(err)
+				}
+				want["Once"], want["TryObtain"], holds = 1, 3, 3
+			}
+			for op, n := range want {
+				if got := len(r.ended(k.name + "." + op)); got != n {
+					t.Errorf("%s spans: got %d, want %d", op, got, n)
+				}
+			}
+			if got := r.value(t, "leasekit.lock.hold.duration", outcomeKey.String("released")); got != int64(holds) {
+				t.Errorf("holds released: got %d, want %d", got, holds)
 			}
 		})
 	}
@@ -370,6 +461,9 @@ func (failingExporter) ForceFlush(context.Context) error { return nil }
 // that export every few milliseconds, acquires, refreshes and releases go on
 // as without telemetry.
 func TestTelemetryNeverChangesLocking(t *testing.T) {
+	// The SDK reports each failed export to the global error handler, which
+	// logs it: quiet, so the test's output stays readable.
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(error) {}))
 	for _, name := range []string{"blocking", "failing"} {
 		for _, k := range kinds {
 			t.Run(name+"/"+k.name, func(t *testing.T) {
