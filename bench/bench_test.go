@@ -97,9 +97,9 @@ func TestQuickRun(t *testing.T) {
 // TestQuickRunOnRealServer runs the scenarios with costs, convoy-procs with
 // two worker processes among them, against a real server, as `bash
 // scripts/bench.sh -quick` would: every row has its cost fields, no
-// convoy-procs contender failed or overlapped another, and the run leaves
-// nothing behind (not the references' keys, which have no ttl, nor
-// leasekit's fence counters, which never expire).
+// convoy-procs contender overlapped another and none of leasekit's failed,
+// and the run leaves nothing behind (not the references' keys, which have no
+// ttl, nor leasekit's fence counters, which never expire).
 func TestQuickRunOnRealServer(t *testing.T) {
 	b := redistest.Real(t)
 	cfg, err := parseFlags([]string{"-quick", "-json", "-addr", b.Server.Addr, "-scenarios", "uncontended,convoy-procs,keys-parallel", "-procs", "2"}, io.Discard)
@@ -115,9 +115,17 @@ func TestQuickRunOnRealServer(t *testing.T) {
 		switch r.Scenario {
 		case "convoy-procs":
 			procs++
-			if r.Procs != 2 || r.Contenders != 4 || r.Acquired != 8 || r.Failures != 0 || r.Overlaps != 0 {
-				t.Errorf("convoy-procs/%s: got procs %d, contenders %d, acquired %d, failures %d, overlaps %d; want 2, 4, 8, 0, 0",
-					r.Lib, r.Procs, r.Contenders, r.Acquired, r.Failures, r.Overlaps)
+			// A peer may lose a waiter (rueidislock's waiters have no timer
+			// with client-side caching on, so one that misses an invalidation
+			// sleeps until its context ends): the bench reports that as a
+			// failure, and only leasekit's own must have none.
+			wantFailures := r.Failures
+			if r.Lib == "efficiency" || r.Lib == "correctness" {
+				wantFailures = 0
+			}
+			if r.Procs != 2 || r.Contenders != 4 || r.Acquired+r.Failures != 8 || r.Failures != wantFailures || r.Overlaps != 0 {
+				t.Errorf("convoy-procs/%s: got procs %d, contenders %d, acquired %d, failures %d, overlaps %d; want 2, 4, 8 in all, %d failures, 0 overlaps; stderr:\n%s",
+					r.Lib, r.Procs, r.Contenders, r.Acquired, r.Failures, r.Overlaps, wantFailures, stderr.String())
 			}
 			if r.ServerCallsPerAcq == nil || *r.ServerCallsPerAcq <= 0 || r.ServerUsecPerAcq == nil || *r.ServerUsecPerAcq <= 0 ||
 				r.OutOfOrder == nil || r.Makespan <= 0 || r.IdealNs <= 0 || r.HandoffP50 <= 0 || r.WaitP99 <= 0 {
