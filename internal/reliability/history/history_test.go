@@ -67,10 +67,40 @@ type lockHistory struct {
 // 20 ms lease deadline.
 func TestFencedRegisterHistory(t *testing.T) {
 	redistest.RequireBinary(t)
+	checkHistories(t, historySeeds, func(t *testing.T) redis.UniversalClient { return redistest.Real(t).Client })
+}
+
+// TestFencedRegisterHistoryOnCluster checks the same histories on a
+// three-master Redis Cluster, where the locks' waiters queue on sharded
+// grant channels: the four locks land on different slots, and each lock's
+// keys, queue and Register on its own.
+func TestFencedRegisterHistoryOnCluster(t *testing.T) {
+	c := redistest.StartCluster(t, 3)
+	checkHistories(t, historySeeds/4, func(t *testing.T) redis.UniversalClient {
+		client := c.Client(t)
+		t.Cleanup(func() { flushMasters(t, client) })
+		return client
+	})
+}
+
+// flushMasters deletes every key of a cluster, so that the next seed starts
+// with fresh registers and counters.
+func flushMasters(t *testing.T, client *redis.ClusterClient) {
+	err := client.ForEachMaster(context.Background(), func(ctx context.Context, node *redis.Client) error {
+		return node.FlushAll(ctx).Err()
+	})
+	if err != nil {
+		t.Errorf("FLUSHALL: %v", err)
+	}
+}
+
+// checkHistories records and checks the histories of seeds runs, each on a
+// client (and a fresh store) from open.
+func checkHistories(t *testing.T, seeds int, open func(t *testing.T) redis.UniversalClient) {
 	var rejected, accepted int
-	for seed := range uint64(historySeeds) {
+	for seed := range uint64(seeds) {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			locks, late := recordHistory(t, redistest.Real(t), seed)
+			locks, late := recordHistory(t, open(t), seed)
 			if t.Failed() {
 				return
 			}
@@ -90,7 +120,7 @@ func TestFencedRegisterHistory(t *testing.T) {
 	// Without rejected writes the fence was never put to the test: no pause
 	// outlived a lease while another holder wrote.
 	if !t.Failed() && rejected == 0 {
-		t.Errorf("rejected writes over %d seeds: got 0, want some (%d accepted)", historySeeds, accepted)
+		t.Errorf("rejected writes over %d seeds: got 0, want some (%d accepted)", seeds, accepted)
 	}
 }
 
@@ -138,19 +168,19 @@ func reportSome(t *testing.T, what string, msgs []string) {
 // recordHistory runs the clients until they have recorded historyOps Register
 // operations, then reads each register's final state. It returns the
 // histories by lock name, and how many grants came too late to be used.
-func recordHistory(t *testing.T, b *redistest.Backend, seed uint64) (map[string]*lockHistory, int) {
+func recordHistory(t *testing.T, client redis.UniversalClient, seed uint64) (map[string]*lockHistory, int) {
 	t.Helper()
 	ctx := t.Context()
-	reg := correctness.NewRegister(b.Client)
-	b.Client.AddHook(grantHook{})
+	reg := correctness.NewRegister(client)
+	client.AddHook(grantHook{})
 	// One Locker for all clients, as if they were goroutines of one process:
 	// a release wakes one of its waiters, not all of them.
-	locker := correctness.New(b.Client, correctness.WithAudit(false))
+	locker := correctness.New(client, correctness.WithAudit(false))
 	t.Cleanup(func() { _ = locker.Close() })
 	start := time.Now()
 	now := func() int64 { return time.Since(start).Nanoseconds() }
 	var ops atomic.Int64
-	var handed sync.Map // tokens granted by a release, handing the lock to a waiter
+	var handed sync.Map // handedGrant: grants by a release, handing the lock to a waiter
 	results := make(chan clientResult, historyClients)
 	for id := range historyClients {
 		c := &historyClient{
@@ -233,7 +263,7 @@ func (c *historyClient) run(ctx context.Context) clientResult {
 		// same and stay in the token history.
 		got, own := len(grants.ops)-before, grants.own-ownBefore
 		mine := err == nil && got > 0 && grants.ops[len(grants.ops)-1].Output == lease.Token()
-		handed := err == nil && !mine && c.awaitHanded(lease.Token())
+		handed := err == nil && !mine && c.awaitHanded(handedGrant{lease.Key(), lease.Token()})
 		switch {
 		case err != nil:
 			r.err = fmt.Errorf("%s client %d: Acquire: %w", c.lock, c.lane, err)
@@ -252,13 +282,21 @@ func (c *historyClient) run(ctx context.Context) clientResult {
 	return r
 }
 
-// awaitHanded reports whether a release handed the lock over with token. The
+// handedGrant is a grant a release made: the lock's key and its token. A
+// token alone does not name a grant: with the clock floor, locks on two
+// cluster nodes can draw the same microsecond.
+type handedGrant struct {
+	lock  string
+	token uint64
+}
+
+// awaitHanded reports whether a release handed the lock over as grant. The
 // grantee can hear of the handoff before the releaser's hook has read the
 // release's reply, so it waits for the hook: a bound for a hung test, not a
 // timing assertion.
-func (c *historyClient) awaitHanded(token uint64) bool {
+func (c *historyClient) awaitHanded(grant handedGrant) bool {
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if _, ok := c.handed.LoadAndDelete(token); ok {
+		if _, ok := c.handed.LoadAndDelete(grant); ok {
 			return true
 		}
 	}
@@ -345,7 +383,7 @@ type grantLog struct {
 	lane   int
 	now    func() int64
 	ops    []porcupine.Operation
-	handed *sync.Map // the tokens of grants made by a release, for the grantee to find
+	handed *sync.Map // the handedGrants made by a release, for the grantee to find
 	own    int       // how many of ops granted the lock to this client
 }
 
@@ -392,7 +430,8 @@ func (grantHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		}
 		log.ops = append(log.ops, porcupine.Operation{ClientId: log.lane, Call: call, Return: ret, Output: n})
 		if script == scripts.Release {
-			log.handed.Store(n, struct{}{})
+			lock, _ := cmd.Args()[3].(string) // the script's KEYS[1]
+			log.handed.Store(handedGrant{lock, n}, struct{}{})
 		} else {
 			log.own++
 		}
