@@ -351,16 +351,17 @@ func TestWakeUpPassesOnWhenTheWokenWaiterFails(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The fifth acquire round trip after the grant is the first waiter's
-		// woken retry: it fails before reaching Redis (so nothing is granted
-		// and nothing released), and that waiter gives up (its context ends
-		// as it fails).
+		// The wait round trip after each waiter's try once subscribed is the
+		// first waiter's woken retry (counted by count, which, unlike the
+		// calls here, leaves out an EVALSHA the server answered NOSCRIPT):
+		// it fails before reaching Redis (so nothing is granted and nothing
+		// released), and that waiter gives up (its context ends as it fails).
 		firstCtx, giveUp := context.WithCancel(ctx)
 		defer giveUp()
-		var calls atomic.Int32
+		var fired atomic.Bool
 		redistest.Inject(b.Client, &redistest.Fault{
 			Match: func(op string) bool {
-				if op == "acquire" && calls.Add(1) == 5 {
+				if op == "wait" && count.Of("wait") == 2 && !fired.Swap(true) {
 					giveUp()
 					return true
 				}
@@ -374,7 +375,7 @@ func TestWakeUpPassesOnWhenTheWokenWaiterFails(t *testing.T) {
 			_, err := l.Obtain(firstCtx, "pass", time.Minute)
 			first <- err
 		}()
-		count.Await(t, "acquire", 3) // the grant, the first waiter's probe and subscribed try
+		count.Await(t, "wait", 1) // the first waiter's try once subscribed
 		second := make(chan error, 1)
 		go func() {
 			// The holder's hour outlasts this: only a passed-on wake-up
@@ -387,7 +388,7 @@ func TestWakeUpPassesOnWhenTheWokenWaiterFails(t *testing.T) {
 			}
 			second <- err
 		}()
-		count.Await(t, "acquire", 5)
+		count.Await(t, "wait", 2)
 		if err := holder.Release(ctx); err != nil {
 			t.Fatal(err)
 		}

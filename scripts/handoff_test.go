@@ -15,7 +15,9 @@ import (
 // TestHandoff drives the wait queue by hand: waiters queue in arrival order,
 // a release hands the lock to the first waiter that still listens (skipping
 // one whose channel has no subscriber), tells it where and when, and deletes
-// the key once nobody is left.
+// the key once nobody is left. With sharded grant channels (Redis Cluster's:
+// SHARDNUMSUB and SPUBLISH, which a single Redis 7 server runs too, and
+// miniredis does not) on redis-server only.
 func TestHandoff(t *testing.T) {
 	for _, fenced := range []bool{false, true} {
 		name := "efficiency"
@@ -24,16 +26,23 @@ func TestHandoff(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
-				testHandoff(t, b, fenced)
+				testHandoff(t, b, fenced, false)
 			})
+		})
+		t.Run(name+"/sharded", func(t *testing.T) {
+			testHandoff(t, redistest.Real(t), fenced, true)
 		})
 	}
 }
 
-func testHandoff(t *testing.T, b *redistest.Backend, fenced bool) {
+func testHandoff(t *testing.T, b *redistest.Backend, fenced, sharded bool) {
 	ctx := t.Context()
 	keys := []string{"lock", "lock:queue", "lock:fence"}
 	b.Client.Set(ctx, "lock:fence", "32", 0)
+	shardedArg := "0"
+	if sharded {
+		shardedArg = "1"
+	}
 	kind := "e"
 	if fenced {
 		kind = "f"
@@ -63,7 +72,7 @@ func testHandoff(t *testing.T, b *redistest.Backend, fenced bool) {
 	}
 	release := func(v, leaving string) any {
 		t.Helper()
-		reply, err := scripts.Release.Run(ctx, b.Client, keys, v, "0", leaving, "1").Result()
+		reply, err := scripts.Release.Run(ctx, b.Client, keys, v, "0", leaving, shardedArg).Result()
 		if err != nil {
 			t.Fatalf("release of %q: %v", v, err)
 		}
@@ -83,10 +92,16 @@ func testHandoff(t *testing.T, b *redistest.Backend, fenced bool) {
 		t.Fatalf("the holder waiting again: got %v, want [2 %s], its own grant", got, value("holder", 33))
 	}
 
-	listen := b.Client.Subscribe(ctx, "chan-a", "chan-b", "lock:wake")
+	listen := b.Client.Subscribe(ctx, "chan-a", "chan-b")
+	if sharded {
+		_ = listen.Close()
+		listen = b.Client.SSubscribe(ctx, "chan-a", "chan-b")
+	}
 	defer listen.Close()
-	for range 3 {
-		if _, err := listen.Receive(ctx); err != nil {
+	wake := b.Client.Subscribe(ctx, "lock:wake")
+	defer wake.Close()
+	for _, ps := range []*redis.PubSub{listen, listen, wake} {
+		if _, err := ps.Receive(ctx); err != nil {
 			t.Fatalf("subscribe: %v", err)
 		}
 	}
@@ -143,14 +158,15 @@ func testHandoff(t *testing.T, b *redistest.Backend, fenced bool) {
 		t.Fatalf("queue length after b left: got %d, want 0", n)
 	}
 
-	// a releases with nobody queued: the key goes and a wake-up is published.
+	// a releases with nobody queued: the key goes and, as it was marked, a
+	// wake-up is published for waiters that do not queue.
 	if got := release(value("a", 34), ""); got != int64(1) {
 		t.Fatalf("release by a: got %v, want 1 (deleted)", got)
 	}
 	if b.Client.Exists(ctx, "lock").Val() != 0 {
 		t.Fatalf("the key survived a release with nobody queued")
 	}
-	msg, err := listen.ReceiveMessage(ctx)
+	msg, err := wake.ReceiveMessage(ctx)
 	if err != nil || msg.Channel != "lock:wake" || msg.Payload != "" {
 		t.Fatalf("after the last release: got %v, %v, want an empty message on lock:wake", msg, err)
 	}
@@ -218,7 +234,7 @@ func TestHandoffGrantsTheWaitersKind(t *testing.T) {
 			release, want string
 			reply         any
 		}{{"holder", "fenced:7*", "7"}, {"fenced:7", "plain*", int64(2)}} {
-			if reply, err := scripts.Release.Run(ctx, b.Client, keys, step.release, "0", "", "1").Result(); err != nil || reply != step.reply {
+			if reply, err := scripts.Release.Run(ctx, b.Client, keys, step.release, "0", "", "0").Result(); err != nil || reply != step.reply {
 				t.Fatalf("release of %s: got %v, %v, want %v", step.release, reply, err, step.reply)
 			}
 			if v := b.Client.Get(ctx, "lock").Val(); v != step.want {
@@ -228,7 +244,7 @@ func TestHandoffGrantsTheWaitersKind(t *testing.T) {
 		// A clock-floor waiter gets the server clock at the release as its
 		// token, and the counter follows.
 		before := serverMicros(t, b.Client)
-		reply, err := scripts.Release.Run(ctx, b.Client, keys, "plain", "0", "", "1").Text()
+		reply, err := scripts.Release.Run(ctx, b.Client, keys, "plain", "0", "", "0").Text()
 		after := serverMicros(t, b.Client)
 		token, perr := strconv.ParseInt(reply, 10, 64)
 		if err != nil || perr != nil || token < before || token > after {

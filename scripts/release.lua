@@ -11,9 +11,9 @@
 --          or empty, matches nothing)
 -- ARGV[2]  '1' to match ARGV[1] as a prefix, else exactly
 -- ARGV[3]  a queue entry to remove first (a waiter giving up), or ''
--- ARGV[4]  '1' to publish the wake-up for waiters that do not queue when the
---          lock is deleted; '0' from a Locker whose waiters queue, sparing
---          an uncontended release a command
+-- ARGV[4]  '1' when the queue's grant channels are sharded (Redis Cluster:
+--          each hashes to the lock's slot, and lives on its master), else '0'
+--          (one server)
 --
 -- Reply: when the caller does not hold the lock, 0 if the key is gone
 -- (expired or deleted) and -1 if another owner holds it, and then nothing
@@ -21,13 +21,14 @@
 -- handed to a waiter, 2 for an efficiency grant, and the new token, as a
 -- decimal string, for a correctness grant.
 --
--- The handoff, only when the lock's value carries the mark of queued waiters
+-- The handoff, only when the lock's value carries the mark of waiters
 -- (a trailing '*', which wait.lua adds; internal/lease/handoff.go): pop the
 -- first entry, "owner ttl kind ticket channel" (the grammar is in
--- internal/lease/handoff.go); one that does not parse is dropped. When nobody is subscribed to its channel
--- (PUBSUB NUMSUB, which unlike PUBLISH's count leaves pattern subscribers
--- out), the waiter's Locker is gone (its process died, or the waiter left and
--- its Locker has no other waiter), and the next entry is tried, so a vanished
+-- internal/lease/handoff.go); one that does not parse is dropped. When nobody
+-- is subscribed to its channel (PUBSUB NUMSUB, or SHARDNUMSUB for a sharded
+-- one, which unlike PUBLISH's count leave pattern subscribers out), the
+-- waiter's Locker is gone (its process died, or the waiter left and its
+-- Locker has no other waiter), and the next entry is tried, so a vanished
 -- waiter does not hold up the queue. Otherwise grant the lock to it as
 -- wait.lua would (of the kind the entry names, whatever the kind of the
 -- releaser) and publish "ticket token place seconds micros" on the channel:
@@ -35,16 +36,19 @@
 -- would let a mere subscriber release the lock), token is the new token or
 -- '-', place the entry's score (the server clock in microseconds when it
 -- queued), and seconds and micros the server clock at the grant, as TIME
--- gives them. NUMSUB counts only clients of this server, so Redis Cluster
--- clients do not queue (see internal/lease). A correctness grant whose fence
+-- gives them; SPUBLISH for a sharded channel. Both counts are of this
+-- server's clients: in Redis Cluster, waiters subscribe their sharded grant
+-- channels on the lock's master, where this runs. A correctness grant whose fence
 -- counter holds no token (grant.lua) must not keep the caller's lock: the
 -- entry goes back in the queue, its waiter gets its bare ticket (which is no
 -- grant: it tries again and meets the error itself), and the lock is
 -- deleted as below.
 --
--- With no live waiter left the key is deleted, and (ARGV[4]) a wake-up goes
--- to KEYS[1] .. ':wake' for waiters that do not queue: a plain PUBLISH, which
--- in Redis Cluster reaches every node over the cluster bus.
+-- With no live waiter left the key is deleted, and when it was marked a
+-- wake-up goes to KEYS[1] .. ':wake' for waiters that do not queue (a Ring's,
+-- a Redis 6 cluster's, WithReplicas Lockers'), which mark the lock as they
+-- wait: a plain PUBLISH, which in Redis Cluster reaches every node over the
+-- cluster bus.
 if ARGV[3] ~= '' then
   redis.call('ZREM', KEYS[2], ARGV[3])
 end
@@ -52,9 +56,10 @@ local held = redis.call('GET', KEYS[1])
 if not held then
   return 0
 end
--- A value ending with '*' says waiters have queued for this grant (wait.lua
+-- A value ending with '*' says waiters have waited for this grant (wait.lua
 -- marks it; internal/lease/handoff.go): only then is there a queue to look
--- at, so a release of a lock nobody waited for is a GET and a DEL.
+-- at, or a waiter to wake, so a release of a lock nobody waited for is a GET
+-- and a DEL.
 local queued = string.byte(held, -1) == 42
 if queued then
   held = string.sub(held, 1, -2)
@@ -67,6 +72,10 @@ elseif held ~= ARGV[1] then
   return -1
 end
 local now
+local numsub, publish = 'NUMSUB', 'PUBLISH'
+if ARGV[4] == '1' then
+  numsub, publish = 'SHARDNUMSUB', 'SPUBLISH'
+end
 while queued do
   local head = redis.call('ZPOPMIN', KEYS[2])
   if #head == 0 then
@@ -97,21 +106,21 @@ while queued do
     valid = valid and digit >= (i == 1 and 49 or 48) and digit <= 57
   end
   local channel = valid and string.sub(e, d + 1)
-  if valid and redis.call('PUBSUB', 'NUMSUB', channel)[2] > 0 then
+  if valid and redis.call('PUBSUB', numsub, channel)[2] > 0 then
     local value, token = grant(KEYS[1], KEYS[3], string.sub(e, 1, a - 1), ttl, kind, now, true, true)
     local ticket = string.sub(e, c + 1, d - 1)
     if not value then
       redis.call('ZADD', KEYS[2], head[2], e)
       redis.call('PEXPIRE', KEYS[2], 10000)
-      redis.call('PUBLISH', channel, ticket)
+      redis.call(publish, channel, ticket)
       break
     end
-    redis.call('PUBLISH', channel, ticket .. ' ' .. (token or '-') .. ' ' .. head[2] .. ' ' .. now[1] .. ' ' .. now[2])
+    redis.call(publish, channel, ticket .. ' ' .. (token or '-') .. ' ' .. head[2] .. ' ' .. now[1] .. ' ' .. now[2])
     return token or 2
   end
 end
 redis.call('DEL', KEYS[1])
-if ARGV[4] == '1' then
+if queued then
   redis.call('PUBLISH', KEYS[1] .. ':wake', '')
 end
 return 1

@@ -27,7 +27,7 @@ func TestCompareAndChange(t *testing.T) {
 			{"refresh", func(o string) (int64, error) { return scripts.Refresh.Run(ctx, b.Client, keys, o, 3600000).Int64() }, -1, 0},
 			{"pttl", func(o string) (int64, error) { return scripts.PTTL.Run(ctx, b.Client, keys, o).Int64() }, -3, -2},
 			{"release", func(o string) (int64, error) {
-				return scripts.Release.Run(ctx, b.Client, releaseKeys, o, "0", "", "1").Int64()
+				return scripts.Release.Run(ctx, b.Client, releaseKeys, o, "0", "", "0").Int64()
 			}, -1, 0},
 		}
 		for _, tc := range cases {
@@ -46,16 +46,16 @@ func TestCompareAndChange(t *testing.T) {
 			t.Errorf("pttl by the owner after refresh: got %d, want over 60000", got)
 		}
 		for _, prefix := range []string{"owner-b:", "owner-", "", ":"} {
-			if got, _ := scripts.Release.Run(ctx, b.Client, releaseKeys, prefix, "1", "", "1").Int64(); got != -1 {
+			if got, _ := scripts.Release.Run(ctx, b.Client, releaseKeys, prefix, "1", "", "0").Int64(); got != -1 {
 				t.Errorf("release by prefix %q of %q: got %d, want -1", prefix, "owner-a", got)
 			}
 		}
 		b.Client.Set(ctx, "lock", ":33", time.Minute)
-		if got, _ := scripts.Release.Run(ctx, b.Client, releaseKeys, ":", "1", "", "1").Int64(); got != -1 {
+		if got, _ := scripts.Release.Run(ctx, b.Client, releaseKeys, ":", "1", "", "0").Int64(); got != -1 {
 			t.Errorf("release by the empty owner prefix %q of %q: got %d, want -1", ":", ":33", got)
 		}
 		b.Client.Set(ctx, "lock", "owner-a:33", time.Minute)
-		if got, _ := scripts.Release.Run(ctx, b.Client, releaseKeys, "owner-a:", "1", "", "1").Int64(); got != 1 {
+		if got, _ := scripts.Release.Run(ctx, b.Client, releaseKeys, "owner-a:", "1", "", "0").Int64(); got != 1 {
 			t.Errorf("release by a matching prefix: got %d, want 1", got)
 		}
 		if b.Client.Exists(ctx, "lock").Val() != 0 {
@@ -193,9 +193,11 @@ func TestFencedAcquireRefusesACounterOfAnotherType(t *testing.T) {
 	}
 }
 
-// TestReleaseWakesOnlyWhenAsked: a Locker whose waiters queue releases
-// without the wake-up for waiters that do not (ARGV[4] = '0').
-func TestReleaseWakesOnlyWhenAsked(t *testing.T) {
+// TestReleaseWakesOnlyMarkedLocks: a release publishes the wake-up for waiters
+// that do not queue only when the lock carries the mark that a waiter's
+// attempt leaves (wait.lua), so that the release of a lock nobody waited for
+// is a GET and a DEL.
+func TestReleaseWakesOnlyMarkedLocks(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
 		keys := []string{"lock", "lock:queue", "lock:fence"}
@@ -204,16 +206,29 @@ func TestReleaseWakesOnlyWhenAsked(t *testing.T) {
 		if _, err := ps.Receive(ctx); err != nil {
 			t.Fatal(err)
 		}
-		for _, wake := range []string{"0", "1"} {
+		for _, marked := range []bool{false, true} {
 			b.Client.Set(ctx, "lock", "owner-a", time.Minute)
-			if n, err := scripts.Release.Run(ctx, b.Client, keys, "owner-a", "0", "", wake).Int64(); err != nil || n != 1 {
-				t.Fatalf("release (wake %s): got %d, %v, want 1", wake, n, err)
+			if marked {
+				// A waiter that does not queue (entry '') marks the lock.
+				reply, err := scripts.Wait.Run(ctx, b.Client, keys, "owner-b", 60000, "", "e", "").Slice()
+				if err != nil || len(reply) != 3 || reply[0] != int64(0) || reply[2] != "" {
+					t.Fatalf("wait without an entry: got %v, %v, want [0 ttl ''] (not queued)", reply, err)
+				}
+				if v := b.Client.Get(ctx, "lock").Val(); v != "owner-a*" {
+					t.Fatalf("the waiter left the value %q, want it marked", v)
+				}
+				if n := b.Client.Exists(ctx, "lock:queue").Val(); n != 0 {
+					t.Fatalf("the waiter without an entry made a queue")
+				}
+			}
+			if n, err := scripts.Release.Run(ctx, b.Client, keys, "owner-a", "0", "", "0").Int64(); err != nil || n != 1 {
+				t.Fatalf("release (marked %v): got %d, %v, want 1", marked, n, err)
 			}
 			if b.Client.Exists(ctx, "lock").Val() != 0 {
-				t.Fatalf("release (wake %s) left the key", wake)
+				t.Fatalf("release (marked %v) left the key", marked)
 			}
 		}
-		// The first message is the second release's: the first sent none.
+		// The first message is the marked lock's release: the first sent none.
 		b.Client.Publish(ctx, "lock:wake", "end")
 		for _, want := range []string{"", "end"} {
 			msg, err := ps.ReceiveMessage(ctx)

@@ -1,7 +1,9 @@
 -- wait: one attempt of a waiting Obtain or Acquire. Take the lock when it is
 -- free (or already the caller's), else join its wait queue, from which the
 -- holder's release hands the lock straight to the first live waiter
--- (release.lua). (grant.lua is prepended.)
+-- (release.lua); a waiter that does not queue (ARGV[3] = '') only marks the
+-- lock, so that the release that deletes it wakes such waiters. (grant.lua is
+-- prepended.)
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the lock's wait queue: a sorted set of entries by arrival (server
@@ -10,7 +12,8 @@
 -- ARGV[1]  the caller's owner id (must not contain ':' or ' ')
 -- ARGV[2]  the lease ttl in milliseconds
 -- ARGV[3]  the caller's queue entry, "owner ttl kind ticket channel" (the
---          grammar is in internal/lease/handoff.go; release.lua parses it)
+--          grammar is in internal/lease/handoff.go; release.lua parses it),
+--          or '' for a waiter that does not queue
 -- ARGV[4]  the lock's kind as the caller runs it, as in the entry (see grant
 --          in grant.lua)
 -- ARGV[5]  the entry's place when an earlier attempt of the caller queued it
@@ -38,12 +41,15 @@ if not held then
   if not value then
     return redis.error_reply(bad)
   end
-  redis.call('ZREM', KEYS[2], ARGV[3])
+  if ARGV[3] ~= '' then
+    redis.call('ZREM', KEYS[2], ARGV[3])
+  end
   return {1, value}
 end
--- A value ending with '*' says waiters have queued for the grant it holds
+-- A value ending with '*' says waiters have waited for the grant it holds
 -- (see internal/lease/handoff.go): its holder's release must look at the
--- queue. This call marks it so when it queues a waiter.
+-- queue, and wake waiters that do not queue when it deletes the lock. This
+-- call marks it so when it finds it held by another owner.
 local marked = string.byte(held, -1) == 42
 if marked then
   held = string.sub(held, 1, -2)
@@ -54,7 +60,9 @@ if ARGV[4] ~= 'e' then
 end
 if mine then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  redis.call('ZREM', KEYS[2], ARGV[3])
+  if ARGV[3] ~= '' then
+    redis.call('ZREM', KEYS[2], ARGV[3])
+  end
   return {2, held}
 end
 local ttl = redis.call('PTTL', KEYS[1])
@@ -63,6 +71,11 @@ if ttl == 0 then
 end
 if not marked then
   redis.call('SET', KEYS[1], held .. '*', 'KEEPTTL')
+end
+if ARGV[3] == '' then
+  -- A waiter that does not queue: the mark is all it needs, so that the
+  -- release that deletes the lock publishes its wake-up.
+  return {0, ttl, ''}
 end
 -- The queue lives for the holder's remaining ttl and ten seconds more, and
 -- each waiter's later attempts (by the time the holder's ttl runs out, and at

@@ -43,8 +43,9 @@ const (
 	// Probe is the first attempt of a wait: the cheapest, answering only
 	// "granted" or "maybe not"; the Wait attempt that follows settles it.
 	Probe
-	// Wait is an attempt of a waiter that does not queue: it must also bring
-	// the holder's ttl.
+	// Wait is an attempt of a waiter that has subscribed to what tells it of
+	// a release (the wait script): it queues the waiter, or marks the lock
+	// for a wake-up, and brings the holder's ttl.
 	Wait
 )
 
@@ -78,9 +79,10 @@ func (c *Core) try(ctx context.Context, name string, ttl time.Duration) (*Held, 
 	return h, nil
 }
 
-// attempt runs one acquire and, when granted, returns the lease. A waiter
-// with a queue entry runs the wait script, which queues it when the lock is
-// held; place is the entry's place when an earlier attempt queued it, else 0.
+// attempt runs one acquire and, when granted, returns the lease. A Wait
+// attempt runs the wait script, which queues a waiter with an entry when the
+// lock is held; place is the entry's place when an earlier attempt queued
+// it, else 0.
 // A grant whose reply came after its lease deadline is released, and is an
 // error matching Errors.Late.
 //
@@ -92,7 +94,7 @@ func (c *Core) attempt(ctx context.Context, lk *Keys, owner string, ttl time.Dur
 	var a Attempt
 	var err error
 	switch {
-	case entry != "":
+	case mode == Wait:
 		a, err = c.wait(ctx, lk, owner, ttl, entry, place)
 	case c.cfg.Fenced:
 		a, err = c.acquireFenced(ctx, lk, owner, ttl)
@@ -126,40 +128,27 @@ func (c *Core) held(ctx context.Context, lk *Keys, owner string, a Attempt, star
 }
 
 // acquirePlain runs an efficiency acquire, SET NX PX: one round trip when the
-// lock is free. A waiter that does not queue pipelines GET and PTTL with it,
-// for the holder's ttl and to recognise its own grant after a client retry:
-// still one round trip. A failed Try reads the holder and its ttl in a
-// second round trip, for the same reason; a failed Probe leaves that to the
-// waiter's attempt that follows. A grant recognised by GET was made by an
-// earlier send (or, with a shared owner source, by another Locker), so its
-// lease is no longer than the key's remaining ttl.
+// lock is free. A failed Try reads the holder and its ttl in a second round
+// trip, to recognise its own grant after a client retry (a grant recognised
+// so was made by an earlier send, or, with a shared owner source, by another
+// Locker, so its lease is no longer than the key's remaining ttl); a failed
+// Probe leaves that to the Wait attempt that follows.
 func (c *Core) acquirePlain(ctx context.Context, lk *Keys, owner string, ttl time.Duration, mode Mode) (Attempt, error) {
 	client := c.cfg.Client
-	if mode != Wait {
-		ok, err := client.SetNX(ctx, lk.lock, owner, ttl).Result()
-		if err != nil || ok || mode == Probe {
-			return Attempt{Granted: ok, Value: owner, HolderTTL: -1}, err
-		}
+	ok, err := client.SetNX(ctx, lk.lock, owner, ttl).Result()
+	if err != nil || ok || mode == Probe {
+		return Attempt{Granted: ok, Value: owner, HolderTTL: -1}, err
 	}
 	pipe := client.Pipeline()
-	var set *redis.BoolCmd
-	if mode == Wait {
-		set = pipe.SetNX(ctx, lk.lock, owner, ttl)
-	}
 	holder := pipe.Get(ctx, lk.lock)
 	pttl := pipe.PTTL(ctx, lk.lock)
 	_, _ = pipe.Exec(ctx) // each command's error is read below
-	return readHolder(set, holder, pttl, owner)
+	return readHolder(holder, pttl, owner)
 }
 
 // readHolder reads a failed SET NX's follow-up: the lock's holder and
-// remaining ttl (and, for a waiter, the SET NX itself, sent with them).
-func readHolder(set *redis.BoolCmd, holder *redis.StringCmd, pttl *redis.DurationCmd, owner string) (Attempt, error) {
-	if set != nil {
-		if ok, err := set.Result(); err != nil || ok {
-			return Attempt{Granted: ok, Value: owner}, err
-		}
-	}
+// remaining ttl.
+func readHolder(holder *redis.StringCmd, pttl *redis.DurationCmd, owner string) (Attempt, error) {
 	v, err := holder.Result()
 	switch {
 	case err == redis.Nil:
@@ -183,26 +172,37 @@ func readHolder(set *redis.BoolCmd, holder *redis.StringCmd, pttl *redis.Duratio
 	return Attempt{HolderTTL: left}, nil
 }
 
-// acquireFenced runs the fenced acquire script, with WAIT in the same round
-// trip when Replicas is set: its reply is the grant's token, or the holder's
-// ttl in ms.
+// acquireFenced runs the fenced acquire script: its reply is the grant's
+// token, or the holder's ttl in ms.
 func (c *Core) acquireFenced(ctx context.Context, lk *Keys, owner string, ttl time.Duration) (Attempt, error) {
+	return c.runGrant(ctx, fencedAcquireScript, lk, owner, owner, Millis(ttl), c.kind)
+}
+
+// runGrant runs s, the fenced acquire script or the wait script, which may
+// grant owner the lock, and reads its reply. With Replicas, WAIT follows in
+// the same round trip, and a grant fewer replicas confirm is an error
+// matching NotReplicated (the caller releases it, as after any error).
+func (c *Core) runGrant(ctx context.Context, s Script, lk *Keys, owner string, args ...any) (Attempt, error) {
+	var reply any
+	var confirmed int64
+	var err error
 	if c.cfg.Replicas == 0 {
-		reply, err := c.Run(ctx, fencedAcquireScript, lk, 3, owner, Millis(ttl), c.kind).Result()
-		if err != nil {
-			return Attempt{}, err
-		}
-		return c.readFenced(lk, owner, reply)
+		reply, err = c.Run(ctx, s, lk, 3, args...).Result()
+	} else {
+		reply, confirmed, err = c.runConfirmed(ctx, s, lk, 3, args...)
 	}
-	reply, confirmed, err := c.runConfirmed(ctx, fencedAcquireScript, lk, 3, owner, Millis(ttl), c.kind)
 	if err != nil {
 		return Attempt{}, err
 	}
-	a, err := c.readFenced(lk, owner, reply)
-	if err != nil || !a.Granted || confirmed >= int64(c.cfg.Replicas) {
+	var a Attempt
+	if s == waitScript {
+		a, err = c.readWait(lk, owner, reply)
+	} else {
+		a, err = c.readFenced(lk, owner, reply)
+	}
+	if err != nil || !a.Granted || c.cfg.Replicas == 0 || confirmed >= int64(c.cfg.Replicas) {
 		return a, err
 	}
-	// The caller releases the grant, as after any error.
 	return Attempt{}, Named(fmt.Errorf("%w: lock %s: %d of %d replicas confirmed within %v",
 		c.cfg.Errors.NotReplicated, Quote(lk.name), confirmed, c.cfg.Replicas, c.cfg.ReplicaWait))
 }
@@ -219,18 +219,22 @@ func (c *Core) readFenced(lk *Keys, owner string, reply any) (Attempt, error) {
 	return Attempt{}, fmt.Errorf("unexpected reply %T", reply)
 }
 
-// wait runs one attempt of a queued waiter (scripts/wait.lua) whose entry an
-// earlier attempt queued at place, if not 0: the script then keeps it there,
-// or puts it back there if the queue lost it.
+// wait runs one attempt of a waiter (scripts/wait.lua). One with a queue
+// entry queues when the lock is held; an earlier attempt queued it at place,
+// if not 0, and the script then keeps it there, or puts it back there if the
+// queue lost it. One without (entry "") only marks the lock, so that the
+// release that deletes it publishes a wake-up.
 func (c *Core) wait(ctx context.Context, lk *Keys, owner string, ttl time.Duration, entry string, place int64) (Attempt, error) {
 	at := notQueued
 	if place != 0 {
 		at = strconv.FormatInt(place, 10)
 	}
-	reply, err := c.Run(ctx, waitScript, lk, 3, owner, Millis(ttl), entry, c.kind, at).Slice()
-	if err != nil {
-		return Attempt{}, err
-	}
+	return c.runGrant(ctx, waitScript, lk, owner, owner, Millis(ttl), entry, c.kind, at)
+}
+
+// readWait reads the wait script's reply.
+func (c *Core) readWait(lk *Keys, owner string, r any) (Attempt, error) {
+	reply, _ := r.([]any)
 	if len(reply) == 2 && (reply[0] == int64(1) || reply[0] == int64(2)) {
 		if value, ok := reply[1].(string); ok {
 			return c.Grant(lk, owner, value)
@@ -241,6 +245,7 @@ func (c *Core) wait(ctx context.Context, lk *Keys, owner string, ttl time.Durati
 		place, ok2 := reply[2].(string)
 		if ok1 && ok2 {
 			a := Attempt{HolderTTL: time.Duration(left) * time.Millisecond}
+			var err error
 			if place != "" {
 				a.Place, err = strconv.ParseInt(place, 10, 64)
 			}
@@ -250,7 +255,7 @@ func (c *Core) wait(ctx context.Context, lk *Keys, owner string, ttl time.Durati
 		}
 	}
 	// %T, not %v: a grant reply holds the owner id.
-	return Attempt{}, fmt.Errorf("unexpected reply %T of %d elements", reply, len(reply))
+	return Attempt{}, fmt.Errorf("unexpected reply %T of %d elements", r, len(reply))
 }
 
 // notQueued is the wait script's ARGV[5] for a waiter that no attempt has

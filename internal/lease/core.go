@@ -96,33 +96,68 @@ type Core struct {
 	names    sync.Map     // lock name -> *Keys, for up to keyCacheSize names
 	cached   atomic.Int64 // entries in names
 	// grants is the channel on which this Core's waiters hear the lock handed
-	// to them; "" when they do not queue.
+	// to them on a single server; "" elsewhere.
 	grants string
-	// kind and wake are script arguments, boxed once (see script.go): the
-	// lock's kind, and the release script's ARGV[4], '0' from a Core whose
-	// waiters queue (it need not publish the wake-up for waiters that do not).
-	kind, wake any
+	// id names this Core's sharded grant channels (ShardedGrantChannel), and
+	// sharded says its waiters queue with them: in Redis Cluster 7 and
+	// later, until a cluster refuses SSUBSCRIBE (Redis 6).
+	id        string
+	sharded   atomic.Bool
+	unsharded sync.Once
+	// kind and channels are script arguments, boxed once (see script.go):
+	// the lock's kind, and the release script's ARGV[4], whether queue
+	// entries' grant channels are sharded (on a ClusterClient).
+	kind, channels any
 }
 
 // New returns a Core. The caller has validated cfg.
 //
-// Waiters queue for a direct handoff only on a *redis.Client, one server or a
-// Sentinel-managed master: the release script skips a vanished waiter by
-// PUBSUB NUMSUB of its channel, which counts only the subscribers of the
-// server the script runs on. A ClusterClient's subscription may be on
-// another node, and a Ring's on another shard, so their waiters wait for a
-// wake-up and try again, as with Replicas (docs/waiting.md).
+// Waiters queue for a direct handoff on a *redis.Client (one server, or a
+// Sentinel-managed master), with one grant channel per Locker, and on a
+// ClusterClient with one sharded channel per lock and Locker, which hashes to
+// the lock's slot: the release script runs on the lock's master, and counts
+// and reaches the subscribers of the master it runs on (PUBSUB NUMSUB or
+// SHARDNUMSUB). A Ring's waiters, a Redis 6 cluster's (no sharded pub/sub),
+// a ClusterClient's that reads from replicas (its subscriptions would be on
+// a replica) and WithReplicas Lockers' (a grant one confirms must be its own)
+// do not queue: they wait for a wake-up and try again (docs/waiting.md).
 func New(cfg Config) *Core {
 	if cfg.Kind == "" {
 		cfg.Kind = "leasekit"
 	}
 	c := &Core{cfg: cfg, notifier: notify.New(cfg.Client)}
-	c.kind, c.wake = c.Kind(), wakeOn
-	if _, single := cfg.Client.(*redis.Client); single && cfg.Replicas == 0 {
-		c.grants = GrantChannel(cfg.Prefix, rand.Text())
-		c.wake = wakeOff
+	c.kind, c.channels = c.Kind(), plainChannels
+	switch client := cfg.Client.(type) {
+	case *redis.Client:
+		if cfg.Replicas == 0 {
+			c.grants = GrantChannel(cfg.Prefix, rand.Text())
+		}
+	case *redis.ClusterClient:
+		c.channels = shardedChannels
+		o := client.Options()
+		switch {
+		case cfg.Replicas > 0:
+		case o.ReadOnly || o.RouteByLatency || o.RouteRandomly:
+			c.logger().Info(cfg.Kind + ": the cluster client reads from replicas, where its subscriptions would be too: waiters do not queue, and a release wakes one waiter per Locker")
+		default:
+			c.id = rand.Text()
+			c.sharded.Store(true)
+		}
+	case *redis.Ring:
+		c.logger().Info(cfg.Kind + ": waiters on a Ring do not queue: a release wakes one waiter per Locker, which tries again")
 	}
 	return c
+}
+
+// stopSharding makes this Core's waiters stop queueing, on a cluster that
+// refused a sharded subscription with err (Redis 6 has none), and says so
+// once.
+func (c *Core) stopSharding(err error) {
+	c.sharded.Store(false)
+	c.unsharded.Do(func() {
+		c.logger().Warn(c.cfg.Kind+": the cluster has no sharded pub/sub (Redis 7 and later): waiters do not queue, and a release wakes one waiter per Locker",
+			"err", err)
+	})
 }
 
 // Close makes every new acquire fail with Errors.Closed, ends the waits under

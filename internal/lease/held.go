@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -177,10 +178,34 @@ func (h *Held) TTL(ctx context.Context) (time.Duration, error) {
 // giving up) out of the lock's queue, if it is not "". Its reply is the
 // script's: 0 when the key was gone, -1 when another owner held it, else the
 // grant was released (see scripts/release.lua).
+//
+// While the lock's slot migrates between two Redis Cluster masters, Redis
+// refuses the script (its keys are split between them, or the importing one
+// lacks some: an efficiency lock has no fence counter) with TRYAGAIN until the
+// slot has moved: the release tries again, with a growing pause, while ctx
+// lasts and for at most migrationWait.
 func (c *Core) release(ctx context.Context, lk *Keys, value string, prefix bool, leaving string) (any, error) {
 	match := matchExact
 	if prefix {
 		match = matchPrefix
 	}
-	return c.Run(ctx, releaseScript, lk, 3, value, match, leaving, c.wake).Result()
+	deadline := time.Now().Add(migrationWait)
+	for pause := 10 * time.Millisecond; ; pause = min(2*pause, 500*time.Millisecond) {
+		reply, err := c.Run(ctx, releaseScript, lk, 3, value, match, leaving, c.channels).Result()
+		if err == nil || !strings.HasPrefix(err.Error(), "TRYAGAIN") || time.Now().Add(pause).After(deadline) {
+			return reply, err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return reply, err
+		case <-t.C:
+		}
+	}
 }
+
+// migrationWait bounds how long a release waits for the migration of its
+// lock's slot to end: a slot with a few keys moves in milliseconds, and a
+// lock whose release gives up expires with its ttl.
+const migrationWait = 5 * time.Second

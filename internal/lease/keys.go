@@ -25,6 +25,11 @@ func QueueKey(lockKey string) string { return lockKey + ":queue" }
 // the grants handed to its waiters.
 func GrantChannel(prefix, id string) string { return prefix + "grants:" + id }
 
+// ShardedGrantChannel is the sharded pub/sub channel on which the Locker whose
+// id is id hears the grants of the lock at lockKey handed to its waiters, in
+// Redis Cluster: it hashes to the lock's slot.
+func ShardedGrantChannel(lockKey, id string) string { return lockKey + ":grants:" + id }
+
 // RegisterKey is the key of the fenced register of a resource.
 func RegisterKey(prefix, resource string) string { return LockKey(prefix, resource) + ":register" }
 

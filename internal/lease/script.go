@@ -32,7 +32,7 @@ var (
 // converting a string variable to an interface allocates, and these go out
 // with every release (each saves an allocation of about 17 per uncontended
 // acquire + release).
-var matchExact, matchPrefix, wakeOn, wakeOff any = "0", "1", "1", "0"
+var matchExact, matchPrefix, shardedChannels, plainChannels any = "0", "1", "1", "0"
 
 // Runner is what runs a script: a client of any kind, or a pipeline.
 type Runner interface {

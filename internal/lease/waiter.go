@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/leasekit/leasekit/internal/notify"
@@ -84,15 +85,24 @@ type waiter struct {
 }
 
 // join subscribes the waiter to what tells it of a release: its Locker's
-// grant channel, where a random ticket names it in place of its secret owner
-// id, when it queues; the lock's wake-up channel when it does not.
+// grant channel (on a cluster, its Locker's sharded channel of this lock),
+// where a random ticket names it in place of its secret owner id, when it
+// queues; the lock's wake-up channel when it does not.
 func (c *Core) join(ctx context.Context, lk *Keys, owner string, ttl time.Duration) (*waiter, error) {
 	w := &waiter{c: c, ctx: ctx, lk: lk, owner: owner, ttl: ttl}
 	channel, ticket := WakeChannel(lk.lock), ""
-	if c.grants != "" {
+	switch {
+	case c.grants != "":
 		channel, ticket = c.grants, rand.Text()
+	case c.sharded.Load():
+		channel, ticket = ShardedGrantChannel(lk.lock, c.id), rand.Text()
 	}
 	sub, err := c.notifier.Join(ctx, channel, ticket)
+	if err != nil && c.grants == "" && ticket != "" && strings.Contains(err.Error(), "unknown command") {
+		c.stopSharding(err)
+		channel, ticket = WakeChannel(lk.lock), ""
+		sub, err = c.notifier.Join(ctx, channel, ticket)
+	}
 	switch {
 	case err == nil:
 		w.sub = sub

@@ -1,9 +1,11 @@
 // Package notify turns lock releases into wake-ups for local waiters.
 //
-// A Notifier owns one Redis subscription connection, shared by every key a
-// Locker waits on. In Redis Cluster that one connection serves keys of every
-// shard: releases publish with plain PUBLISH, which the cluster bus carries to
-// every node.
+// A Notifier serves every channel one Locker waits on, over as few Redis
+// subscription connections as the deployment allows (conn.go): one on a
+// single server; in Redis Cluster, one for the plain channels (PUBLISH there
+// reaches every node over the cluster bus) and one per hash slot for the
+// sharded ones, which live on the slot's master; on a Ring, one per shard
+// key, since a PUBLISH reaches only the shard it ran on.
 //
 // A channel carries two kinds of message. An empty one is a wake-up: the
 // Notifier wakes the first waiter on the channel that has no wake-up pending,
@@ -15,11 +17,13 @@
 // A lock's wake-up channel is subscribed while it has waiters and
 // unsubscribed when the last one leaves, so an uncontended lock's releases
 // never come back to the process that made them. A grant channel (one whose
-// waiters have tickets: a Locker's own) stays subscribed, once subscribed,
-// until Close: its messages name one waiter each, so keeping it costs an idle
-// subscription, not traffic, and it spares every later wait the SUBSCRIBE
-// round trip, so that every waiter queues the same number of round trips
-// after it arrives, which keeps arrival order.
+// waiters have tickets) stays subscribed once subscribed: its messages name
+// one waiter each, so keeping it costs an idle subscription, not traffic, and
+// it spares every later wait the SUBSCRIBE round trip, so that every waiter
+// queues the same number of round trips after it arrives, which keeps
+// arrival order. On a single server a Locker has one grant channel, kept
+// until Close; in a cluster it has one per lock (a sharded channel must hash
+// to its lock's slot), and at most maxIdle of them are kept without waiters.
 package notify
 
 import (
@@ -40,6 +44,10 @@ var ErrClosed = errors.New("notify: closed")
 // waiter goes on unconfirmed, and the holder's ttl still bounds its wait.
 const confirmWait = time.Second
 
+// maxIdle is how many sharded grant channels without waiters a Notifier keeps
+// subscribed; past it, the one idle longest is unsubscribed.
+const maxIdle = 32
+
 // Notifier serves wake-ups for every lock one Locker waits on.
 type Notifier struct {
 	client redis.UniversalClient
@@ -49,12 +57,17 @@ type Notifier struct {
 	send sync.Mutex
 
 	mu     sync.Mutex
-	ps     *redis.PubSub
-	subs   map[string]*channelSub // channels with waiters
+	conns  map[string]*conn       // by connection key (conn.go)
+	subs   map[string]*channelSub // channels with waiters, and kept ones
 	counts map[string]*counts
+	// unsubs counts the sharded UNSUBSCRIBEs sent per channel and not yet
+	// confirmed: a confirmation beyond them is the server's own, sent when
+	// the channel's slot moved away (conn.go).
+	unsubs map[string]int
+	idle   int // kept sharded channels without waiters
 	closed bool
 	done   chan struct{} // closed by Close
-	loop   chan struct{} // closed when the receive loop has ended
+	loops  sync.WaitGroup
 }
 
 // counts are the SUBSCRIBE requests sent for a channel and the confirmations
@@ -78,17 +91,20 @@ type counts struct {
 //     channel wake its waiters (every one on a reconnect).
 //   - failed: out of subs, ready closed, err set. Its waiters get err from
 //     Join; the next Join of the channel makes a new channelSub.
-//   - gone: out of subs once its last waiter leaves (never, while the
-//     Notifier lives, for a kept one), and UNSUBSCRIBE sent.
+//   - gone: out of subs once its last waiter leaves (for a kept one: Close,
+//     or eviction past maxIdle), and UNSUBSCRIBE sent.
 //
 // A channelSub never goes back to pending; a channel that is subscribed
 // again gets a new one.
 type channelSub struct {
+	channel   string
+	conn      *conn
 	need      int           // the confirmation count that answers this SUBSCRIBE
 	ready     chan struct{} // closed when the subscription is confirmed or failed
 	confirmed bool
-	err       error // why the subscription failed, once ready is closed
-	kept      bool  // a grant channel: subscribed until Close, waiters or not
+	err       error     // why the subscription failed, once ready is closed
+	kept      bool      // a grant channel: subscribed, waiters or not
+	idleSince time.Time // when a kept sharded one lost its last waiter
 	waiters   []*Waiter
 }
 
@@ -97,8 +113,10 @@ type channelSub struct {
 func New(client redis.UniversalClient) *Notifier {
 	return &Notifier{
 		client: client,
+		conns:  make(map[string]*conn),
 		subs:   make(map[string]*channelSub),
 		counts: make(map[string]*counts),
+		unsubs: make(map[string]int),
 		done:   make(chan struct{}),
 	}
 }
@@ -119,11 +137,14 @@ func (w *Waiter) Wake() <-chan struct{} { return w.wake }
 // Done returns a channel closed when the Notifier is closed.
 func (w *Waiter) Done() <-chan struct{} { return w.n.done }
 
-// Join queues a waiter on channel and returns once the server has confirmed the
-// subscription, so that every release published after Join returns reaches the
-// waiter; or, if no confirmation comes within confirmWait (a connection that
-// died silently), unconfirmed, and then only the holder's ttl bounds the wait. Grants on the channel for ticket go to this waiter. The caller must
-// call Leave.
+// Join queues a waiter on channel and returns once the server has confirmed
+// the subscription, so that every release published after Join returns
+// reaches the waiter; or, if no confirmation comes within confirmWait (a
+// connection that died silently), unconfirmed, and then only the holder's
+// ttl bounds the wait. Grants on the channel for ticket go to this waiter;
+// in Redis Cluster a channel with tickets is a sharded one (SSUBSCRIBE),
+// which must hash to the slot of the lock it serves. The caller must call
+// Leave.
 func (n *Notifier) Join(ctx context.Context, channel, ticket string) (*Waiter, error) {
 	n.send.Lock()
 	n.mu.Lock()
@@ -132,10 +153,8 @@ func (n *Notifier) Join(ctx context.Context, channel, ticket string) (*Waiter, e
 		n.send.Unlock()
 		return nil, ErrClosed
 	}
-	if n.ps == nil {
-		n.start()
-	}
 	sub, ok := n.subs[channel]
+	var fresh *conn
 	if !ok {
 		c := n.counts[channel]
 		if c == nil {
@@ -143,43 +162,58 @@ func (n *Notifier) Join(ctx context.Context, channel, ticket string) (*Waiter, e
 			n.counts[channel] = c
 		}
 		c.sent++
-		sub = &channelSub{need: c.sent, ready: make(chan struct{}), kept: ticket != ""}
+		cn := n.conns[n.connKey(channel, ticket)]
+		if cn == nil {
+			cn = n.open(n.connKey(channel, ticket), channel)
+			fresh = cn
+		}
+		sub = &channelSub{channel: channel, conn: cn, need: c.sent, ready: make(chan struct{}), kept: ticket != ""}
+		cn.channels++
 		n.subs[channel] = sub
+	} else if sub.kept && len(sub.waiters) == 0 && sub.conn.sharded {
+		n.idle--
 	}
 	w := &Waiter{n: n, channel: channel, ticket: ticket, sub: sub, wake: make(chan struct{}, 1)}
 	sub.waiters = append(sub.waiters, w)
-	ps := n.ps
 	n.mu.Unlock()
 	var err error
-	if !ok {
+	if fresh != nil && fresh.sharded && !n.locate(n.client.(*redis.ClusterClient), channel) {
+		err = ErrClosed
+	} else if !ok {
 		// Not the caller's deadline: go-redis puts it on the socket write
 		// of the shared connection, and a write that times out makes it
 		// reconnect that connection under every waiter.
-		err = ps.Subscribe(context.WithoutCancel(ctx), channel)
+		err = sub.conn.subscribe(context.WithoutCancel(ctx), channel)
+	}
+	if fresh != nil {
+		n.run(fresh) // after the first SUBSCRIBE, which picks the node
 	}
 	n.send.Unlock()
 	if err != nil {
-		n.fail(channel, sub, err)
+		n.fail(sub, err)
 	}
+	return w, w.confirmed(ctx)
+}
 
+// confirmed waits for the waiter's subscription to be confirmed, at most
+// confirmWait; it leaves and returns why when it fails.
+func (w *Waiter) confirmed(ctx context.Context) error {
 	t := time.NewTimer(confirmWait)
 	defer t.Stop()
+	var err error
 	select {
-	case <-sub.ready:
-		if sub.err != nil {
-			w.Leave()
-			return nil, sub.err
-		}
-		return w, nil
+	case <-w.sub.ready:
+		err = w.sub.err
 	case <-t.C:
-		return w, nil
 	case <-ctx.Done():
-		w.Leave()
-		return nil, ctx.Err()
-	case <-n.done:
-		w.Leave()
-		return nil, ErrClosed
+		err = ctx.Err()
+	case <-w.n.done:
+		err = ErrClosed
 	}
+	if err != nil {
+		w.Leave()
+	}
+	return err
 }
 
 // Grant takes the grant message received for the waiter's ticket since the
@@ -207,13 +241,18 @@ func (w *Waiter) signal() bool {
 	}
 }
 
-// fail ends a subscription that could not be made: its waiters get err, and the
-// next Join for the channel tries again.
-func (n *Notifier) fail(channel string, sub *channelSub, err error) {
+// fail ends a subscription that could not be made: its waiters get err, and
+// the next Join for the channel tries again.
+func (n *Notifier) fail(sub *channelSub, err error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.subs[channel] == sub {
-		delete(n.subs, channel)
+	n.failLocked(sub, err)
+}
+
+// failLocked is fail, with n.mu held.
+func (n *Notifier) failLocked(sub *channelSub, err error) {
+	if n.subs[sub.channel] == sub {
+		delete(n.subs, sub.channel)
 	}
 	if n.closed {
 		err = ErrClosed
@@ -248,21 +287,79 @@ func (w *Waiter) Leave() {
 	owned := n.subs[w.channel] == sub
 	// A failed subscription is no longer in subs; it is still the last user
 	// of the channel unless a new one has taken its place. A kept one that
-	// stands is never the last.
+	// stands is never the last, unless it is evicted.
 	last := len(sub.waiters) == 0 && (owned && !sub.kept || sub.err != nil && n.subs[w.channel] == nil)
-	if last && owned {
-		delete(n.subs, w.channel)
-		if c := n.counts[w.channel]; c != nil && c.acked >= c.sent {
-			delete(n.counts, w.channel)
+	var gone []*channelSub
+	if last {
+		gone = append(gone, sub)
+	}
+	if len(sub.waiters) == 0 && owned && sub.kept && sub.conn.sharded {
+		sub.idleSince = time.Now()
+		if n.idle++; n.idle > maxIdle {
+			gone = append(gone, n.evict())
 		}
 	}
-	ps, closed := n.ps, n.closed
+	var closing []*conn
+	for _, s := range gone {
+		if cn := n.drop(s); cn != nil {
+			closing = append(closing, cn)
+		}
+	}
+	closed := n.closed
 	n.mu.Unlock()
 	// Even after a failed SUBSCRIBE: go-redis records the channel anyway,
 	// and would subscribe it again on every reconnect.
-	if last && !closed {
-		_ = ps.Unsubscribe(context.Background(), w.channel)
+	for _, s := range gone {
+		if !closed && !slicesContains(closing, s.conn) {
+			_ = s.conn.unsubscribe(context.Background(), s.channel)
+		}
 	}
+	for _, cn := range closing {
+		_ = cn.ps.Close()
+	}
+}
+
+// evict takes the kept sharded channel idle longest out of the idle count
+// and returns it. Called with n.mu held, with n.idle > 0.
+func (n *Notifier) evict() *channelSub {
+	var oldest *channelSub
+	for _, s := range n.subs {
+		if s.kept && s.conn.sharded && len(s.waiters) == 0 && (oldest == nil || s.idleSince.Before(oldest.idleSince)) {
+			oldest = s
+		}
+	}
+	n.idle--
+	return oldest
+}
+
+// drop forgets the subscription of a channel whose last waiter left, and
+// returns its connection when it serves no other channel and is to be
+// closed (a per-slot or per-shard one). Called with n.mu held.
+func (n *Notifier) drop(sub *channelSub) *conn {
+	if n.subs[sub.channel] == sub {
+		delete(n.subs, sub.channel)
+		if c := n.counts[sub.channel]; c != nil && c.acked >= c.sent {
+			delete(n.counts, sub.channel)
+		}
+	}
+	cn := sub.conn
+	if cn.channels--; cn.channels > 0 || cn.key == plainKey || n.conns[cn.key] != cn {
+		if cn.sharded {
+			n.unsubs[sub.channel]++
+		}
+		return nil
+	}
+	delete(n.conns, cn.key)
+	return cn
+}
+
+func slicesContains(cs []*conn, c *conn) bool {
+	for _, x := range cs {
+		if x == c {
+			return true
+		}
+	}
+	return false
 }
 
 // wakeOne signals the first waiter with no wake-up pending. Called with n.mu held.
@@ -271,6 +368,14 @@ func (s *channelSub) wakeOne() {
 		if w.signal() {
 			return
 		}
+	}
+}
+
+// signalAll gives every waiter a wake-up, so that each checks its lock again.
+// Called with n.mu held.
+func (s *channelSub) signalAll() {
+	for _, w := range s.waiters {
+		w.signal()
 	}
 }
 
@@ -288,101 +393,8 @@ func (s *channelSub) granted(msg string) {
 	}
 }
 
-// start opens the subscription and its receive loop. Called with n.mu held.
-func (n *Notifier) start() {
-	n.ps = n.client.Subscribe(context.Background())
-	n.loop = make(chan struct{})
-	go n.receive(n.ps)
-}
-
-func (n *Notifier) receive(ps *redis.PubSub) {
-	defer close(n.loop)
-	backoff := time.Duration(0)
-	for {
-		msg, err := ps.Receive(context.Background())
-		if err != nil {
-			select {
-			case <-n.done:
-				return
-			default:
-			}
-			n.reconnected()
-			backoff = min(max(2*backoff, 10*time.Millisecond), time.Second)
-			select {
-			case <-n.done:
-				return
-			case <-time.After(backoff):
-			}
-			continue
-		}
-		backoff = 0
-		switch m := msg.(type) {
-		case *redis.Subscription:
-			if m.Kind == "subscribe" {
-				n.confirm(m.Channel)
-			}
-		case *redis.Message:
-			n.mu.Lock()
-			if sub := n.subs[m.Channel]; sub != nil {
-				if m.Payload == "" {
-					sub.wakeOne()
-				} else {
-					sub.granted(m.Payload)
-				}
-			}
-			n.mu.Unlock()
-		}
-	}
-}
-
-// reconnected handles a dropped subscription connection, which go-redis
-// re-dials and resubscribes: messages published meanwhile are lost, so every
-// waiter checks its lock again, and the confirmations counted so far no
-// longer match the requests, so every subscription counts as confirmed.
-func (n *Notifier) reconnected() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	clear(n.counts)
-	for _, sub := range n.subs {
-		if !sub.confirmed {
-			sub.confirmed = true
-			close(sub.ready)
-		}
-		for _, w := range sub.waiters {
-			w.signal()
-		}
-	}
-}
-
-// confirm counts a subscription confirmation and readies the subscription it
-// answers.
-func (n *Notifier) confirm(channel string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	c := n.counts[channel]
-	if c == nil {
-		// A resubscription after a reconnect: the server may have lost the
-		// lock's queue meanwhile (a restart, a failover), so every waiter
-		// on the channel checks its lock again, now that it can be reached.
-		if sub := n.subs[channel]; sub != nil {
-			for _, w := range sub.waiters {
-				w.signal()
-			}
-		}
-		return
-	}
-	c.acked++
-	if sub := n.subs[channel]; sub != nil && !sub.confirmed && c.acked >= sub.need {
-		sub.confirmed = true
-		close(sub.ready)
-	}
-	if n.subs[channel] == nil && c.acked >= c.sent {
-		delete(n.counts, channel)
-	}
-}
-
-// Close ends the subscription and releases every waiter with ErrClosed. It
-// waits for the receive loop to end.
+// Close ends every subscription and releases every waiter with ErrClosed. It
+// waits for the receive loops to end.
 func (n *Notifier) Close() error {
 	n.mu.Lock()
 	if n.closed {
@@ -391,12 +403,16 @@ func (n *Notifier) Close() error {
 	}
 	n.closed = true
 	close(n.done)
-	ps, loop := n.ps, n.loop
-	n.mu.Unlock()
-	if ps == nil {
-		return nil
+	conns := make([]*conn, 0, len(n.conns))
+	for _, cn := range n.conns {
+		conns = append(conns, cn)
 	}
-	err := ps.Close()
-	<-loop
-	return err
+	clear(n.conns)
+	n.mu.Unlock()
+	var errs []error
+	for _, cn := range conns {
+		errs = append(errs, cn.ps.Close())
+	}
+	n.loops.Wait()
+	return errors.Join(errs...)
 }

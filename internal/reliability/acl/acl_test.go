@@ -5,6 +5,7 @@ package acl_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -21,7 +22,7 @@ func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 // leastPrivilege is the README's ACL line, less the password.
 const leastPrivilege = "ACL SETUSER leasekit on >PASSWORD resetkeys ~leasekit:* resetchannels &leasekit:* " +
 	"-@all +set +get +del +pttl +pexpire +incr +time +hget +hset +hmget " +
-	"+zadd +zrem +zpopmin +zscore +zrange +persist +publish +pubsub|numsub +subscribe +unsubscribe +evalsha +eval +wait +config|get +info"
+	"+zadd +zrem +zpopmin +zscore +zrange +persist +publish +pubsub|numsub +subscribe +unsubscribe +spublish +pubsub|shardnumsub +ssubscribe +sunsubscribe +evalsha +eval +wait +config|get +info"
 
 func TestREADMEDocumentsTheACL(t *testing.T) {
 	readme, err := os.ReadFile("../../../README.md")
@@ -128,9 +129,22 @@ func TestMissingPermissionSaysNOPERM(t *testing.T) {
 			return obtainAndRelease(ctx, c)
 		}, "release", true},
 		{"no PUBLISH", "+publish", func(ctx context.Context, c *redis.Client) error {
-			// A Locker whose waiters do not queue (its client is not a
-			// *redis.Client) publishes a wake-up on every release.
-			return obtainAndRelease(ctx, redistest.WakeOnly{Client: c})
+			// The release of a lock that a waiter marked publishes a
+			// wake-up for waiters that do not queue.
+			l := efficiency.New(c)
+			defer l.Close()
+			lock, err := l.TryObtain(ctx, "k", time.Minute)
+			if err != nil {
+				return err
+			}
+			waiter := efficiency.New(redistest.WakeOnly{Client: c})
+			defer waiter.Close()
+			wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			defer cancel()
+			if _, err := waiter.Obtain(wctx, "k", time.Minute); !errors.Is(err, efficiency.ErrNotObtained) {
+				return fmt.Errorf("the waiter: got %v, want ErrNotObtained", err)
+			}
+			return lock.Release(ctx)
 		}, "release", true},
 		{"no INCR", "+incr", func(ctx context.Context, c *redis.Client) error {
 			l := correctness.New(c, correctness.WithClockFloor(false), correctness.WithAudit(false))

@@ -104,7 +104,7 @@ func TestClusterWaitersAreWoken(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tries := count.Of("acquire")
+		tries := count.Of("wait")
 		got := make(chan error, 1)
 		go func() {
 			// The holder's hour would outlast this deadline: only the
@@ -117,7 +117,7 @@ func TestClusterWaitersAreWoken(t *testing.T) {
 			}
 			got <- err
 		}()
-		count.Await(t, "acquire", tries+2) // the waiter probed, subscribed, and found the lock still held
+		count.Await(t, "wait", tries+1) // the waiter probed, subscribed, and found the lock still held
 		if err := holder.Release(ctx); err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,382 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The connections. A channel's connection key says which subscription
+// connection serves it:
+//
+//   - plainKey: the one connection of a *redis.Client, and a ClusterClient's
+//     connection for plain channels (wake-up channels: PUBLISH in a cluster
+//     reaches every node, so any node will do).
+//   - "slot:N": a ClusterClient's connection for the sharded channels of
+//     hash slot N (grant channels), on that slot's master. One per slot, not
+//     per node: go-redis resubscribes a connection's sharded channels in one
+//     SSUBSCRIBE after a reconnect, which Redis refuses for channels of
+//     different slots.
+//   - "tag:T": a Ring's connection for the channels with shard key T (the
+//     hash tag), on that key's shard, where the release script PUBLISHes.
+//
+// A plain connection is kept until Close; a per-slot or per-tag one is closed
+// once it serves no channel.
+const plainKey = ""
+
+// conn is one subscription connection and its receive loop.
+type conn struct {
+	key      string
+	ps       *redis.PubSub
+	sharded  bool // SSUBSCRIBE, on a slot's master
+	channels int  // channelSubs on it; under Notifier.mu
+	// backoff is the wait before this connection's first SSUBSCRIBE: it
+	// replaces one that lost its slot, or was refused with MOVED (conn.go's
+	// reopen), and grows while that repeats.
+	backoff time.Duration
+	once    sync.Once
+	err     error // why it could not be opened (a Ring without a shard up)
+}
+
+// connKey is the key of the connection that serves channel (with tickets:
+// a grant channel).
+func (n *Notifier) connKey(channel, ticket string) string {
+	switch n.client.(type) {
+	case *redis.ClusterClient:
+		if ticket != "" {
+			return "slot:" + strconv.Itoa(Slot(channel))
+		}
+	case *redis.Ring:
+		return "tag:" + hashTag(channel)
+	}
+	return plainKey
+}
+
+// open makes the connection with key, whose first channel is channel, and
+// registers it. go-redis dials it on its first SUBSCRIBE, on the node or
+// shard that channel picks. One that cannot be made has err set, and is not
+// registered. Called with n.mu held.
+func (n *Notifier) open(key, channel string) *conn {
+	cn := &conn{key: key}
+	switch c := n.client.(type) {
+	case *redis.ClusterClient:
+		if key != plainKey {
+			cn.ps, cn.sharded = c.SSubscribe(context.Background()), true
+			break
+		}
+		cn.ps = c.Subscribe(context.Background())
+	case *redis.Ring:
+		// The shard of the channel's hash tag, which is the lock's: the
+		// release script runs and PUBLISHes there.
+		shard, err := c.GetShardClientForKey(channel)
+		if err != nil {
+			cn.err = err
+			return cn
+		}
+		cn.ps = shard.Subscribe(context.Background())
+	default:
+		cn.ps = n.client.Subscribe(context.Background())
+	}
+	n.conns[key] = cn
+	return cn
+}
+
+// subscribe sends SUBSCRIBE, or SSUBSCRIBE on a sharded connection.
+func (cn *conn) subscribe(ctx context.Context, channels ...string) error {
+	if cn.err != nil {
+		return cn.err
+	}
+	if cn.sharded {
+		return cn.ps.SSubscribe(ctx, channels...)
+	}
+	return cn.ps.Subscribe(ctx, channels...)
+}
+
+// unsubscribe sends UNSUBSCRIBE, or SUNSUBSCRIBE on a sharded connection.
+func (cn *conn) unsubscribe(ctx context.Context, channel string) error {
+	if cn.err != nil {
+		return nil
+	}
+	if cn.sharded {
+		return cn.ps.SUnsubscribe(ctx, channel)
+	}
+	return cn.ps.Unsubscribe(ctx, channel)
+}
+
+// run starts the connection's receive loop, once.
+func (n *Notifier) run(cn *conn) {
+	if cn.err != nil {
+		return
+	}
+	cn.once.Do(func() {
+		n.loops.Add(1)
+		go n.receive(cn)
+	})
+}
+
+func (n *Notifier) receive(cn *conn) {
+	defer n.loops.Done()
+	backoff := time.Duration(0)
+	for {
+		msg, err := cn.ps.Receive(context.Background())
+		if err != nil {
+			if n.ended(cn) {
+				return
+			}
+			if n.refused(cn, err) {
+				return // reopened
+			}
+			backoff = min(max(2*backoff, 10*time.Millisecond), time.Second)
+			select {
+			case <-n.done:
+				return
+			case <-time.After(backoff):
+			}
+			continue
+		}
+		backoff = 0
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			switch m.Kind {
+			case "subscribe", "ssubscribe":
+				n.confirm(cn, m.Channel)
+			case "sunsubscribe":
+				if n.unsubscribed(cn, m.Channel) {
+					return // reopened
+				}
+			}
+		case *redis.Message:
+			n.mu.Lock()
+			if sub := n.subs[m.Channel]; sub != nil {
+				if m.Payload == "" {
+					sub.wakeOne()
+				} else {
+					sub.granted(m.Payload)
+				}
+			}
+			n.mu.Unlock()
+		}
+	}
+}
+
+// ended reports whether cn's receive loop should stop: the Notifier is
+// closed, or cn was closed or replaced.
+func (n *Notifier) ended(cn *conn) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.closed || n.conns[cn.key] != cn
+}
+
+// refused handles an error of cn's receive, and reports whether it reopened
+// cn. An error reply answers a SUBSCRIBE: MOVED and the like (a sharded
+// channel whose slot has another master than the one go-redis dialled)
+// reopen cn on the slot's master; any other (an unknown command on Redis 6,
+// an ACL refusal) fails cn's subscriptions still pending, whose waiters get
+// it from Join. Anything else is a dropped connection: a plain one go-redis
+// re-dials and resubscribes on the next receive (reconnected); a sharded one
+// is reopened.
+func (n *Notifier) refused(cn *conn, err error) bool {
+	var reply redis.Error
+	if !errors.As(err, &reply) {
+		if cn.sharded {
+			// Not go-redis's re-dial: after a failover its slot map may
+			// still name the old master, now a replica, which accepts
+			// SSUBSCRIBE, where a release neither counts nor reaches it.
+			return n.reopen(cn)
+		}
+		n.reconnected(cn)
+		return false
+	}
+	if cn.sharded && movedOn(err) {
+		return n.reopen(cn)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, sub := range n.subs {
+		if sub.conn == cn && !sub.confirmed {
+			n.failLocked(sub, err)
+		}
+	}
+	return false
+}
+
+// movedOn reports whether err is a cluster redirection or a slot not served
+// for now.
+func movedOn(err error) bool {
+	for _, p := range []string{"MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"} {
+		if strings.HasPrefix(err.Error(), p) {
+			return true
+		}
+	}
+	return false
+}
+
+// reconnected handles a dropped subscription connection, which go-redis
+// re-dials and resubscribes: messages published meanwhile are lost, so every
+// waiter on it checks its lock again, and the confirmations counted so far
+// no longer match the requests, so every subscription on it counts as
+// confirmed.
+func (n *Notifier) reconnected(cn *conn) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for channel, sub := range n.subs {
+		if sub.conn != cn {
+			continue
+		}
+		delete(n.counts, channel)
+		if !sub.confirmed {
+			sub.confirmed = true
+			close(sub.ready)
+		}
+		sub.signalAll()
+	}
+}
+
+// confirm counts a subscription confirmation and readies the subscription it
+// answers.
+func (n *Notifier) confirm(cn *conn, channel string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	cn.backoff = 0
+	c := n.counts[channel]
+	if c == nil {
+		// A resubscription after a reconnect: the server may have lost the
+		// lock's queue meanwhile (a restart, a failover), so every waiter
+		// on the channel checks its lock again, now that it can be reached.
+		if sub := n.subs[channel]; sub != nil {
+			sub.signalAll()
+		}
+		return
+	}
+	c.acked++
+	if sub := n.subs[channel]; sub != nil && !sub.confirmed && c.acked >= sub.need {
+		sub.confirmed = true
+		close(sub.ready)
+	}
+	if n.subs[channel] == nil && c.acked >= c.sent {
+		delete(n.counts, channel)
+	}
+}
+
+// unsubscribed handles a SUNSUBSCRIBE confirmation, and reports whether it
+// reopened cn. One this Notifier did not ask for is the server's: the
+// channel's slot has moved to another master (a migration, a failover), and
+// cn is reopened there.
+func (n *Notifier) unsubscribed(cn *conn, channel string) bool {
+	n.mu.Lock()
+	if n.unsubs[channel] > 0 {
+		if n.unsubs[channel]--; n.unsubs[channel] == 0 {
+			delete(n.unsubs, channel)
+		}
+		n.mu.Unlock()
+		return false
+	}
+	n.mu.Unlock()
+	return n.reopen(cn)
+}
+
+// reopen replaces the sharded connection cn, which lost its slot or was
+// refused by the node go-redis dialled, with a new one, dialled after a
+// backoff (and a reload of the cluster's slot map) on the slot's master of
+// the moment, and subscribes its channels there. Their waiters check their
+// locks again: releases meanwhile found no subscriber and skipped them.
+func (n *Notifier) reopen(cn *conn) bool {
+	n.mu.Lock()
+	if n.closed || n.conns[cn.key] != cn {
+		n.mu.Unlock()
+		return false
+	}
+	next := &conn{key: cn.key, sharded: true, backoff: min(max(2*cn.backoff, 10*time.Millisecond), time.Second)}
+	cluster := n.client.(*redis.ClusterClient)
+	next.ps = cluster.SSubscribe(context.Background())
+	n.conns[cn.key] = next
+	var channels []string // all of one slot: one SSUBSCRIBE
+	for channel, sub := range n.subs {
+		if sub.conn != cn {
+			continue
+		}
+		sub.conn = next
+		next.channels++
+		channels = append(channels, channel)
+		delete(n.counts, channel)
+		if !sub.confirmed {
+			sub.confirmed = true
+			close(sub.ready)
+		}
+		sub.signalAll()
+	}
+	if len(channels) == 0 {
+		// Nothing to serve (its channels left while it failed): dialled
+		// without a channel, it would go to a random node.
+		delete(n.conns, cn.key)
+	}
+	n.mu.Unlock()
+	_ = cn.ps.Close()
+	if len(channels) == 0 {
+		_ = next.ps.Close()
+		return true
+	}
+	n.loops.Add(1)
+	go func() {
+		defer n.loops.Done()
+		cluster.ReloadState(context.Background()) // lazily: during the backoff
+		if !n.sleep(next.backoff) || !n.locate(cluster, channels[0]) {
+			return
+		}
+		n.send.Lock()
+		_ = next.subscribe(context.Background(), channels...)
+		n.send.Unlock()
+		n.run(next)
+	}()
+	return true
+}
+
+// sleep pauses for d, and reports false if the Notifier was closed meanwhile.
+func (n *Notifier) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-n.done:
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// locateTries bounds locate: its pauses, doubling from 10 ms to a second,
+// add up to about five seconds.
+const locateTries = 10
+
+// locate waits until the cluster client's slot map names as the master of
+// channel's slot a node that serves the slot, so that a SSUBSCRIBE dialled by
+// that map goes to the master: a replica, or a master the slot has left,
+// would accept the subscription, where no release counts or reaches it. A
+// node serves the slot when a read of a key in it there is not MOVED (PTTL
+// of the channel's name as a key, which leasekit's keys pattern allows);
+// while the map lags, it is reloaded, with growing pauses. It reports false
+// if the Notifier was closed meanwhile; after locateTries it gives up and
+// lets the subscription go where the map says.
+func (n *Notifier) locate(cluster *redis.ClusterClient, channel string) bool {
+	ctx := context.Background()
+	pause := 10 * time.Millisecond
+	for range locateTries {
+		node, err := cluster.MasterForKey(ctx, channel)
+		if err == nil {
+			err = node.PTTL(ctx, channel).Err()
+			if err == nil || !movedOn(err) {
+				return true
+			}
+		}
+		cluster.ReloadState(ctx)
+		if !n.sleep(pause) {
+			return false
+		}
+		pause = min(2*pause, time.Second)
+	}
+	return true
+}
