@@ -51,6 +51,7 @@ type config struct {
 	contenders []int
 	procs      []int
 	perProc    int
+	stagger    time.Duration // convoy-procs: between arrivals; procStagger unless a test sets it
 	spin       int
 	libs       []string
 	scenarios  []string

@@ -47,8 +47,8 @@ func runRole(role string) int {
 // instance of the library, C contenders each, all on one key. To give
 // "arrival order" a meaning, the lock is held first by the parent, and the
 // contenders arrive one at a time, procStagger apart (more than a waiter's
-// probe and queueing round trips, and the scheduling noise of a loaded
-// 2-vCPU machine), interleaved across the
+// probe and queueing round trips, and the scheduling noise of a 2-vCPU
+// machine; the tests, under -race, space them wider), interleaved across the
 // processes (contender c of worker p is arrival c·P + p); once all have
 // arrived the parent releases it, and the convoy drains. The makespan runs
 // from that release to the last contender's release.
@@ -57,6 +57,14 @@ const (
 	procSettle  = 20 * time.Millisecond // after the last arrival, before the release
 	procStartIn = 20 * time.Millisecond // from "go" to the first arrival
 )
+
+// stagger is the time between two arrivals in convoy-procs.
+func (b *bench) stagger() time.Duration {
+	if b.cfg.stagger > 0 {
+		return b.cfg.stagger
+	}
+	return procStagger
+}
 
 // workerConfig is what a worker is told.
 type workerConfig struct {
@@ -71,6 +79,7 @@ type workerConfig struct {
 	Index   int           `json:"index"`
 	Procs   int           `json:"procs"`
 	PerProc int           `json:"per_proc"`
+	Stagger time.Duration `json:"stagger"`
 }
 
 // procContender is what one contender saw, in Unix nanoseconds: every process
@@ -113,10 +122,7 @@ func runWorker(in io.Reader, out io.Writer) error {
 	}
 	defer l.close()
 	ctx := context.Background()
-	// Warm up on a key of its own: connections, loaded scripts.
-	if h, err := l.acquire(ctx, wc.Key+":warm:"+strconv.Itoa(wc.Index)); err == nil {
-		_ = h.Release(ctx)
-	} else {
+	if err := warmUp(ctx, l, wc.Key, wc.TTL); err != nil {
 		return fmt.Errorf("warm-up: %w", err)
 	}
 	fmt.Fprintln(out, `{"ready":true}`)
@@ -132,7 +138,7 @@ func runWorker(in io.Reader, out io.Writer) error {
 	before := t.sent.counts()
 	var wg sync.WaitGroup
 	for c := range seen {
-		arrival := time.Unix(0, start).Add(time.Duration(c*wc.Procs+wc.Index) * procStagger)
+		arrival := time.Unix(0, start).Add(time.Duration(c*wc.Procs+wc.Index) * wc.Stagger)
 		wg.Go(func() { seen[c] = contendAt(ctx, l, wc, arrival) })
 	}
 	wg.Wait()
@@ -142,6 +148,34 @@ func runWorker(in io.Reader, out io.Writer) error {
 	}
 	return json.NewEncoder(out).Encode(workerReport{Contenders: seen, Sent: sent})
 }
+
+// warmUp acquires key, and while it holds it a second contender asks for it
+// and waits, so that connections, loaded scripts and the waiting path (a
+// subscription in the node that owns the key) are ready before the timed
+// convoy: otherwise the first waiter of each process pays for a dial that
+// the others do not, and can queue behind a waiter that arrived after it.
+func warmUp(ctx context.Context, l locker, key string, ttl time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, 4*ttl)
+	defer cancel()
+	h, err := l.acquire(ctx, key)
+	if err != nil {
+		return err
+	}
+	second := make(chan error, 1)
+	go func() {
+		h, err := l.acquire(ctx, key)
+		if err == nil {
+			err = h.Release(ctx)
+		}
+		second <- err
+	}()
+	time.Sleep(warmUpHold)
+	return errors.Join(h.Release(ctx), <-second)
+}
+
+// warmUpHold is how long warmUp holds the key: long enough for the second
+// contender to find it held.
+const warmUpHold = 20 * time.Millisecond
 
 // contendAt arrives at arrival, acquires (giving up after one ttl), holds and
 // releases.
@@ -185,6 +219,7 @@ func (b *bench) startWorkers(ctx context.Context, lib string, key string, n int)
 		wc, _ := json.Marshal(workerConfig{
 			Lib: lib, URL: b.cfg.url, Addrs: b.target.addrs, Cluster: b.target.cluster, NoTrack: b.target.noTracking,
 			TTL: b.cfg.ttl, Hold: b.cfg.hold, Key: key, Index: i, Procs: n, PerProc: b.cfg.perProc,
+			Stagger: b.stagger(),
 		})
 		w := &worker{cmd: exec.CommandContext(ctx, self)}
 		w.cmd.Env = append(os.Environ(), roleEnv+"=worker", workerEnv+"="+string(wc))
@@ -294,7 +329,7 @@ func (b *bench) runProcConvoy(ctx context.Context, res *procsResult, lib openLib
 	for _, w := range ws {
 		fmt.Fprintf(w.in, "go %d\n", start.UnixNano())
 	}
-	time.Sleep(time.Until(start.Add(time.Duration(n)*procStagger + procSettle)))
+	time.Sleep(time.Until(start.Add(time.Duration(n)*b.stagger() + procSettle)))
 	t0 := time.Now()
 	if err := blocker.Release(ctx); err != nil {
 		stopWorkers(ws)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -92,9 +93,9 @@ func (t *target) describe(ctx context.Context) string {
 		return fmt.Sprintf("in-process miniredis %s (no flags given): this measures client overhead, not a network round trip, and has no server costs; give -addr, or run scripts/bench.sh, for a real server",
 			moduleVersion("github.com/alicebob/miniredis/v2"))
 	case t.cluster:
-		n := 0
-		_ = t.client.(*redis.ClusterClient).ForEachMaster(ctx, func(context.Context, *redis.Client) error { n++; return nil })
-		return fmt.Sprintf("Redis Cluster of %d masters, redis-server %s, seed nodes %s", n, serverVersion(ctx, t.client), t.where())
+		var n atomic.Int32 // ForEachMaster runs fn on the masters concurrently
+		_ = t.client.(*redis.ClusterClient).ForEachMaster(ctx, func(context.Context, *redis.Client) error { n.Add(1); return nil })
+		return fmt.Sprintf("Redis Cluster of %d masters, redis-server %s, seed nodes %s", n.Load(), serverVersion(ctx, t.client), t.where())
 	}
 	return "redis-server " + serverVersion(ctx, t.client) + " at " + t.where()
 }
