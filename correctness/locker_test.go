@@ -431,39 +431,67 @@ func TestHandoffInArrivalOrderWithNewTokens(t *testing.T) {
 	})
 }
 
-// TestWithReplicasDoesNotQueue: a grant handed over by a release could not be
-// confirmed by WAIT, so a WithReplicas waiter does not queue; a release by a
-// Locker whose waiters do not queue either wakes it, and it tries again (and
-// here, with no replica to confirm, fails).
-func TestWithReplicasDoesNotQueue(t *testing.T) {
-	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := t.Context()
-		count := redistest.Count(b.Client)
-		plain := correctness.New(redistest.WakeOnly{Client: b.Client}, correctness.WithAudit(false))
-		t.Cleanup(func() { _ = plain.Close() })
-		holder, err := plain.TryAcquire(ctx, "replicated", time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l := newLocker(t, b, correctness.WithAudit(false), correctness.WithReplicas(1, 10*time.Millisecond))
-		got := make(chan error, 1)
-		go func() {
-			wctx, cancel := context.WithTimeout(ctx, 30*time.Second) // the holder's hour outlasts it
-			defer cancel()
-			_, err := l.Acquire(wctx, "replicated", time.Minute)
-			got <- err
-		}()
-		count.Await(t, "pipeline", 2) // the probe and the try once subscribed, each with WAIT
-		if err := holder.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-got; !errors.Is(err, correctness.ErrNotReplicated) {
-			t.Fatalf("the WithReplicas waiter, woken by the release: got %v, want ErrNotReplicated (it tried again; no replica confirmed)", err)
-		}
-		if n := count.Of("wait"); n != 0 {
-			t.Fatalf("a WithReplicas waiter ran the wait script %d times, want 0", n)
-		}
+// TestWithReplicasQueues: a WithReplicas waiter queues like any other, the
+// release hands it the lock, and it confirms the handed grant with WAIT in a
+// round trip of its own: with no replica that fails with ErrNotReplicated,
+// and the grant is released; with one, the waiter holds the lock.
+func TestWithReplicasQueues(t *testing.T) {
+	t.Run("no replica", func(t *testing.T) {
+		redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+			replicatedHandoff(t, b.Client, correctness.ErrNotReplicated)
+		})
 	})
+	t.Run("one replica", func(t *testing.T) {
+		primary := redistest.Start(t, "--repl-diskless-sync-delay", "0")
+		replica := redistest.Start(t, "--replicaof", "127.0.0.1", primary.Addr[len("127.0.0.1:"):])
+		onReplica := replica.Client(t)
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			info := onReplica.Info(t.Context(), "replication").Val()
+			if strings.Contains(info, "master_link_status:up") && strings.Contains(info, "master_sync_in_progress:0") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the replica did not sync within 10s:\n%s", info)
+			}
+		}
+		replicatedHandoff(t, primary.Client(t), nil)
+	})
+}
+
+// replicatedHandoff queues a WithReplicas waiter behind a holder, releases
+// the holder's lock, and checks the waiter's Acquire ends with want.
+func replicatedHandoff(t *testing.T, client *redis.Client, want error) {
+	ctx := t.Context()
+	holders := correctness.New(client, correctness.WithAudit(false))
+	t.Cleanup(func() { _ = holders.Close() })
+	holder, err := holders.TryAcquire(ctx, "replicated", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiters := correctness.New(client, correctness.WithAudit(false), correctness.WithReplicas(1, 100*time.Millisecond))
+	t.Cleanup(func() { _ = waiters.Close() })
+	got := make(chan error, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second) // the holder's hour outlasts it
+		defer cancel()
+		lease, err := waiters.Acquire(wctx, "replicated", time.Minute)
+		if err == nil {
+			err = lease.Release(ctx)
+		}
+		got <- err
+	}()
+	for client.ZCard(ctx, "leasekit:{replicated}:queue").Val() != 1 {
+		time.Sleep(time.Millisecond) // ends when it queues, or the test's deadline
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; !errors.Is(err, want) {
+		t.Fatalf("the WithReplicas waiter: got %v, want %v", err, want)
+	}
+	if n := client.Exists(ctx, "leasekit:{replicated}").Val(); n != 0 {
+		t.Fatalf("the handed grant is still there")
+	}
 }
 
 // TestNilClient: New and NewRegister refuse a nil client where it is passed,

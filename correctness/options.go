@@ -59,9 +59,12 @@ func WithOwnerSource(r io.Reader) Option { return func(o *options) { o.owners = 
 // WithReplicas makes every acquire wait, on the same connection and in the same
 // round trip, until n replicas have confirmed the grant (Redis WAIT), at most
 // timeout. When fewer confirm, the grant is released and the acquire fails
-// with ErrNotReplicated. This narrows, but does not close, the window in which
-// a failover loses a grant: WAIT does not make Redis strongly consistent.
-// Default: 0 (no waiting). n < 0 is treated as 0.
+// with ErrNotReplicated. Waiters still queue: a grant handed over by another
+// holder's release is confirmed by the waiter in one more round trip (it
+// refreshes the lease and WAITs), and is released and fails the same way when
+// fewer replicas confirm. This narrows, but does not close, the window in
+// which a failover loses a grant: WAIT does not make Redis strongly
+// consistent. Default: 0 (no waiting). n < 0 is treated as 0.
 func WithReplicas(n int, timeout time.Duration) Option {
 	return func(o *options) { o.replicas, o.replicaWait = max(n, 0), timeout }
 }

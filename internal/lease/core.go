@@ -77,8 +77,8 @@ type Config struct {
 	// Replicas, when positive, makes every grant wait, in its own round
 	// trip, until that many replicas confirm it (WAIT), at most ReplicaWait;
 	// a grant fewer confirm is released and fails with NotReplicated. A grant
-	// handed over by another holder's release cannot be confirmed so, and
-	// such waiters do not queue.
+	// handed over by another holder's release is confirmed by the waiter in
+	// one round trip of its own (see confirmHanded).
 	Replicas    int
 	ReplicaWait time.Duration
 	// Telemetry records the kind's metrics and spans; nil records nothing.
@@ -117,10 +117,10 @@ type Core struct {
 // ClusterClient with one sharded channel per lock and Locker, which hashes to
 // the lock's slot: the release script runs on the lock's master, and counts
 // and reaches the subscribers of the master it runs on (PUBSUB NUMSUB or
-// SHARDNUMSUB). A Ring's waiters, a Redis 6 cluster's (no sharded pub/sub),
-// a ClusterClient's that reads from replicas (its subscriptions would be on
-// a replica) and WithReplicas Lockers' (a grant one confirms must be its own)
-// do not queue: they wait for a wake-up and try again (docs/waiting.md).
+// SHARDNUMSUB). A Ring's waiters, a Redis 6 cluster's (no sharded pub/sub)
+// and a ClusterClient's that reads from replicas (its subscriptions would be
+// on a replica) do not queue: they wait for a wake-up and try again
+// (docs/waiting.md).
 func New(cfg Config) *Core {
 	if cfg.Kind == "" {
 		cfg.Kind = "leasekit"
@@ -129,14 +129,11 @@ func New(cfg Config) *Core {
 	c.kind, c.channels = c.Kind(), plainChannels
 	switch client := cfg.Client.(type) {
 	case *redis.Client:
-		if cfg.Replicas == 0 {
-			c.grants = GrantChannel(cfg.Prefix, rand.Text())
-		}
+		c.grants = GrantChannel(cfg.Prefix, rand.Text())
 	case *redis.ClusterClient:
 		c.channels = shardedChannels
 		o := client.Options()
 		switch {
-		case cfg.Replicas > 0:
 		case o.ReadOnly || o.RouteByLatency || o.RouteRandomly:
 			c.logger().Info(cfg.Kind + ": the cluster client reads from replicas, where its subscriptions would be too: waiters do not queue, and a release wakes one waiter per Locker")
 		default:

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -88,6 +89,12 @@ func (c *Core) handed(ctx context.Context, lk *Keys, owner string, ttl time.Dura
 		value = owner + ":" + f[1]
 	}
 	a, err := c.Grant(lk, owner, value)
+	if err == nil && c.cfg.Replicas > 0 {
+		var held bool
+		if held, err = c.confirmHanded(ctx, lk, value, ttl); err == nil && !held {
+			return nil, nil // gone already: the next attempt settles it
+		}
+	}
 	if err != nil {
 		c.abandon(ctx, lk, owner, ttl, "")
 		return nil, c.acquireErr(lk, err)
@@ -97,4 +104,26 @@ func (c *Core) handed(ctx context.Context, lk *Keys, owner string, ttl time.Dura
 		wait = 0
 	}
 	return c.held(ctx, lk, owner, a, queued.Add(wait), ttl)
+}
+
+// confirmHanded waits for Replicas to confirm a grant that another holder's
+// release handed to this waiter, and reports whether the waiter still holds
+// it. WAIT counts the replicas that have every write of the connection it
+// runs on, and the handoff was the releaser's write: so the waiter writes
+// first, in the same round trip (the refresh script restarts its ttl), after
+// the handoff in the replication stream, and WAIT confirms both. Fewer
+// replicas is an error matching NotReplicated, as for a grant of its own.
+func (c *Core) confirmHanded(ctx context.Context, lk *Keys, value string, ttl time.Duration) (bool, error) {
+	reply, confirmed, err := c.runConfirmed(ctx, refreshScript, lk, 1, value, Millis(ttl))
+	if err != nil {
+		return false, err
+	}
+	if n, _ := reply.(int64); n != 1 {
+		return false, nil
+	}
+	if confirmed < int64(c.cfg.Replicas) {
+		return true, Named(fmt.Errorf("%w: lock %s: %d of %d replicas confirmed the handed grant within %v",
+			c.cfg.Errors.NotReplicated, Quote(lk.name), confirmed, c.cfg.Replicas, c.cfg.ReplicaWait))
+	}
+	return true, nil
 }

@@ -25,10 +25,12 @@ const recheck = time.Second
 // and no subscription, and a Redis that cannot be reached is an error at once.
 // When the lock is held, the waiter subscribes (and waits for the
 // confirmation) before it tries again, so that nothing the holder does after
-// the failed probe goes unheard. On a single server that try queues the
-// waiter, and the holder's release hands the lock straight to the first live
-// waiter and tells it so: the handoff costs no round trip of the waiter's own.
-// Elsewhere the release wakes one waiter per Locker, which tries again. Either
+// the failed probe goes unheard. On a single server and on a Redis 7 cluster
+// that try queues the waiter, and the holder's release hands the lock
+// straight to the first live waiter and tells it so: the handoff costs no
+// round trip of the waiter's own (one, to WAIT, with Replicas). Where waiters
+// cannot queue (see New) the try marks the lock, and its release wakes one
+// waiter per Locker, which tries again. Either
 // way a waiter also tries again when the holder's ttl runs out, and at least
 // every recheck; and it rides out Redis failures (a restart, a failover)
 // until ctx ends. After maxLateGrants grants in a row whose replies came past
