@@ -1,9 +1,9 @@
-// Package cluster runs leasekit's locks and fences on a three-master Redis
-// Cluster started by the test harness.
+// Package cluster runs leasekit's locks, fences and waiting queues on Redis
+// Clusters started by the test harness (three masters, with replicas where a
+// test fails over), and its wake-ups on a Ring.
 package cluster_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -88,42 +88,6 @@ func TestClusterLocksAndFences(t *testing.T) {
 			t.Fatalf("%s: stale write: got %v, want ErrStaleToken", name, err)
 		}
 		_ = second.Release(ctx)
-	}
-}
-
-func TestClusterWaitersAreWoken(t *testing.T) {
-	c := redistest.StartCluster(t, 3)
-	client := c.Client(t)
-	ctx := t.Context()
-	names := spread(t, client, 3)
-	count := redistest.Count(client)
-	l := efficiency.New(client)
-	defer l.Close()
-	for _, name := range names {
-		holder, err := l.TryObtain(ctx, name, time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tries := count.Of("wait")
-		got := make(chan error, 1)
-		go func() {
-			// The holder's hour would outlast this deadline: only the
-			// release notification can end the wait in time.
-			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-			defer cancel()
-			lock, err := l.Obtain(wctx, name, time.Minute)
-			if err == nil {
-				err = lock.Release(ctx)
-			}
-			got <- err
-		}()
-		count.Await(t, "wait", tries+1) // the waiter probed, subscribed, and found the lock still held
-		if err := holder.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-got; err != nil {
-			t.Fatalf("%s: waiter: %v", name, err)
-		}
 	}
 }
 
