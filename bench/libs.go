@@ -48,7 +48,7 @@ var libraries = []library{
 	{
 		name: "efficiency",
 		describe: func(ttl time.Duration, _ *target) string {
-			return fmt.Sprintf("leasekit efficiency: one efficiency.New(client) (default options); Obtain(ctx, key, %v); on one server a waiter queues and the release hands it the lock, announced by pub/sub", ttl)
+			return fmt.Sprintf("leasekit efficiency: one efficiency.New(client) (default options); Obtain(ctx, key, %v); a waiter queues (one server, or a Redis 7 cluster) and the release hands it the lock, announced by pub/sub", ttl)
 		},
 		open: func(_ *target, client redis.UniversalClient, ttl time.Duration) (locker, error) {
 			l := efficiency.New(client)
