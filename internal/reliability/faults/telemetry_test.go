@@ -110,12 +110,12 @@ func (r *rig) noOwnerIDs(t *testing.T, owners ...string) {
 	for _, s := range r.spans.Ended() {
 		var text []string
 		for _, kv := range s.Attributes() {
-			text = append(text, kv.Value.Emit())
+			text = append(text, kv.Value.String())
 		}
 		for _, e := range s.Events() {
 			text = append(text, e.Name)
 			for _, kv := range e.Attributes {
-				text = append(text, kv.Value.Emit())
+				text = append(text, kv.Value.String())
 			}
 		}
 		for _, owner := range owners {
