@@ -36,6 +36,18 @@ func newRig(t *testing.T) *rig {
 	return r
 }
 
+// awaitValue reads the metric until it is want, for up to ten seconds (a
+// bound for a hung test, not a timing assertion), and returns the last value.
+func (r *rig) awaitValue(t *testing.T, want int64, name string, attrs ...attribute.KeyValue) int64 {
+	t.Helper()
+	got := r.value(t, name, attrs...)
+	for deadline := time.Now().Add(10 * time.Second); got != want && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+		got = r.value(t, name, attrs...)
+	}
+	return got
+}
+
 // value is the sum of the metric called name over the data points whose
 // attributes include want: a counter's total, an up-down counter's value, a
 // histogram's count of measurements.
@@ -159,7 +171,10 @@ func TestTelemetryOfAContendedDo(t *testing.T) {
 				second := make(chan error, 1)
 				go func() { second <- l.do(ctx, "job", time.Minute, func(context.Context) error { return nil }) }()
 				count.Await(t, "wait", 1) // queued
-				if got := r.value(t, "leasekit.lock.waiters", kindKey.String(k.name)); got != 1 {
+				// The server has run the wait script; the waiter counts
+				// itself once it has read the reply, and then waits for the
+				// release, which has not come yet.
+				if got := r.awaitValue(t, 1, "leasekit.lock.waiters", kindKey.String(k.name)); got != 1 {
 					t.Errorf("waiters while one waits: got %d, want 1", got)
 				}
 				if got := r.value(t, "leasekit.lock.held"); got != 1 {
