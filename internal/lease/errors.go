@@ -42,11 +42,24 @@ func transient(err error) bool {
 		errors.Is(err, redis.ErrPoolTimeout) {
 		return true
 	}
+	return hasReply(err, "LOADING ", "MASTERDOWN ", "CLUSTERDOWN ", "READONLY ", "BUSY ") || slotMoving(err)
+}
+
+// slotMoving reports whether err says that the lock's Redis Cluster slot is
+// moving: TRYAGAIN (its keys are split between two masters mid-migration), or
+// a MOVED or ASK that go-redis stopped following after its redirects while
+// the nodes disagreed on the slot's owner. The command did not run, and will
+// once the slot has settled.
+func slotMoving(err error) bool { return hasReply(err, "TRYAGAIN ", "MOVED ", "ASK ") }
+
+// hasReply reports whether err is an error reply from Redis that starts with
+// one of prefixes.
+func hasReply(err error, prefixes ...string) bool {
 	var re redis.Error
 	if !errors.As(err, &re) {
 		return false
 	}
-	for _, p := range []string{"LOADING ", "MASTERDOWN ", "TRYAGAIN ", "CLUSTERDOWN ", "READONLY ", "BUSY "} {
+	for _, p := range prefixes {
 		if strings.HasPrefix(re.Error(), p) {
 			return true
 		}

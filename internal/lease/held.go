@@ -3,7 +3,6 @@ package lease
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -182,8 +181,9 @@ func (h *Held) TTL(ctx context.Context) (time.Duration, error) {
 // While the lock's slot migrates between two Redis Cluster masters, Redis
 // refuses the script (its keys are split between them, or the importing one
 // lacks some: an efficiency lock has no fence counter) with TRYAGAIN until the
-// slot has moved: the release tries again, with a growing pause, while ctx
-// lasts and for at most migrationWait.
+// slot has moved, and while the nodes disagree on its owner go-redis may give
+// up on MOVED: the release tries again, with a growing pause, while ctx lasts
+// and for at most migrationWait.
 func (c *Core) release(ctx context.Context, lk *Keys, value string, prefix bool, leaving string) (any, error) {
 	match := matchExact
 	if prefix {
@@ -192,7 +192,7 @@ func (c *Core) release(ctx context.Context, lk *Keys, value string, prefix bool,
 	deadline := time.Now().Add(migrationWait)
 	for pause := 10 * time.Millisecond; ; pause = min(2*pause, 500*time.Millisecond) {
 		reply, err := c.Run(ctx, releaseScript, lk, 3, value, match, leaving, c.channels).Result()
-		if err == nil || !strings.HasPrefix(err.Error(), "TRYAGAIN") || time.Now().Add(pause).After(deadline) {
+		if err == nil || !slotMoving(err) || time.Now().Add(pause).After(deadline) {
 			return reply, err
 		}
 		t := time.NewTimer(pause)

@@ -244,10 +244,28 @@ func (m *Migration) MoveKeys(t testing.TB) {
 // other masters), and waits until every node agrees that the target serves it.
 func (m *Migration) Finish(t testing.TB) {
 	t.Helper()
+	m.finish(t, m.To, m.From, 0)
+}
+
+// FinishSourceFirst is Finish in the order the Redis docs advise against:
+// the source is told first, and the target, still importing, only pause
+// later. Meanwhile each redirects the slot to the other (MOVED), as when an
+// operator's script or a crash between the two steps gets the order wrong.
+func (m *Migration) FinishSourceFirst(t testing.TB, pause time.Duration) {
+	t.Helper()
+	m.finish(t, m.From, m.To, pause)
+}
+
+// finish moves the keys left and assigns the slot to the target on first,
+// then, after pause, on second and the other masters, and waits until every
+// node agrees.
+func (m *Migration) finish(t testing.TB, first, second *Server, pause time.Duration) {
+	t.Helper()
 	m.MoveKeys(t)
 	dst := m.c.ids[m.To]
-	m.setSlot(t, m.To, "NODE", dst)
-	m.setSlot(t, m.From, "NODE", dst)
+	m.setSlot(t, first, "NODE", dst)
+	time.Sleep(pause)
+	m.setSlot(t, second, "NODE", dst)
 	for _, s := range m.c.Masters() {
 		if s != m.To && s != m.From {
 			m.setSlot(t, s, "NODE", dst)

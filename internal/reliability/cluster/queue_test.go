@@ -255,6 +255,20 @@ func TestClusterQueueFollowsMigration(t *testing.T) {
 		}
 		q.verify(t, false)
 	})
+	t.Run("source told first", func(t *testing.T) {
+		// The source drops the waiters' subscriptions, and for a moment
+		// it and the still-importing target redirect the slot to each
+		// other: go-redis gives up after its redirects, and the waiters,
+		// trying again at once, must ride that out as they ride out a
+		// failover, not fail with MOVED.
+		const name = "source-first"
+		q := queueUp(t, c, name, 3)
+		slot := redistest.Slot(lease.LockKey(lease.DefaultPrefix, name))
+		m := c.BeginMigration(t, slot, otherMaster(t, c, slot))
+		m.FinishSourceFirst(t, 300*time.Millisecond)
+		awaitSubscribers(t, c, name, 3)
+		q.check(t, true)
+	})
 }
 
 // TestClusterQueueAfterFailover: three waiters queue, and the lock's master
