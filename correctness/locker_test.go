@@ -438,7 +438,7 @@ func TestHandoffInArrivalOrderWithNewTokens(t *testing.T) {
 func TestWithReplicasQueues(t *testing.T) {
 	t.Run("no replica", func(t *testing.T) {
 		redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
-			replicatedHandoff(t, b.Client, correctness.ErrNotReplicated)
+			replicatedHandoff(t, b.Client, 100*time.Millisecond, correctness.ErrNotReplicated)
 		})
 	})
 	t.Run("one replica", func(t *testing.T) {
@@ -454,13 +454,16 @@ func TestWithReplicasQueues(t *testing.T) {
 				t.Fatalf("the replica did not sync within 10s:\n%s", info)
 			}
 		}
-		replicatedHandoff(t, primary.Client(t), nil)
+		// WAIT returns as soon as the replica acknowledges: the timeout is a
+		// bound for a loaded machine, not a wait.
+		replicatedHandoff(t, primary.Client(t), 10*time.Second, nil)
 	})
 }
 
 // replicatedHandoff queues a WithReplicas waiter behind a holder, releases
-// the holder's lock, and checks the waiter's Acquire ends with want.
-func replicatedHandoff(t *testing.T, client *redis.Client, want error) {
+// the holder's lock, and checks the waiter's Acquire ends with want. wait is
+// the waiter's WithReplicas timeout.
+func replicatedHandoff(t *testing.T, client *redis.Client, wait time.Duration, want error) {
 	ctx := t.Context()
 	holders := correctness.New(client, correctness.WithAudit(false))
 	t.Cleanup(func() { _ = holders.Close() })
@@ -468,7 +471,7 @@ func replicatedHandoff(t *testing.T, client *redis.Client, want error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waiters := correctness.New(client, correctness.WithAudit(false), correctness.WithReplicas(1, 100*time.Millisecond))
+	waiters := correctness.New(client, correctness.WithAudit(false), correctness.WithReplicas(1, wait))
 	t.Cleanup(func() { _ = waiters.Close() })
 	got := make(chan error, 1)
 	go func() {
