@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/leasekit/leasekit/correctness"
-	"github.com/leasekit/leasekit/internal/redistest"
+	"github.com/leasekit/leasekit/internal/testkit/redistest"
 )
 
 // BenchmarkUncontended compares an uncontended TryAcquire + Release, and a

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/leasekit/leasekit/correctness"
-	"github.com/leasekit/leasekit/internal/redistest"
+	"github.com/leasekit/leasekit/internal/testkit/redistest"
 )
 
 func TestRegisterFences(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasekit/leasekit/correctness"
-	"github.com/leasekit/leasekit/internal/redistest"
+	"github.com/leasekit/leasekit/internal/testkit/redistest"
 )
 
 var quiet = slog.New(slog.DiscardHandler)

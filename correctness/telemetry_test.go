@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/leasekit/leasekit/correctness"
-	"github.com/leasekit/leasekit/internal/redistest"
+	"github.com/leasekit/leasekit/internal/testkit/redistest"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasekit/leasekit/internal/redistest"
+	"github.com/leasekit/leasekit/internal/testkit/redistest"
 )
 
 func TestOnceAcrossReplicas(t *testing.T) {

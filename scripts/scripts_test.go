@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasekit/leasekit/internal/redistest"
+	"github.com/leasekit/leasekit/internal/testkit/redistest"
 	"github.com/leasekit/leasekit/scripts"
 )
 

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/leasekit/leasekit/internal/redistest"
+	"github.com/leasekit/leasekit/internal/testkit/redistest"
 )
 
 // binDir holds the lockrun binary the tests drive.

@@ -12,8 +12,7 @@ import (
 	"github.com/jonboulle/clockwork"
 	"github.com/leasekit/leasekit/cron/gocronlock"
 	"github.com/leasekit/leasekit/efficiency"
-	"github.com/leasekit/leasekit/internal/redistest"
-	"github.com/leasekit/leasekit/leasetest"
+	"github.com/leasekit/leasekit/internal/testkit/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -40,8 +39,8 @@ func (c skewedClock) Until(t time.Time) time.Duration { return t.Sub(c.Now()) }
 func TestThreeSchedulersRunEachTickOnce(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		t.Parallel() // the two backends side by side: the test takes ten seconds
-		if b.Env != nil {
-			runRedisClock(t, b.Env)
+		if b.Mini != nil {
+			runRedisClock(t, b)
 		}
 		const interval, minHold = 2 * time.Second, time.Second
 		var mu sync.Mutex
@@ -121,7 +120,7 @@ func TestThreeSchedulersRunEachTickOnce(t *testing.T) {
 
 // runRedisClock moves miniredis's clock with the real one, so that keys
 // expire as on a real server, until the test ends.
-func runRedisClock(t *testing.T, env *leasetest.Env) {
+func runRedisClock(t *testing.T, b *redistest.Backend) {
 	stop, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(stopped)
@@ -133,7 +132,7 @@ func runRedisClock(t *testing.T, env *leasetest.Env) {
 			case <-stop:
 				return
 			case now := <-tick.C:
-				env.Advance(now.Sub(last))
+				b.Advance(now.Sub(last))
 				last = now
 			}
 		}

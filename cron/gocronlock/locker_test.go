@@ -14,7 +14,7 @@ import (
 	"github.com/leasekit/leasekit/cron/gocronlock"
 	"github.com/leasekit/leasekit/efficiency"
 	"github.com/leasekit/leasekit/internal/lease"
-	"github.com/leasekit/leasekit/internal/redistest"
+	"github.com/leasekit/leasekit/internal/testkit/redistest"
 )
 
 // newLocker returns a gocronlock.Locker on its own efficiency.Locker, as a

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/leasekit/leasekit/internal/lease"
-	"github.com/leasekit/leasekit/internal/redistest"
+	"github.com/leasekit/leasekit/internal/testkit/redistest"
 )
 
 // fixedOwner draws the same owner id every time, as a resent acquire (a

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/leasekit/leasekit/internal/notify"
-	"github.com/leasekit/leasekit/internal/redistest"
+	"github.com/leasekit/leasekit/internal/testkit/redistest"
 )
 
 func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }

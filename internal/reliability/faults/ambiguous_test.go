@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasekit/leasekit/internal/faultproxy"
 	"github.com/leasekit/leasekit/internal/lease"
+	"github.com/leasekit/leasekit/internal/testkit/faultproxy"
 	"github.com/redis/go-redis/v9"
 )
 

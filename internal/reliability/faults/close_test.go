@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasekit/leasekit/internal/redistest"
+	"github.com/leasekit/leasekit/internal/testkit/redistest"
 )
 
 // TestClosedLocker: after Close every new operation fails at once with

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/leasekit/leasekit/correctness"
-	"github.com/leasekit/leasekit/internal/redistest"
+	"github.com/leasekit/leasekit/internal/testkit/redistest"
 )
 
 // holdTTL is the lease the holder keeps through the crash: long enough that

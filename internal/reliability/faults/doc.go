@@ -1,6 +1,6 @@
 // Package faults holds leasekit's fault-injection tests (issue 6): real
-// redis-server processes started by internal/redistest, and the network
-// faults of internal/faultproxy between them and the lock clients. It has no
+// redis-server processes started by internal/testkit/redistest, and the network
+// faults of internal/testkit/faultproxy between them and the lock clients. It has no
 // code of its own; every file but this one is a test.
 //
 // What each test injects, and what it asserts:

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/leasekit/leasekit/correctness"
-	"github.com/leasekit/leasekit/internal/faultproxy"
 	"github.com/leasekit/leasekit/internal/lease"
-	"github.com/leasekit/leasekit/internal/redistest"
+	"github.com/leasekit/leasekit/internal/testkit/faultproxy"
+	"github.com/leasekit/leasekit/internal/testkit/redistest"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -19,9 +19,9 @@ import (
 
 	"github.com/leasekit/leasekit/correctness"
 	"github.com/leasekit/leasekit/efficiency"
-	"github.com/leasekit/leasekit/internal/faultproxy"
 	"github.com/leasekit/leasekit/internal/lease"
-	"github.com/leasekit/leasekit/internal/redistest"
+	"github.com/leasekit/leasekit/internal/testkit/faultproxy"
+	"github.com/leasekit/leasekit/internal/testkit/redistest"
 	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/metric"

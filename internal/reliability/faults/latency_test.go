@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasekit/leasekit/internal/faultproxy"
+	"github.com/leasekit/leasekit/internal/testkit/faultproxy"
 )
 
 // leaseTTL is the lease of the latency tests.

@@ -16,7 +16,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 	"github.com/leasekit/leasekit/correctness"
-	"github.com/leasekit/leasekit/internal/redistest"
+	"github.com/leasekit/leasekit/internal/testkit/redistest"
 	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )

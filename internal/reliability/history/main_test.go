@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/leasekit/leasekit/internal/redistest"
+	"github.com/leasekit/leasekit/internal/testkit/redistest"
 )
 
 func TestMain(m *testing.M) {

@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/leasekit/leasekit/leasetest"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 )
@@ -45,23 +44,38 @@ type Backend struct {
 	Client *redis.Client
 	// Mini is the miniredis server, nil on a real redis-server.
 	Mini *miniredis.Miniredis
-	// Env is the leasetest environment around Mini, nil on a real server.
-	Env *leasetest.Env
 	// Server is the real server, nil on miniredis.
 	Server *Server
+
+	mu  sync.Mutex
+	now time.Time // miniredis's clock, which only Advance moves
 }
 
 // Real reports whether the backend is a real redis-server.
 func (b *Backend) Real() bool { return b.Server != nil }
 
-// Pass lets d go by for key expiry: leasetest's Advance on miniredis (ttls
-// and server clock together), a sleep on a real server (keep d short there).
+// Pass lets d go by for key expiry: Advance on miniredis, a sleep on a real
+// server (keep d short there).
 func (b *Backend) Pass(d time.Duration) {
-	if b.Env != nil {
-		b.Env.Advance(d)
+	if b.Mini != nil {
+		b.Advance(d)
 		return
 	}
 	time.Sleep(d)
+}
+
+// Advance moves miniredis's time forward by d: key ttls run down and the
+// server clock (TIME, which the clock floor reads) moves with them, as
+// leasetest.Env.Advance does. It does nothing on a real server.
+func (b *Backend) Advance(d time.Duration) {
+	if b.Mini == nil || d <= 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.now = b.now.Add(d)
+	b.Mini.FastForward(d)
+	b.Mini.SetTime(b.now)
 }
 
 // Run runs body once on miniredis and once on a real redis-server, as subtests
@@ -72,12 +86,23 @@ func Run(t *testing.T, body func(t *testing.T, b *Backend)) {
 	t.Run("redis-server", func(t *testing.T) { body(t, Real(t)) })
 }
 
-// Mini returns a backend on a fresh leasetest environment (miniredis),
-// closed when the test ends.
+// Mini returns a backend on a fresh miniredis, closed when the test ends.
+// Its clock stands still until Advance moves it, so that key expiry and the
+// server time the clock floor reads stay in step.
 func Mini(t testing.TB) *Backend {
 	t.Helper()
-	env := leasetest.New(t)
-	return &Backend{Name: "miniredis", Client: env.Client, Mini: env.Server, Env: env}
+	m := miniredis.NewMiniRedis()
+	if err := m.Start(); err != nil {
+		t.Fatalf("redistest: starting miniredis: %v", err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() {
+		_ = c.Close()
+		m.Close()
+	})
+	b := &Backend{Name: "miniredis", Client: c, Mini: m, now: time.Now().UTC()}
+	m.SetTime(b.now)
+	return b
 }
 
 var shared struct {

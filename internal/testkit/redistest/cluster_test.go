@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasekit/leasekit/internal/redistest"
+	"github.com/leasekit/leasekit/internal/testkit/redistest"
 	"github.com/redis/go-redis/v9"
 )
 

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasekit/leasekit/internal/faultproxy"
+	"github.com/leasekit/leasekit/internal/testkit/faultproxy"
 )
 
 // quietFor is how long a test listens to be sure nothing was forwarded. A
