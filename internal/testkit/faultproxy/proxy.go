@@ -12,10 +12,12 @@
 package faultproxy
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -39,6 +41,7 @@ type Proxy struct {
 	thaw      chan struct{} // non-nil while frozen; closed by Thaw
 	blackhole bool
 	cut       *cutRule
+	holding   bool // HoldSubscriptions is on
 }
 
 // link is one proxied connection: the client's side and the server's side.
@@ -53,6 +56,14 @@ type link struct {
 	mu      sync.Mutex
 	closed  bool
 	replied chan struct{} // non-nil after a cut request went out; closed when its reply arrives
+
+	// subscriber is set once the client has sent a SUBSCRIBE or SSUBSCRIBE.
+	subscriber atomic.Bool
+	// held are the server's chunks kept back by HoldSubscriptions, oldest
+	// first; writes to the client happen under writeMu, so that they keep
+	// their order whoever sends them.
+	writeMu sync.Mutex
+	held    [][]byte
 }
 
 // cutRule is one armed CutAfterRequest.
@@ -176,6 +187,80 @@ func (p *Proxy) CutAfterRequest(match func([]byte) bool) {
 	p.cut = &cutRule{match: match}
 }
 
+// HoldSubscriptions keeps back what the server sends on every subscription
+// connection (one whose client has sent SUBSCRIBE or SSUBSCRIBE), from now on:
+// the messages a publish delivers wait in the proxy, in order, until
+// ReleaseOne or ReleaseHeld. Other connections flow as usual.
+func (p *Proxy) HoldSubscriptions() {
+	p.mu.Lock()
+	p.holding = true
+	p.mu.Unlock()
+}
+
+// Held reports how many chunks HoldSubscriptions keeps back now.
+func (p *Proxy) Held() int {
+	p.mu.Lock()
+	links := p.snapshot()
+	p.mu.Unlock()
+	n := 0
+	for _, l := range links {
+		l.writeMu.Lock()
+		n += len(l.held)
+		l.writeMu.Unlock()
+	}
+	return n
+}
+
+// ReleaseOne delivers the oldest chunk kept back on any one connection (with
+// a single subscription connection: the oldest message), and reports whether
+// there was one. Holding goes on.
+func (p *Proxy) ReleaseOne() bool {
+	p.mu.Lock()
+	links := p.snapshot()
+	p.mu.Unlock()
+	for _, l := range links {
+		l.writeMu.Lock()
+		if len(l.held) > 0 {
+			chunk := l.held[0]
+			l.held = l.held[1:]
+			_, _ = l.client.Write(chunk)
+			l.writeMu.Unlock()
+			return true
+		}
+		l.writeMu.Unlock()
+	}
+	return false
+}
+
+// ReleaseHeld stops HoldSubscriptions and delivers everything kept back, in
+// order.
+func (p *Proxy) ReleaseHeld() {
+	p.mu.Lock()
+	p.holding = false
+	links := p.snapshot()
+	p.mu.Unlock()
+	for _, l := range links {
+		l.writeMu.Lock()
+		for _, chunk := range l.held {
+			_, _ = l.client.Write(chunk)
+		}
+		l.held = nil
+		l.writeMu.Unlock()
+	}
+}
+
+// isSubscribe reports whether a client's chunk starts with a SUBSCRIBE or
+// SSUBSCRIBE command (RESP: "*<n>\r\n$<len>\r\n<name>\r\n").
+func isSubscribe(chunk []byte) bool {
+	f := bytes.SplitN(chunk, []byte("\r\n"), 3)
+	if len(f) < 3 || !bytes.HasPrefix(f[0], []byte("*")) {
+		return false
+	}
+	name, _, _ := bytes.Cut(f[2], []byte("\r\n"))
+	name = bytes.ToLower(name)
+	return bytes.Equal(name, []byte("subscribe")) || bytes.Equal(name, []byte("ssubscribe"))
+}
+
 // snapshot lists the open links. The caller holds p.mu.
 func (p *Proxy) snapshot() []*link {
 	links := make([]*link, 0, len(p.links))
@@ -291,6 +376,9 @@ func (p *Proxy) forwardRequest(l *link, chunk []byte) bool {
 	if drop {
 		return true
 	}
+	if !l.subscriber.Load() && isSubscribe(chunk) {
+		l.subscriber.Store(true)
+	}
 	if rule != nil && rule.match(chunk) && p.disarm(rule) {
 		p.cutAfter(l, chunk)
 		return false
@@ -342,7 +430,7 @@ func (p *Proxy) forwardReplies(l *link) {
 			if !p.waitThaw(l) || !p.waitDelay(l, read) {
 				return
 			}
-			if _, err := l.client.Write(buf[:n]); err != nil {
+			if err := p.deliver(l, buf[:n]); err != nil {
 				return
 			}
 		}
@@ -350,6 +438,29 @@ func (p *Proxy) forwardReplies(l *link) {
 			return
 		}
 	}
+}
+
+// deliver writes a server chunk to the client, or keeps it back while
+// HoldSubscriptions holds l's traffic. A chunk never overtakes one kept back.
+func (p *Proxy) deliver(l *link, chunk []byte) error {
+	p.mu.Lock()
+	holding := p.holding
+	p.mu.Unlock()
+	l.writeMu.Lock()
+	defer l.writeMu.Unlock()
+	if holding && l.subscriber.Load() {
+		l.held = append(l.held, bytes.Clone(chunk))
+
+		return nil
+	}
+	for _, held := range l.held {
+		if _, err := l.client.Write(held); err != nil {
+			return err
+		}
+	}
+	l.held = nil
+	_, err := l.client.Write(chunk)
+	return err
 }
 
 // cutReplied reports whether a cut request went out on l, and if so tells

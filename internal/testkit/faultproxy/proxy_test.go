@@ -275,3 +275,36 @@ func TestCloseEndsEverything(t *testing.T) {
 		t.Fatalf("got %d goroutines after Close, want at most %d as before New:\n%s", after, before, buf[:runtime.Stack(buf, true)])
 	}
 }
+
+func TestHoldSubscriptions(t *testing.T) {
+	p, b, sub, subServer := rig(t)
+	cmd, cmdServer := connect(t, p, b)
+	const subscribe = "*2\r\n$9\r\nsubscribe\r\n$4\r\nchan\r\n"
+	send(t, sub, subscribe)
+	expect(t, subServer, subscribe)
+	// A command that only mentions the word is no subscription.
+	const eval = "*3\r\n$4\r\neval\r\n$21\r\n-- not a subscribe...\r\n$1\r\n0\r\n"
+	send(t, cmd, eval)
+	expect(t, cmdServer, eval)
+	p.HoldSubscriptions()
+	send(t, subServer, "message-1")
+	send(t, cmdServer, "reply") // not a subscription connection: flows
+	expect(t, cmd, "reply")
+	expectQuiet(t, sub, "a message while held")
+	send(t, subServer, "message-2")
+	for p.Held() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	if !p.ReleaseOne() {
+		t.Fatal("ReleaseOne: got false, want a chunk released")
+	}
+	expect(t, sub, "message-1")
+	expectQuiet(t, sub, "the second message before its release")
+	p.ReleaseHeld()
+	expect(t, sub, "message-2")
+	send(t, subServer, "message-3") // no longer held
+	expect(t, sub, "message-3")
+	if p.ReleaseOne() {
+		t.Fatal("ReleaseOne with nothing held: got true")
+	}
+}
