@@ -22,7 +22,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -175,8 +174,8 @@ func (e *Env) Holder(name string) Holding {
 		return Holding{}
 	}
 	h := Holding{Held: true, TTL: e.Server.TTL(key)}
-	if i := strings.LastIndexByte(v, ':'); i >= 0 {
-		h.Token, _ = strconv.ParseUint(strings.TrimSuffix(v[i+1:], lease.QueuedMark), 10, 64)
+	if p, err := lease.ParseValue(v, true); err == nil {
+		h.Token = p.Token
 	}
 	return h
 }

@@ -1,35 +1,19 @@
--- grant: the function shared by every script that grants a lock
--- (fenced_acquire, wait, release). scripts.go prepends this file to each of
--- them, so a token is drawn by one piece of code wherever a grant happens.
+-- grant: the one function that grants a lock, prepended (scripts.go) to
+-- every script that does: fenced_acquire, wait and release.
 --
--- Redis runs a script's whole chunk on every call, and each function defined
--- in it is a closure built anew each time, for the garbage collector to clear
--- away. So this file defines one function, with what it needs (the clock in
--- microseconds, the check of the counter) written out in it: a call of any
--- script builds one closure, whatever its path.
+-- grant(lock, counter, owner, ttl, kind, now, free, queued) stores owner's
+-- grant in lock for ttl ms and returns the value stored and, for a fenced
+-- kind, its token; or nil and a BADFENCE error text when counter holds no
+-- token (nothing is changed then). kind: 'e' efficiency (value = owner),
+-- 'f' fenced, 'c' fenced with the clock floor, 't' also with a counter that
+-- expires with the lease. A fenced value is "owner:token"; queued adds the
+-- mark '*'. now is a TIME reply read already, or nil. Without free, the lock
+-- is taken only if free: otherwise false and the holder's value.
 --
--- Tokens never pass through tostring(): Lua numbers are doubles and print with
--- %.14g, which would round a 16-digit token. They stay decimal strings, compared
--- by length and then by text.
-
--- grant stores owner's grant in the lock key for ttl milliseconds and returns
--- the value stored and, for a correctness lock, the grant's token; or nil and
--- an error reply (starting BADFENCE, which internal/lease reads) when the
--- fence counter holds no token, and then nothing is changed. kind is the
--- lock's kind as its owner's Locker runs it: 'e' for an efficiency lock (the
--- value is the owner id), 'f' for a correctness lock, 'c' for a correctness
--- lock with the clock floor, 't' for one with the clock floor whose counter
--- expires with the lease. The token is max(counter + 1, server clock in
--- microseconds) with the clock floor, counter + 1 without, and is stored back
--- into the counter key; the value is "owner:token". now is a TIME reply the
--- caller read already, for the clock floor, or nil.
---
--- free says the caller found the lock key free in this call ('e' grants
--- need it). Without it, grant takes a correctness lock only if its key is
--- free, and otherwise changes nothing and returns false and the holder's
--- value. queued says waiters are queued for the lock: the key's value then
--- ends with '*' (the mark that release.lua reads; see
--- internal/lease/handoff.go), which the value returned leaves out.
+-- The token is max(counter + 1, server clock in µs) with the clock floor,
+-- counter + 1 without. Tokens stay decimal strings, compared by length then
+-- text: tostring() of a Lua number above 1e14 rounds (%.14g). One function,
+-- no helpers: Redis builds every closure of a script anew on each call.
 local function grant(lock, counter, owner, ttl, kind, now, free, queued)
   local mark = queued and '*' or ''
   if kind == 'e' then
@@ -46,24 +30,18 @@ local function grant(lock, counter, owner, ttl, kind, now, free, queued)
     end
     current = redis.pcall('GET', counter)
   else
-    -- The clock in microseconds, padded by hand: string.format and tonumber
-    -- cost a call microseconds of cold code when Redis wakes from idle, as
-    -- it does for every handoff.
     now = now or redis.call('TIME')
     token = now[1] .. string.rep('0', 6 - #now[2]) .. now[2]
     if not free then
-      -- Take the lock with the clock as its token, which nearly always
-      -- wins, before the counter is touched: one command for what would
-      -- be a GET and a SET, and a held lock is left as it was.
+      -- Take the lock with the clock as its token (nearly always the
+      -- winner) before touching the counter.
       local holder = redis.call('SET', lock, owner .. ':' .. token, 'NX', 'PX', ttl, 'GET')
       if holder then
         return false, holder
       end
       taken = true
     end
-    -- Store the clock and read the counter it replaces in one call (a
-    -- counter of another type fails, untouched). When the counter is
-    -- ahead, it is put back below and counted on from.
+    -- Store the clock and read what it replaces; put back below if ahead.
     if kind == 't' then
       current = redis.pcall('SET', counter, token, 'PX', ttl, 'GET')
     else
@@ -71,9 +49,9 @@ local function grant(lock, counter, owner, ttl, kind, now, free, queued)
     end
   end
   if current then
-    -- A token is decimal digits without a leading zero, below 2^63 - 1 so
-    -- that INCR can count on. current is a GET's reply, or the error table
-    -- of one that met a key of another type.
+    -- current is a GET's reply, or the error table of one that met a key
+    -- of another type. A token is digits without a leading zero, below
+    -- 2^63 - 1 so that INCR can count on.
     local bad
     if type(current) == 'table' then
       bad = 'holds a key of another type (' .. tostring(current.err) .. ')'
@@ -91,7 +69,6 @@ local function grant(lock, counter, owner, ttl, kind, now, free, queued)
       end
       return nil, 'BADFENCE fence counter ' .. counter .. ' ' .. bad .. '; repair or delete it'
     end
-    -- token > current, as decimal strings of digits.
     if token and (#token < #current or #token == #current and token <= current) then
       if kind == 't' then
         redis.call('SET', counter, current, 'PX', ttl)
@@ -106,8 +83,7 @@ local function grant(lock, counter, owner, ttl, kind, now, free, queued)
       return owner .. ':' .. token, token
     end
   else
-    -- INCR's reply is a Lua number, exact below 2^53 and printed exactly
-    -- by '%d'; above that, the string comes from Redis itself.
+    -- INCR's reply is exact below 2^53; above, Redis's own string.
     local n = redis.call('INCR', counter)
     if n < 9007199254740992 then
       token = string.format('%d', n)

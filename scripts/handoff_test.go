@@ -6,18 +6,55 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
 	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
+// The wire format these tests write by hand is specified in
+// internal/lease/handoff.go.
+
+var lockKeys = []string{"lock", "lock:queue", "lock:fence"}
+
+// entryOf is the queue entry of owner, with ttl 60 s, of kind, with
+// patience ms (0: never gives up), generation gen, heard on channel.
+func entryOf(owner, kind string, patience, gen int, channel string) string {
+	return owner + " 60000 " + kind + " " + strconv.Itoa(patience) + " id-" + owner + "." + strconv.Itoa(gen) + " " + channel
+}
+
+// waitReply runs the wait script for owner with the entry to queue and the
+// previous entry's place and text, and returns its reply.
+func waitReply(t *testing.T, b *redistest.Backend, owner, kind, queue, place, prev string) []any {
+	t.Helper()
+	reply, err := scripts.Wait.Run(t.Context(), b.Client, lockKeys, owner, 60000, kind, queue, place, prev).Slice()
+	if err != nil {
+		t.Fatalf("wait by %s: %v", owner, err)
+	}
+	return reply
+}
+
+// queued checks a wait reply that left the waiter in the queue: code 3 when
+// it queued the entry it was given, 0 when it kept the previous one; and
+// returns the place.
+func queued(t *testing.T, reply []any, code int64) string {
+	t.Helper()
+	place, _ := reply[2].(string)
+	now, _ := reply[3].(string)
+	if len(reply) != 4 || reply[0] != code || place == "" || now == "" {
+		t.Fatalf("wait: got %v, want [%d ttl place now]", reply, code)
+	}
+	if ttl, _ := reply[1].(int64); ttl <= 0 || ttl > 60000 {
+		t.Fatalf("wait: holder ttl %v, want within (0, 60000]", reply[1])
+	}
+	return place
+}
+
 // TestHandoff drives the wait queue by hand: waiters queue in arrival order,
 // a release hands the lock to the first waiter that still listens (skipping
-// one whose channel has no subscriber), tells it where and when, and deletes
-// the key once nobody is left. With sharded grant channels (Redis Cluster's:
-// SHARDNUMSUB and SPUBLISH, which a single Redis 7 server runs too, and
-// miniredis does not) on redis-server only.
+// one whose channel has no subscriber), tells it which entry and when, and
+// deletes the key once nobody is left. With sharded grant channels (Redis
+// Cluster's: SHARDNUMSUB and SPUBLISH, which a single Redis 7 server runs
+// too, and miniredis does not) on redis-server only.
 func TestHandoff(t *testing.T) {
 	for _, fenced := range []bool{false, true} {
 		name := "efficiency"
@@ -37,59 +74,40 @@ func TestHandoff(t *testing.T) {
 
 func testHandoff(t *testing.T, b *redistest.Backend, fenced, sharded bool) {
 	ctx := t.Context()
-	keys := []string{"lock", "lock:queue", "lock:fence"}
 	b.Client.Set(ctx, "lock:fence", "32", 0)
-	shardedArg := "0"
+	shardedArg, kind, token, handed := "0", "e", "-", any(int64(2))
 	if sharded {
 		shardedArg = "1"
 	}
-	kind := "e"
 	if fenced {
-		kind = "f"
+		kind, token, handed = "f", "34", "34"
 	}
-	// token is how a grant message names the token of a grant: '-' for none.
-	token := func(n int) string {
-		if fenced {
-			return strconv.Itoa(n)
-		}
-		return "-"
-	}
-	// value is what a grant to owner stores, given the token it should carry.
 	value := func(owner string, token int) string {
 		if fenced {
 			return owner + ":" + strconv.Itoa(token)
 		}
 		return owner
 	}
-	entry := func(owner string) string { return owner + " 60000 " + kind + " ticket-" + owner + " chan-" + owner }
-	wait := func(owner string) []any {
-		t.Helper()
-		reply, err := scripts.Wait.Run(ctx, b.Client, keys, owner, 60000, entry(owner), kind, "").Slice()
-		if err != nil {
-			t.Fatalf("wait by %s: %v", owner, err)
-		}
-		return reply
-	}
+	entry := func(owner string, gen int) string { return entryOf(owner, kind, 0, gen, "chan-"+owner) }
 	release := func(v, leaving string) any {
 		t.Helper()
-		reply, err := scripts.Release.Run(ctx, b.Client, keys, v, "0", leaving, shardedArg).Result()
+		reply, err := scripts.Release.Run(ctx, b.Client, lockKeys, v, "0", leaving, shardedArg).Result()
 		if err != nil {
 			t.Fatalf("release of %q: %v", v, err)
 		}
 		return reply
 	}
-	handed := any(int64(2)) // what a release that hands the lock to a reads
-	if fenced {
-		handed = "34"
-	}
 
 	// A free lock: the waiter takes it at once and is not queued.
-	if got := wait("holder"); got[0] != int64(1) || got[1] != value("holder", 33) {
+	if got := waitReply(t, b, "holder", kind, entry("holder", 0), "", ""); got[0] != int64(1) || got[1] != value("holder", 33) {
 		t.Fatalf("wait on a free lock: got %v, want [1 %s]", got, value("holder", 33))
 	}
 	// The holder's own retry is its grant back, not a queue entry.
-	if got := wait("holder"); got[0] != int64(2) || got[1] != value("holder", 33) {
+	if got := waitReply(t, b, "holder", kind, entry("holder", 0), "", ""); got[0] != int64(2) || got[1] != value("holder", 33) {
 		t.Fatalf("the holder waiting again: got %v, want [2 %s], its own grant", got, value("holder", 33))
+	}
+	if n := b.Client.ZCard(ctx, "lock:queue").Val(); n != 0 {
+		t.Fatalf("queue after the holder's grant: %d entries, want none", n)
 	}
 
 	listen := b.Client.Subscribe(ctx, "chan-a", "chan-b")
@@ -114,17 +132,12 @@ func testHandoff(t *testing.T, b *redistest.Backend, fenced, sharded bool) {
 	}
 	places := map[string]string{}
 	for _, owner := range []string{"dead", "a", "b"} {
-		got := wait(owner)
-		ttl, _ := got[1].(int64)
-		place, _ := got[2].(string)
-		if got[0] != int64(0) || ttl <= 0 || ttl > 60000 || place == "" {
-			t.Fatalf("wait by %s on a held lock: got %v, want [0 ttl place]", owner, got)
-		}
-		places[owner] = place
+		places[owner] = queued(t, waitReply(t, b, owner, kind, entry(owner, 0), "", ""), 3)
 		time.Sleep(time.Millisecond) // distinct places on a fast clock
 	}
-	if again := wait("a"); again[0] != int64(0) || again[2] != "" {
-		t.Fatalf("a waiting again: got %v, want it kept in its place (place '')", again)
+	// a again, with its place: its entry is still queued, and stays.
+	if got := queued(t, waitReply(t, b, "a", kind, entry("a", 1), places["a"], entry("a", 0)), 0); got != places["a"] {
+		t.Fatalf("a waiting again: place %s, want its own %s", got, places["a"])
 	}
 	if n := b.Client.ZCard(ctx, "lock:queue").Val(); n != 3 {
 		t.Fatalf("queue length: got %d, want 3", n)
@@ -139,8 +152,8 @@ func testHandoff(t *testing.T, b *redistest.Backend, fenced, sharded bool) {
 	if got := release(value("holder", 33), ""); got != handed {
 		t.Fatalf("release by the holder: got %v (%T), want %v, the handoff", got, got, handed)
 	}
-	if v := b.Client.Get(ctx, "lock").Val(); v != value("a", 34)+lease.QueuedMark {
-		t.Fatalf("after the release the lock holds %q, want %q (the dead waiter skipped, the grant marked as queued for)", v, value("a", 34)+lease.QueuedMark)
+	if v := b.Client.Get(ctx, "lock").Val(); v != value("a", 34)+"*" {
+		t.Fatalf("after the release the lock holds %q, want %q (the dead waiter skipped, the grant marked as queued for)", v, value("a", 34)+"*")
 	}
 	if n, _ := b.Client.Get(ctx, "lock:fence").Int(); fenced != (n == 34) || !fenced && n != 32 {
 		t.Fatalf("fence counter: got %d, want 34 for correctness grants, 32 (untouched) for efficiency ones", n)
@@ -148,10 +161,10 @@ func testHandoff(t *testing.T, b *redistest.Backend, fenced, sharded bool) {
 	if ttl := b.Client.PTTL(ctx, "lock").Val(); ttl <= 59*time.Second {
 		t.Fatalf("handed-off lock ttl: got %v, want a's 60s", ttl)
 	}
-	expectGrant(t, listen, "chan-a", "ticket-a", token(34), places["a"], before, serverMicros(t, b.Client))
+	expectGrant(t, listen, "chan-a", "id-a.0", token, before, serverMicros(t, b.Client))
 
 	// b gives up: its entry goes, and the lock stays a's.
-	if got := release(value("b", 0), entry("b")); got != int64(-1) {
+	if got := release(value("b", 0), entry("b", 0)); got != int64(-1) {
 		t.Fatalf("b leaving the queue: got %v, want -1 (it holds nothing; a holds the lock)", got)
 	}
 	if n := b.Client.ZCard(ctx, "lock:queue").Val(); n != 0 {
@@ -173,28 +186,22 @@ func testHandoff(t *testing.T, b *redistest.Backend, fenced, sharded bool) {
 }
 
 // expectGrant reads the next message and checks it announces a grant with
-// token to the waiter with ticket queued at place, made when the server clock
-// read between before and after (microseconds).
-func expectGrant(t *testing.T, ps *redis.PubSub, channel, ticket, token, place string, before, after int64) {
+// token to the entry with ticket, made when the server clock read between
+// before and after (µs).
+func expectGrant(t *testing.T, ps *redis.PubSub, channel, ticket, token string, before, after int64) {
 	t.Helper()
-	ctx := t.Context()
-	msg, err := ps.ReceiveMessage(ctx)
+	msg, err := ps.ReceiveMessage(t.Context())
 	if err != nil {
 		t.Fatalf("grant message: %v", err)
 	}
 	fields := strings.Fields(msg.Payload)
-	if msg.Channel != channel || len(fields) != 5 || fields[0] != ticket || fields[1] != token {
-		t.Fatalf("grant message: got %q on %s, want %q, %q, a place and the server time on %s", msg.Payload, msg.Channel, ticket, token, channel)
+	if msg.Channel != channel || len(fields) != 4 || fields[0] != ticket || fields[1] != token {
+		t.Fatalf("grant message: got %q on %s, want %q, %q and the server time on %s", msg.Payload, msg.Channel, ticket, token, channel)
 	}
-	got, err1 := strconv.ParseInt(fields[2], 10, 64)
-	want, err2 := strconv.ParseInt(place, 10, 64)
-	if err1 != nil || err2 != nil || got != want {
-		t.Fatalf("grant message place: got %q, want %q", fields[2], place)
-	}
-	sec, err1 := strconv.ParseInt(fields[3], 10, 64)
-	usec, err2 := strconv.ParseInt(fields[4], 10, 64)
+	sec, err1 := strconv.ParseInt(fields[2], 10, 64)
+	usec, err2 := strconv.ParseInt(fields[3], 10, 64)
 	if err1 != nil || err2 != nil || usec < 0 || usec >= 1e6 {
-		t.Fatalf("grant message time: got %q %q, want TIME's seconds and microseconds", fields[3], fields[4])
+		t.Fatalf("grant message time: got %q %q, want TIME's seconds and microseconds", fields[2], fields[3])
 	}
 	if at := sec*1e6 + usec; at < before || at > after {
 		t.Fatalf("grant message time: got %d µs, want the server clock during the release, between %d and %d", at, before, after)
@@ -211,30 +218,34 @@ func serverMicros(t *testing.T, c *redis.Client) int64 {
 	return now.UnixMicro()
 }
 
+// subscribe subscribes to channel and waits for the confirmation.
+func subscribe(t *testing.T, c *redis.Client, channel string) *redis.PubSub {
+	t.Helper()
+	ps := c.Subscribe(t.Context(), channel)
+	t.Cleanup(func() { _ = ps.Close() })
+	if _, err := ps.Receive(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return ps
+}
+
 // TestHandoffGrantsTheWaitersKind: a release hands the lock over as the
 // waiter runs it, whatever the releaser's kind: a token for a correctness
 // waiter, none for an efficiency one.
 func TestHandoffGrantsTheWaitersKind(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
-		keys := []string{"lock", "lock:queue", "lock:fence"}
 		b.Client.Set(ctx, "lock:fence", "6", 0)
 		b.Client.Set(ctx, "lock", "holder", time.Minute)
-		listen := b.Client.Subscribe(ctx, "chan")
-		defer listen.Close()
-		if _, err := listen.Receive(ctx); err != nil {
-			t.Fatal(err)
-		}
+		subscribe(t, b.Client, "chan")
 		for _, w := range []struct{ owner, kind string }{{"fenced", "f"}, {"plain", "e"}, {"floored", "c"}} {
-			if err := scripts.Wait.Run(ctx, b.Client, keys, w.owner, 60000, w.owner+" 60000 "+w.kind+" t-"+w.owner+" chan", w.kind, "").Err(); err != nil {
-				t.Fatal(err)
-			}
+			queued(t, waitReply(t, b, w.owner, w.kind, entryOf(w.owner, w.kind, 0, 0, "chan"), "", ""), 3)
 		}
 		for _, step := range []struct {
 			release, want string
 			reply         any
 		}{{"holder", "fenced:7*", "7"}, {"fenced:7", "plain*", int64(2)}} {
-			if reply, err := scripts.Release.Run(ctx, b.Client, keys, step.release, "0", "", "0").Result(); err != nil || reply != step.reply {
+			if reply, err := scripts.Release.Run(ctx, b.Client, lockKeys, step.release, "0", "", "0").Result(); err != nil || reply != step.reply {
 				t.Fatalf("release of %s: got %v, %v, want %v", step.release, reply, err, step.reply)
 			}
 			if v := b.Client.Get(ctx, "lock").Val(); v != step.want {
@@ -244,7 +255,7 @@ func TestHandoffGrantsTheWaitersKind(t *testing.T) {
 		// A clock-floor waiter gets the server clock at the release as its
 		// token, and the counter follows.
 		before := serverMicros(t, b.Client)
-		reply, err := scripts.Release.Run(ctx, b.Client, keys, "plain", "0", "", "0").Text()
+		reply, err := scripts.Release.Run(ctx, b.Client, lockKeys, "plain", "0", "", "0").Text()
 		after := serverMicros(t, b.Client)
 		token, perr := strconv.ParseInt(reply, 10, 64)
 		if err != nil || perr != nil || token < before || token > after {
@@ -262,60 +273,80 @@ func TestHandoffGrantsTheWaitersKind(t *testing.T) {
 func TestWaitPlacesAfterAnEntryAheadOfTheClock(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
-		keys := []string{"lock", "lock:queue", "lock:fence"}
 		b.Client.Set(ctx, "lock", "holder", time.Minute)
 		ahead := serverMicros(t, b.Client) + int64(time.Hour/time.Microsecond)
-		if err := b.Client.ZAdd(ctx, "lock:queue", redis.Z{Score: float64(ahead), Member: "first 60000 e t-first chan"}).Err(); err != nil {
+		if err := b.Client.ZAdd(ctx, "lock:queue", redis.Z{Score: float64(ahead), Member: entryOf("first", "e", 0, 0, "chan")}).Err(); err != nil {
 			t.Fatal(err)
 		}
-		got, err := scripts.Wait.Run(ctx, b.Client, keys, "second", 60000, "second 60000 e t-second chan", "e", "").Slice()
-		if err != nil || len(got) != 3 || got[0] != int64(0) || got[2] != strconv.FormatInt(ahead+1, 10) {
-			t.Fatalf("wait behind an entry at %d: got %v, %v, want [0 ttl %d]", ahead, got, err, ahead+1)
+		got := queued(t, waitReply(t, b, "second", "e", entryOf("second", "e", 0, 0, "chan"), "", ""), 3)
+		if want := strconv.FormatInt(ahead+1, 10); got != want {
+			t.Fatalf("wait behind an entry at %d: place %s, want %s", ahead, got, want)
 		}
 	})
 }
 
-// TestHandoffDropsMalformedEntries: a queue entry that does not parse as
-// "owner ttl kind ticket channel" (written by something other than wait.lua)
-// is dropped, even with a live subscriber on its channel, and the release goes
-// on to the next entry rather than failing.
+// TestWaitIsIdempotent: a wait sent again by go-redis after a lost reply
+// finds its entry queued by the first send, and reports the same place.
+func TestWaitIsIdempotent(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		b.Client.Set(t.Context(), "lock", "holder", time.Minute)
+		e := entryOf("w", "e", 0, 0, "chan")
+		first := queued(t, waitReply(t, b, "w", "e", e, "", ""), 3)
+		if again := queued(t, waitReply(t, b, "w", "e", e, "", ""), 3); again != first {
+			t.Fatalf("the same wait sent again: place %s, want the first send's %s", again, first)
+		}
+		next := entryOf("w", "e", 0, 1, "chan")
+		b.Client.ZRem(t.Context(), "lock:queue", e)
+		for range 2 { // a requeue, sent twice
+			if got := queued(t, waitReply(t, b, "w", "e", next, first, e), 3); got != first {
+				t.Fatalf("requeue: place %s, want %s", got, first)
+			}
+		}
+		if n := b.Client.ZCard(t.Context(), "lock:queue").Val(); n != 1 {
+			t.Fatalf("queue: %d entries, want 1", n)
+		}
+	})
+}
+
+// TestHandoffDropsMalformedEntries: a queue entry that does not parse (one
+// written by something other than wait.lua) is dropped, even with a live
+// subscriber on its channel, and the release goes on to the next entry
+// rather than failing.
 func TestHandoffDropsMalformedEntries(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
-		keys := []string{"lock", "lock:queue", "lock:fence"}
 		// Marked as queued for: the entries below are written by hand, not
 		// by wait.lua, which would have marked it.
-		b.Client.Set(ctx, "lock", "holder"+lease.QueuedMark, time.Minute)
+		b.Client.Set(ctx, "lock", "holder*", time.Minute)
 		b.Client.Set(ctx, "lock:fence", "5", 0)
-		listen := b.Client.Subscribe(ctx, "chan")
-		defer listen.Close()
-		if _, err := listen.Receive(ctx); err != nil {
-			t.Fatal(err)
-		}
+		listen := subscribe(t, b.Client, "chan")
 		malformed := []string{
 			"",
-			"owner 60000 e ticket",            // no channel
-			"owner 60000 e ticket ",           // empty channel
-			" 60000 e ticket chan",            // empty owner
-			"owner 6000x e ticket chan",       // ttl not a number
-			"owner  e ticket chan",            // empty ttl
-			"owner 1234567890123456 e t chan", // ttl of more than 15 digits
-			"owner 0 e ticket chan",           // a zero ttl, which PX refuses
-			"owner 060000 f ticket chan",      // a leading zero
-			"owner 60000 x ticket chan",       // unknown kind
-			"owner 60000 ee ticket chan",      // unknown kind
-			"owner 60000 e  chan",             // empty ticket
+			"owner 60000 e 0 ticket",            // no channel
+			"owner 60000 e 0 ticket ",           // empty channel
+			" 60000 e 0 ticket chan",            // empty owner
+			"owner 6000x e 0 ticket chan",       // ttl not a number
+			"owner  e 0 ticket chan",            // empty ttl
+			"owner 1234567890123456 e 0 t chan", // ttl of more than 15 digits
+			"owner 0 e 0 ticket chan",           // a zero ttl, which PX refuses
+			"owner 060000 f 0 ticket chan",      // a leading zero
+			"owner 60000 x 0 ticket chan",       // unknown kind
+			"owner 60000 ee 0 ticket chan",      // unknown kind
+			"owner 60000 e 0  chan",             // empty ticket
+			"owner 60000 e x ticket chan",       // patience not a number
+			"owner 60000 e -5 ticket chan",      // negative patience
+			"owner 60000 e ticket chan",         // the old grammar, without patience
 		}
 		var z []redis.Z
 		for i, m := range malformed {
 			z = append(z, redis.Z{Score: float64(i + 1), Member: m})
 		}
-		z = append(z, redis.Z{Score: 100, Member: "good 60000 e ticket-good chan"})
+		z = append(z, redis.Z{Score: 100, Member: entryOf("good", "e", 0, 0, "chan")})
 		if err := b.Client.ZAdd(ctx, "lock:queue", z...).Err(); err != nil {
 			t.Fatal(err)
 		}
 		before := serverMicros(t, b.Client)
-		if reply, err := scripts.Release.Run(ctx, b.Client, keys, "holder", "0", "", "0").Result(); err != nil || reply != int64(2) {
+		if reply, err := scripts.Release.Run(ctx, b.Client, lockKeys, "holder", "0", "", "0").Result(); err != nil || reply != int64(2) {
 			t.Fatalf("release: got %v, %v, want 2, handed to the one well-formed entry", reply, err)
 		}
 		if v := b.Client.Get(ctx, "lock").Val(); v != "good*" {
@@ -327,81 +358,87 @@ func TestHandoffDropsMalformedEntries(t *testing.T) {
 		if n := b.Client.Get(ctx, "lock:fence").Val(); n != "5" {
 			t.Fatalf("fence counter: got %s, want 5: no token spent on a malformed entry", n)
 		}
-		expectGrant(t, listen, "chan", "ticket-good", "-", "100", before, serverMicros(t, b.Client))
+		expectGrant(t, listen, "chan", "id-good.0", "-", before, serverMicros(t, b.Client))
 	})
 }
 
-// TestWaitKeepsAnEntryAtItsPlace: a waiter that an earlier attempt queued
-// passes its place, and stays there; if the queue lost its entry (a
-// restart, a release that found its channel without a subscriber), it goes
-// back at that place, ahead of the waiters that came after it.
-func TestWaitKeepsAnEntryAtItsPlace(t *testing.T) {
+// TestHandoffSkipsWaitersPastTheirPatience: an entry whose waiter's patience
+// (its context's deadline) ran out is skipped without a grant, even while
+// its Locker listens, so a waiter that gave up while Redis could not take it
+// out of the queue costs the lock nothing.
+func TestHandoffSkipsWaitersPastTheirPatience(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
-		keys := []string{"lock", "lock:queue", "lock:fence"}
-		b.Client.Set(ctx, "lock", "holder", time.Minute)
-		entry := func(owner string) string { return owner + " 60000 e t-" + owner + " chan" }
-		wait := func(owner, place string) []any {
-			t.Helper()
-			got, err := scripts.Wait.Run(ctx, b.Client, keys, owner, 60000, entry(owner), "e", place).Slice()
-			if err != nil || len(got) != 3 || got[0] != int64(0) {
-				t.Fatalf("wait by %s (place %q): got %v, %v, want [0 ttl place]", owner, place, got, err)
-			}
-			return got
+		b.Client.Set(ctx, "lock", "holder*", time.Minute)
+		b.Client.Set(ctx, "lock:fence", "5", 0)
+		listen := subscribe(t, b.Client, "chan")
+		now := serverMicros(t, b.Client)
+		if err := b.Client.ZAdd(ctx, "lock:queue",
+			redis.Z{Score: float64(now - 2_000_000), Member: entryOf("gaveup", "f", 1000, 0, "chan")}, // queued 2 s ago, patience 1 s
+			redis.Z{Score: float64(now - 1_000_000), Member: entryOf("patient", "f", 60000, 3, "chan")},
+		).Err(); err != nil {
+			t.Fatal(err)
 		}
+		if reply, err := scripts.Release.Run(ctx, b.Client, lockKeys, "holder", "0", "", "0").Result(); err != nil || reply != "6" {
+			t.Fatalf("release: got %v, %v, want token 6, handed to the patient waiter", reply, err)
+		}
+		if v := b.Client.Get(ctx, "lock").Val(); v != "patient:6*" {
+			t.Fatalf("the lock holds %q, want the patient waiter's grant", v)
+		}
+		expectGrant(t, listen, "chan", "id-patient.3", "6", now, serverMicros(t, b.Client))
+	})
+}
+
+// TestWaitRequeuesAnEntryThatLeft: a waiter whose entry is still queued
+// keeps it; one whose entry left the queue without a grant it could use
+// (popped while it was paused, lost in a restart) queues its next entry at
+// its old place, ahead of the waiters that came after it.
+func TestWaitRequeuesAnEntryThatLeft(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		b.Client.Set(ctx, "lock", "holder", time.Minute)
 		places := map[string]string{}
 		for _, owner := range []string{"first", "second"} {
-			place, _ := wait(owner, "")[2].(string)
-			if place == "" {
-				t.Fatalf("wait by %s: got no place, want the entry's score", owner)
-			}
-			places[owner] = place
+			places[owner] = queued(t, waitReply(t, b, owner, "e", entryOf(owner, "e", 0, 0, "chan"), "", ""), 3)
 		}
-		if got := wait("second", places["second"]); got[2] != "" {
-			t.Fatalf("second waiting again at its place: got %v, want place '' (kept)", got)
+		second := waitReply(t, b, "second", "e", entryOf("second", "e", 0, 1, "chan"), places["second"], entryOf("second", "e", 0, 0, "chan"))
+		if queued(t, second, 0) != places["second"] {
+			t.Fatalf("second waiting again: got %v, want its entry kept at %s", second, places["second"])
 		}
-		b.Client.ZRem(ctx, "lock:queue", entry("first"))
-		if got := wait("first", places["first"]); got[2] != "" {
-			t.Fatalf("first waiting again after its entry was lost: got %v, want place '' (its place is unchanged)", got)
+		b.Client.ZRem(ctx, "lock:queue", entryOf("first", "e", 0, 0, "chan"))
+		first := waitReply(t, b, "first", "e", entryOf("first", "e", 0, 1, "chan"), places["first"], entryOf("first", "e", 0, 0, "chan"))
+		if queued(t, first, 3) != places["first"] {
+			t.Fatalf("first waiting again after its entry left: got %v, want its next entry queued at %s", first, places["first"])
 		}
 		got, err := b.Client.ZRangeWithScores(ctx, "lock:queue", 0, -1).Result()
-		if err != nil || len(got) != 2 || got[0].Member != entry("first") || got[1].Member != entry("second") ||
+		if err != nil || len(got) != 2 || got[0].Member != entryOf("first", "e", 0, 1, "chan") || got[1].Member != entryOf("second", "e", 0, 0, "chan") ||
 			strconv.FormatFloat(got[0].Score, 'f', -1, 64) != places["first"] {
-			t.Fatalf("queue: got %v, %v, want first at %s, then second", got, err, places["first"])
+			t.Fatalf("queue: got %v, %v, want first's next entry at %s, then second", got, err, places["first"])
 		}
 	})
 }
 
 // TestWaitKeepsTheQueue: the wait that makes the queue gives it the holder's
-// remaining ttl and ten seconds more; a waiter's later attempt, which passes
-// its place, extends it to that again, or keeps it without an expiry while the
-// holder's key has none.
+// remaining ttl and ten seconds more; a waiter's later attempt extends it to
+// that again, or keeps it without an expiry while the holder's key has none.
 func TestWaitKeepsTheQueue(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
-		keys := []string{"lock", "lock:queue", "lock:fence"}
-		const entry = "waiter 60000 e t-waiter chan"
-		wait := func(place string) string {
-			t.Helper()
-			got, err := scripts.Wait.Run(ctx, b.Client, keys, "waiter", 60000, entry, "e", place).Slice()
-			if err != nil || len(got) != 3 || got[0] != int64(0) {
-				t.Fatalf("wait (place %q): got %v, %v, want [0 ttl place]", place, got, err)
-			}
-			p, _ := got[2].(string)
-			return p
-		}
+		e0, e1 := entryOf("w", "e", 0, 0, "chan"), entryOf("w", "e", 0, 1, "chan")
 		b.Client.Set(ctx, "lock", "holder", time.Minute)
-		place := wait("")
+		place := queued(t, waitReply(t, b, "w", "e", e0, "", ""), 3)
 		if ttl := b.Client.PTTL(ctx, "lock:queue").Val(); ttl <= 60*time.Second || ttl > 70*time.Second {
 			t.Fatalf("new queue ttl: got %v, want the holder's minute and ten seconds more", ttl)
 		}
 		b.Client.PExpire(ctx, "lock:queue", 5*time.Second)
-		wait(place)
+		queued(t, waitReply(t, b, "w", "e", e1, place, e0), 0)
 		if ttl := b.Client.PTTL(ctx, "lock:queue").Val(); ttl <= 60*time.Second || ttl > 70*time.Second {
 			t.Fatalf("queue ttl after the waiter's next attempt: got %v, want it extended to 70s", ttl)
 		}
 		b.Client.Persist(ctx, "lock")
-		wait(place)
+		if got := waitReply(t, b, "w", "e", e1, place, e0); got[1] != int64(-1) {
+			t.Fatalf("wait behind a holder without expiry: got %v, want ttl -1", got)
+		}
 		if ttl := b.Client.PTTL(ctx, "lock:queue").Val(); ttl != -1 {
 			t.Fatalf("queue ttl behind a holder without expiry: got %v, want none (-1)", ttl)
 		}
@@ -415,10 +452,9 @@ func TestWaitKeepsTheQueue(t *testing.T) {
 func TestQueuedMark(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
-		keys := []string{"lock", "lock:queue", "lock:fence"}
 		release := func(value string) any {
 			t.Helper()
-			reply, err := scripts.Release.Run(ctx, b.Client, keys, value, "0", "", "0").Result()
+			reply, err := scripts.Release.Run(ctx, b.Client, lockKeys, value, "0", "", "0").Result()
 			if err != nil {
 				t.Fatalf("release of %s: %v", value, err)
 			}
@@ -427,7 +463,7 @@ func TestQueuedMark(t *testing.T) {
 		// Unmarked, with an entry written by hand: the release skips the
 		// queue and deletes the lock.
 		b.Client.Set(ctx, "lock", "holder", time.Minute)
-		b.Client.ZAdd(ctx, "lock:queue", redis.Z{Score: 1, Member: "stray 60000 e t chan"})
+		b.Client.ZAdd(ctx, "lock:queue", redis.Z{Score: 1, Member: entryOf("stray", "e", 0, 0, "chan")})
 		if got := release("holder"); got != int64(1) {
 			t.Fatalf("release of an unmarked lock: got %v, want 1 (deleted)", got)
 		}
@@ -437,16 +473,10 @@ func TestQueuedMark(t *testing.T) {
 		b.Client.Del(ctx, "lock:queue")
 
 		b.Client.Set(ctx, "lock", "holder", time.Minute)
-		listen := b.Client.Subscribe(ctx, "chan")
-		defer listen.Close()
-		if _, err := listen.Receive(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := scripts.Wait.Run(ctx, b.Client, keys, "w", 60000, "w 60000 e t-w chan", "e", "").Err(); err != nil {
-			t.Fatal(err)
-		}
-		if v := b.Client.Get(ctx, "lock").Val(); v != "holder"+lease.QueuedMark {
-			t.Fatalf("after a waiter queued: the lock holds %q, want %q", v, "holder"+lease.QueuedMark)
+		subscribe(t, b.Client, "chan")
+		queued(t, waitReply(t, b, "w", "e", entryOf("w", "e", 0, 0, "chan"), "", ""), 3)
+		if v := b.Client.Get(ctx, "lock").Val(); v != "holder*" {
+			t.Fatalf("after a waiter queued: the lock holds %q, want %q", v, "holder*")
 		}
 		if got, err := scripts.Refresh.Run(ctx, b.Client, []string{"lock"}, "holder", 60000).Int64(); err != nil || got != 1 {
 			t.Fatalf("the holder's refresh of a marked lock: got %d, %v, want 1", got, err)
@@ -456,6 +486,28 @@ func TestQueuedMark(t *testing.T) {
 		}
 		if got := release("holder"); got != int64(2) {
 			t.Fatalf("release of a marked lock: got %v, want 2 (handed to the waiter)", got)
+		}
+	})
+}
+
+// TestRefreshKeepsAnExpiringCounter: with a counter that expires with the
+// lease (kind 't'), a refresh keeps the counter at least as long as the
+// lease it restarts.
+func TestRefreshKeepsAnExpiringCounter(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		b.Client.Set(ctx, "lock", "o:5", time.Second)
+		b.Client.Set(ctx, "lock:fence", "5", time.Second)
+		if got, err := scripts.Refresh.Run(ctx, b.Client, []string{"lock", "lock:fence"}, "o:5", 60000, "t").Int64(); err != nil || got != 1 {
+			t.Fatalf("refresh: got %d, %v, want 1", got, err)
+		}
+		if ttl := b.Client.PTTL(ctx, "lock:fence").Val(); ttl <= 59*time.Second {
+			t.Fatalf("counter ttl after the refresh: got %v, want the lease's minute", ttl)
+		}
+		b.Client.Set(ctx, "lock:fence", "5", time.Hour)
+		scripts.Refresh.Run(ctx, b.Client, []string{"lock", "lock:fence"}, "o:5", 60000, "t")
+		if ttl := b.Client.PTTL(ctx, "lock:fence").Val(); ttl <= 59*time.Minute {
+			t.Fatalf("a longer counter ttl after the refresh: got %v, want it kept at an hour", ttl)
 		}
 	})
 }

@@ -8,7 +8,7 @@
 local held = redis.call('GET', KEYS[1])
 if not held then
   return -2
-elseif held ~= ARGV[1] and held ~= ARGV[1] .. '*' then -- '*': see wait.lua
+elseif held ~= ARGV[1] and held ~= ARGV[1] .. '*' then -- the mark: handoff.go
   return -3
 end
 return redis.call('PTTL', KEYS[1])

@@ -1,17 +1,23 @@
--- refresh: restart the lease ttl if the caller still holds the lock.
+-- refresh: restart the lease ttl if the caller still holds the lock; the
+-- fence counter of a lock whose counter expires with its lease (kind 't')
+-- is kept at least as long.
 --
 -- KEYS[1]  the lock key
--- ARGV[1]  the value the caller's grant stored (owner id, or owner id:token)
+-- KEYS[2]  the lock's fence counter key (only with ARGV[3] = 't')
+-- ARGV[1]  the value the caller's grant stored
 -- ARGV[2]  the new ttl in milliseconds
+-- ARGV[3]  't' for a counter that expires with the lease, else absent
 --
--- Reply: 1 when the ttl was set; when the caller does not hold the lock, 0 if
--- the key is gone (expired or deleted) and -1 if another owner holds it, and
--- then nothing is changed.
+-- Reply: 1 when the ttl was set; 0 when the key is gone, -1 when another
+-- owner holds it (nothing changed then).
 local held = redis.call('GET', KEYS[1])
 if not held then
   return 0
-elseif held ~= ARGV[1] and held ~= ARGV[1] .. '*' then -- '*': see wait.lua
+elseif held ~= ARGV[1] and held ~= ARGV[1] .. '*' then -- the mark: handoff.go
   return -1
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if ARGV[3] == 't' and redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+end
 return 1

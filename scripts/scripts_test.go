@@ -210,9 +210,9 @@ func TestReleaseWakesOnlyMarkedLocks(t *testing.T) {
 			b.Client.Set(ctx, "lock", "owner-a", time.Minute)
 			if marked {
 				// A waiter that does not queue (entry '') marks the lock.
-				reply, err := scripts.Wait.Run(ctx, b.Client, keys, "owner-b", 60000, "", "e", "").Slice()
-				if err != nil || len(reply) != 3 || reply[0] != int64(0) || reply[2] != "" {
-					t.Fatalf("wait without an entry: got %v, %v, want [0 ttl ''] (not queued)", reply, err)
+				reply, err := scripts.Wait.Run(ctx, b.Client, keys, "owner-b", 60000, "e", "", "", "").Slice()
+				if err != nil || len(reply) != 4 || reply[0] != int64(0) || reply[2] != "" {
+					t.Fatalf("wait without an entry: got %v, %v, want [0 ttl '' ''] (not queued)", reply, err)
 				}
 				if v := b.Client.Get(ctx, "lock").Val(); v != "owner-a*" {
 					t.Fatalf("the waiter left the value %q, want it marked", v)

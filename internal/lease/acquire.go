@@ -5,315 +5,288 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// Attempt is what one acquire round trip found.
-type Attempt struct {
-	// Granted is true when the lock is the caller's.
-	Granted bool
-	// Value is what the grant stored in the lock key, when Granted (without
-	// the mark of queued waiters: see handoff.go).
-	Value string
-	// Token is the grant's fencing token (fenced kinds only).
-	Token uint64
-	// Left, when positive, is the key's remaining ttl as Redis reported it
-	// for a grant it had made to the caller before this attempt (a client
-	// retry), whose expiry the attempt did not restart; the lease is no
-	// longer than that.
-	Left time.Duration
-	// HolderTTL is the holder's remaining ttl when not Granted; negative when
-	// the holder's key has no expiry.
-	HolderTTL time.Duration
-	// Place is the waiter's place in the lock's queue (server microseconds)
-	// when this attempt queued it; 0 when it did not.
-	Place int64
+// acquire is one call's acquire of one lock: what its attempts, its wait and
+// its undoing share. Built once per call by Core.begin.
+type acquire struct {
+	c     *Core
+	ctx   context.Context
+	keys  *Keys
+	owner string
+	ttl   time.Duration
 }
 
-// Mode says what an acquire attempt must find out beyond "granted".
-type Mode int
-
-const (
-	// Try is a lone attempt: when not granted, it must be sure the lock is
-	// not the caller's own from a retried call.
-	Try Mode = iota
-	// Probe is the first attempt of a wait: the cheapest, answering only
-	// "granted" or "maybe not"; the Wait attempt that follows settles it.
-	Probe
-	// Wait is an attempt of a waiter that has subscribed to what tells it of
-	// a release (the wait script): it queues the waiter, or marks the lock
-	// for a wake-up, and brings the holder's ttl.
-	Wait
-)
+// found is what one acquire round trip found.
+type found struct {
+	// granted is true when the lock is the caller's; value is what the
+	// grant stored (without the mark), token its fencing token.
+	granted bool
+	value   string
+	token   uint64
+	// left, when positive, is the key's remaining ttl as Redis reported it
+	// for a grant made before this attempt (a client retry) whose expiry
+	// the attempt did not restart; the lease is no longer than that.
+	left time.Duration
+	// holderTTL is the holder's remaining ttl when not granted; negative
+	// when its key has no expiry.
+	holderTTL time.Duration
+	// queued, place and server are a waiting attempt's: it queued the
+	// entry it was given (else the previous one is still queued, or the
+	// waiter does not queue), the entry's place, and the server clock in
+	// µs when the attempt ran.
+	queued bool
+	place  string
+	server int64
+}
 
 // maxLateGrants is how many grants in a row may come back past their lease
-// deadline before Obtain gives up: a ttl shorter than the round trip would
-// otherwise have it grant and release in a loop until ctx ends.
+// deadline before a wait gives up: a ttl shorter than the round trip would
+// otherwise grant and release in a loop until ctx ends.
 const maxLateGrants = 3
+
+// begin checks what every acquire must check before it touches Redis, and
+// draws the caller's owner id. (A value: an uncontended acquire allocates
+// nothing for it.)
+func (c *Core) begin(ctx context.Context, name string, ttl time.Duration) (acquire, error) {
+	if c.closed.Load() {
+		return acquire{}, c.closedErr(name)
+	}
+	if err := CheckName(c.cfg.Errors.InvalidKey, name); err != nil {
+		return acquire{}, err
+	}
+	if err := checkTTL(c.cfg.Errors.InvalidTTL, ttl); err != nil {
+		return acquire{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return acquire{}, c.notObtained(name, err)
+	}
+	owner, err := newOwner(c.cfg.Kind, c.cfg.Owners)
+	if err != nil {
+		return acquire{}, err
+	}
+	return acquire{c: c, ctx: ctx, keys: c.lockKeys(name), owner: owner, ttl: ttl}, nil
+}
 
 // Try makes one attempt to acquire the lock called name.
 func (c *Core) Try(ctx context.Context, name string, ttl time.Duration) (*Held, error) {
 	ctx, t := c.cfg.Telemetry.StartAcquire(ctx, c.cfg.TryOp, name)
-	h, err := c.try(ctx, name, ttl)
+	a, err := c.begin(ctx, name, ttl)
+	var h *Held
+	if err == nil {
+		h, err = a.try()
+	}
 	t.End(c.outcome(err), err)
 	return h, err
 }
 
-func (c *Core) try(ctx context.Context, name string, ttl time.Duration) (*Held, error) {
-	lk, owner, err := c.begin(ctx, name, ttl)
-	if err != nil {
-		return nil, err
-	}
-	h, _, err := c.attempt(ctx, lk, owner, ttl, Try, "", 0)
+func (a *acquire) try() (*Held, error) {
+	h, _, err := a.once(false)
 	switch {
-	case err != nil && errors.Is(err, c.cfg.Errors.Late):
+	case err != nil && errors.Is(err, a.c.cfg.Errors.Late):
 		return nil, err // released already
 	case err != nil:
-		return nil, c.failed(ctx, lk, owner, ttl, err)
+		return nil, a.failed(err)
 	case h == nil:
-		return nil, fmt.Errorf("%w: lock %s is held by another owner", c.cfg.Errors.NotObtained, Quote(name))
+		return nil, fmt.Errorf("%w: lock %s is held by another owner", a.c.cfg.Errors.NotObtained, Quote(a.keys.name))
 	}
 	return h, nil
 }
 
-// attempt runs one acquire and, when granted, returns the lease. A Wait
-// attempt runs the wait script, which queues a waiter with an entry when the
-// lock is held; place is the entry's place when an earlier attempt queued
-// it, else 0.
-// A grant whose reply came after its lease deadline is released, and is an
-// error matching Errors.Late.
-//
-// After an error the caller decides whether to undo a grant the attempt may
-// have made (see mayHaveGranted and abandon): a waiter that tries again
-// recognises its own grant instead.
-func (c *Core) attempt(ctx context.Context, lk *Keys, owner string, ttl time.Duration, mode Mode, entry string, place int64) (*Held, Attempt, error) {
+// once makes one attempt without the wait script, and returns the lease when
+// it was granted. A probe (the first attempt of a wait) answers only
+// "granted" or "maybe not": the wait that follows settles it; a lone attempt
+// must be sure the lock is not the caller's own from a retried call. A grant
+// whose reply came after its lease deadline is released, and is an error
+// matching Errors.Late. After another error the caller decides whether to
+// undo a grant the attempt may have made (mayHaveGranted).
+func (a *acquire) once(probe bool) (*Held, found, error) {
 	sent := time.Now()
-	var a Attempt
+	var f found
 	var err error
-	switch {
-	case mode == Wait:
-		a, err = c.wait(ctx, lk, owner, ttl, entry, place)
-	case c.cfg.Fenced:
-		a, err = c.acquireFenced(ctx, lk, owner, ttl)
-	default:
-		a, err = c.acquirePlain(ctx, lk, owner, ttl, mode)
+	if a.c.cfg.Fenced {
+		f, err = a.runGrant(fencedAcquireScript, a.readFenced, a.owner, Millis(a.ttl), a.c.scriptKind)
+	} else {
+		f, err = a.setNX(probe)
 	}
 	if err != nil {
-		return nil, a, c.acquireErr(lk, err)
+		return nil, f, a.c.acquireErr(a.keys, err)
 	}
-	if !a.Granted {
-		return nil, a, nil
+	if !f.granted {
+		return nil, f, nil
 	}
-	h, err := c.held(ctx, lk, owner, a, sent, ttl)
-	return h, a, err
+	h, err := a.lease(f, sent)
+	return h, f, err
 }
 
-// held makes the lease of grant a, measured from start: a time no later than
-// the grant. A grant whose deadline has passed already is released.
-func (c *Core) held(ctx context.Context, lk *Keys, owner string, a Attempt, start time.Time, ttl time.Duration) (*Held, error) {
-	length := ttl
-	if a.Left > 0 && a.Left < ttl {
-		length = a.Left
+// lease makes the lease of grant f, measured from start: a time no later than
+// the grant. A grant whose deadline has passed already is released (that
+// grant alone: its exact value) and is an error matching Errors.Late.
+func (a *acquire) lease(f found, start time.Time) (*Held, error) {
+	length := a.ttl
+	if f.left > 0 && f.left < a.ttl {
+		length = f.left
 	}
-	deadline := start.Add(length - c.Drift(length))
+	deadline := start.Add(length - a.c.drift(length))
 	if late := time.Since(deadline); late >= 0 {
-		c.abandon(ctx, lk, owner, ttl, "")
+		_ = a.release(f.value, nil)
 		return nil, fmt.Errorf("%w: lock %s: the grant's reply came %v after its lease deadline (ttl %v): "+
-			"the ttl is too short for the round trip to Redis; released it", c.cfg.Errors.Late, Quote(lk.name), late.Round(time.Millisecond), ttl)
+			"the ttl is too short for the round trip to Redis; released it", a.c.cfg.Errors.Late, Quote(a.keys.name), late.Round(time.Millisecond), a.ttl)
 	}
-	return &Held{core: c, keys: lk, value: a.Value, token: a.Token, granted: start, deadline: deadline, ttl: ttl}, nil
+	return &Held{core: a.c, keys: a.keys, value: f.value, token: f.token, granted: start, deadline: deadline, ttl: a.ttl}, nil
 }
 
-// acquirePlain runs an efficiency acquire, SET NX PX: one round trip when the
-// lock is free. A failed Try reads the holder and its ttl in a second round
-// trip, to recognise its own grant after a client retry (a grant recognised
-// so was made by an earlier send, or, with a shared owner source, by another
-// Locker, so its lease is no longer than the key's remaining ttl); a failed
-// Probe leaves that to the Wait attempt that follows.
-func (c *Core) acquirePlain(ctx context.Context, lk *Keys, owner string, ttl time.Duration, mode Mode) (Attempt, error) {
-	client := c.cfg.Client
-	ok, err := client.SetNX(ctx, lk.lock, owner, ttl).Result()
-	if err != nil || ok || mode == Probe {
-		return Attempt{Granted: ok, Value: owner, HolderTTL: -1}, err
+// setNX runs an efficiency acquire, SET NX PX: one round trip when the lock
+// is free. A failed lone attempt reads the holder and its ttl in a second
+// round trip, to recognise its own grant after a client retry (whose lease
+// is then no longer than the key's remaining ttl); a failed probe leaves
+// that to the wait that follows.
+func (a *acquire) setNX(probe bool) (found, error) {
+	client := a.c.cfg.Client
+	ok, err := client.SetNX(a.ctx, a.keys.lock, a.owner, a.ttl).Result()
+	if err != nil || ok || probe {
+		return found{granted: ok, value: a.owner, holderTTL: -1}, err
 	}
 	pipe := client.Pipeline()
-	holder := pipe.Get(ctx, lk.lock)
-	pttl := pipe.PTTL(ctx, lk.lock)
-	_, _ = pipe.Exec(ctx) // each command's error is read below
-	return readHolder(holder, pttl, owner)
+	holder := pipe.Get(a.ctx, a.keys.lock)
+	pttl := pipe.PTTL(a.ctx, a.keys.lock)
+	_, _ = pipe.Exec(a.ctx) // each command's error is read below
+	return a.readHolder(holder, pttl)
 }
 
 // readHolder reads a failed SET NX's follow-up: the lock's holder and
 // remaining ttl.
-func readHolder(holder *redis.StringCmd, pttl *redis.DurationCmd, owner string) (Attempt, error) {
+func (a *acquire) readHolder(holder *redis.StringCmd, pttl *redis.DurationCmd) (found, error) {
 	v, err := holder.Result()
 	switch {
 	case err == redis.Nil:
-		return Attempt{HolderTTL: 0}, nil // released in between: try again now
+		return found{}, nil // released in between: try again now
 	case err != nil:
-		return Attempt{}, err
+		return found{}, err
 	}
 	left, err := pttl.Result()
+	if err != nil {
+		return found{}, err
+	}
+	p, _ := ParseValue(v, false)
+	switch {
+	case left == -2:
+		return found{}, nil // expired within the pipeline
+	case p.Owner == a.owner:
+		return found{granted: true, value: a.owner, left: max(left, 0)}, nil // -1: no expiry
+	case left < 0:
+		return found{holderTTL: -1}, nil
+	}
+	return found{holderTTL: left}, nil
+}
+
+// readFenced reads the fenced acquire script's reply: the token when
+// granted, the holder's ttl in ms otherwise.
+func (a *acquire) readFenced(reply any) (found, error) {
+	switch v := reply.(type) {
+	case string:
+		return a.granted(a.owner + ":" + v)
+	case int64:
+		return found{holderTTL: time.Duration(v) * time.Millisecond}, nil
+	}
+	return found{}, fmt.Errorf("unexpected reply %T", reply)
+}
+
+// granted reads a grant to the caller whose stored value is v.
+func (a *acquire) granted(v string) (found, error) {
+	p, err := ParseValue(v, a.c.cfg.Fenced)
 	switch {
 	case err != nil:
-		return Attempt{}, err
-	case Mine(v, owner) && left > 0:
-		return Attempt{Granted: true, Value: owner, Left: left}, nil
-	case Mine(v, owner):
-		return Attempt{Granted: true, Value: owner}, nil // no expiry
-	case left == -2:
-		return Attempt{HolderTTL: 0}, nil // expired within the pipeline
-	case left < 0:
-		return Attempt{HolderTTL: -1}, nil
+		return found{}, Named(fmt.Errorf("%w: lock %s: the grant holds %s (key %s)",
+			a.c.cfg.Errors.InvalidToken, Quote(a.keys.name), errNoToken, Quote(a.keys.lock)))
+	case p.Owner != a.owner:
+		return found{}, errors.New("the grant holds another owner's id")
 	}
-	return Attempt{HolderTTL: left}, nil
+	return found{granted: true, value: v, token: p.Token}, nil
 }
 
-// acquireFenced runs the fenced acquire script: its reply is the grant's
-// token, or the holder's ttl in ms.
-func (c *Core) acquireFenced(ctx context.Context, lk *Keys, owner string, ttl time.Duration) (Attempt, error) {
-	return c.runGrant(ctx, fencedAcquireScript, lk, owner, owner, Millis(ttl), c.kind)
-}
-
-// runGrant runs s, the fenced acquire script or the wait script, which may
-// grant owner the lock, and reads its reply. With Replicas, WAIT follows in
-// the same round trip, and a grant fewer replicas confirm is an error
-// matching NotReplicated (the caller releases it, as after any error).
-func (c *Core) runGrant(ctx context.Context, s Script, lk *Keys, owner string, args ...any) (Attempt, error) {
+// runGrant runs s, a script that may grant the lock, on the lock's keys with
+// args, and reads its reply with read. With Replicas, WAIT follows in the
+// same round trip, and a grant fewer replicas confirm is an error matching
+// NotReplicated (the caller releases it, as after any error).
+func (a *acquire) runGrant(s Script, read func(any) (found, error), args ...any) (found, error) {
+	c := a.c
 	var reply any
 	var confirmed int64
 	var err error
 	if c.cfg.Replicas == 0 {
-		reply, err = c.Run(ctx, s, lk, 3, args...).Result()
+		reply, err = c.run(a.ctx, s, a.keys.keys, args...).Result()
 	} else {
-		reply, confirmed, err = c.runConfirmed(ctx, s, lk, 3, args...)
+		reply, confirmed, err = c.runConfirmed(a.ctx, s, a.keys.keys, args...)
 	}
 	if err != nil {
-		return Attempt{}, err
+		return found{}, err
 	}
-	var a Attempt
-	if s == waitScript {
-		a, err = c.readWait(lk, owner, reply)
-	} else {
-		a, err = c.readFenced(lk, owner, reply)
+	f, err := read(reply)
+	if err != nil || !f.granted || c.cfg.Replicas == 0 || confirmed >= int64(c.cfg.Replicas) {
+		return f, err
 	}
-	if err != nil || !a.Granted || c.cfg.Replicas == 0 || confirmed >= int64(c.cfg.Replicas) {
-		return a, err
-	}
-	return Attempt{}, Named(fmt.Errorf("%w: lock %s: %d of %d replicas confirmed within %v",
-		c.cfg.Errors.NotReplicated, Quote(lk.name), confirmed, c.cfg.Replicas, c.cfg.ReplicaWait))
+	return found{}, Named(fmt.Errorf("%w: lock %s: %d of %d replicas confirmed within %v",
+		c.cfg.Errors.NotReplicated, Quote(a.keys.name), confirmed, c.cfg.Replicas, c.cfg.ReplicaWait))
 }
 
-// readFenced reads the fenced acquire script's reply: a token string when
-// granted, the holder's ttl in ms otherwise.
-func (c *Core) readFenced(lk *Keys, owner string, reply any) (Attempt, error) {
-	switch v := reply.(type) {
-	case string:
-		return c.Grant(lk, owner, owner+":"+v)
-	case int64:
-		return Attempt{HolderTTL: time.Duration(v) * time.Millisecond}, nil
+// release ends the caller's grant if Redis holds one (the grant stored as
+// value, or with value "owner:" any grant of the caller's), after its reply
+// was lost or came too late, or its waiter gave up; and takes the queue entry
+// leaving (if not nil) out of the queue. Best effort: if Redis cannot be
+// reached now either, the grant expires with its ttl; that is logged, and
+// returned.
+func (a *acquire) release(value string, leaving *entry) error {
+	err := a.tryRelease(value, leaving)
+	if err != nil {
+		a.c.logger().Warn(a.c.cfg.Kind+": could not release a grant it cannot use (its reply was lost or late, or its waiter gave up)",
+			"lock", a.keys.name, "owner", Redact(a.owner), "ttl", a.ttl, "err", err)
 	}
-	return Attempt{}, fmt.Errorf("unexpected reply %T", reply)
+	return err
 }
 
-// wait runs one attempt of a waiter (scripts/wait.lua). One with a queue
-// entry queues when the lock is held; an earlier attempt queued it at place,
-// if not 0, and the script then keeps it there, or puts it back there if the
-// queue lost it. One without (entry "") only marks the lock, so that the
-// release that deletes it publishes a wake-up.
-func (c *Core) wait(ctx context.Context, lk *Keys, owner string, ttl time.Duration, entry string, place int64) (Attempt, error) {
-	at := notQueued
-	if place != 0 {
-		at = strconv.FormatInt(place, 10)
-	}
-	return c.runGrant(ctx, waitScript, lk, owner, owner, Millis(ttl), entry, c.kind, at)
-}
-
-// readWait reads the wait script's reply.
-func (c *Core) readWait(lk *Keys, owner string, r any) (Attempt, error) {
-	reply, _ := r.([]any)
-	if len(reply) == 2 && (reply[0] == int64(1) || reply[0] == int64(2)) {
-		if value, ok := reply[1].(string); ok {
-			return c.Grant(lk, owner, value)
-		}
-	}
-	if len(reply) == 3 && reply[0] == int64(0) {
-		left, ok1 := reply[1].(int64)
-		place, ok2 := reply[2].(string)
-		if ok1 && ok2 {
-			a := Attempt{HolderTTL: time.Duration(left) * time.Millisecond}
-			var err error
-			if place != "" {
-				a.Place, err = strconv.ParseInt(place, 10, 64)
-			}
-			if err == nil {
-				return a, nil
-			}
-		}
-	}
-	// %T, not %v: a grant reply holds the owner id.
-	return Attempt{}, fmt.Errorf("unexpected reply %T of %d elements", r, len(reply))
-}
-
-// notQueued is the wait script's ARGV[5] for a waiter that no attempt has
-// queued yet, boxed once.
-var notQueued any = ""
-
-// Grant reads a grant to owner whose stored value is value: for a fenced kind,
-// "owner:token" with a positive 64-bit token.
-func (c *Core) Grant(lk *Keys, owner, value string) (Attempt, error) {
-	if !c.cfg.Fenced {
-		if value != owner {
-			return Attempt{}, errors.New("the grant holds another owner's id")
-		}
-		return Attempt{Granted: true, Value: value}, nil
-	}
-	digits, ok := strings.CutPrefix(value, owner+":")
-	if !ok {
-		return Attempt{}, Named(fmt.Errorf("%w: lock %s: the grant carries no token", c.cfg.Errors.InvalidToken, Quote(lk.name)))
-	}
-	token, err := strconv.ParseUint(digits, 10, 64)
-	if err != nil || token == 0 {
-		return Attempt{}, Named(fmt.Errorf("%w: lock %s: the grant holds token %q, not a positive 64-bit integer (key %s)",
-			c.cfg.Errors.InvalidToken, Quote(lk.name), digits, Quote(lk.lock)))
-	}
-	return Attempt{Granted: true, Value: value, Token: token}, nil
-}
-
-// abandon releases the caller's grant, if Redis made one, after its reply was
-// lost or came too late, and takes the caller's queue entry leaving (if not
-// "") out of the lock's queue. Best effort: if Redis cannot be reached now
-// either, the grant expires with its ttl.
-func (c *Core) abandon(ctx context.Context, lk *Keys, owner string, ttl time.Duration, leaving string) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), min(ttl, time.Second))
+// tryRelease is release without the log.
+func (a *acquire) tryRelease(value string, leaving *entry) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), min(a.ttl, time.Second))
 	defer cancel()
-	value, prefix := owner, false
-	if c.cfg.Fenced {
-		// The token of a grant whose reply was lost is unknown.
-		value, prefix = owner+":", true
+	if _, err := a.c.runRelease(ctx, a.keys, value, leaving); err != nil && !IsServerReply(err) {
+		return err
 	}
-	if _, err := c.release(ctx, lk, value, prefix, leaving); err != nil && !IsServerReply(err) {
-		c.logger().Warn(c.cfg.Kind+": could not release a grant it cannot use (its reply was lost or late, or its waiter gave up); it expires with its ttl",
-			"lock", lk.name, "owner", Redact(owner), "ttl", ttl, "err", err)
-	}
+	return nil
 }
+
+// anyGrant is the release value that matches whatever grant Redis holds for
+// the caller, whose token (if any) it does not know.
+func (a *acquire) anyGrant() string {
+	if a.c.cfg.Fenced {
+		return a.owner + ":"
+	}
+	return a.owner
+}
+
+// releaseAny releases any grant of the caller's (see anyGrant), and takes
+// leaving out of the queue.
+func (a *acquire) releaseAny(leaving *entry) error { return a.release(a.anyGrant(), leaving) }
+
+// tryReleaseAny is releaseAny without the log.
+func (a *acquire) tryReleaseAny(leaving *entry) error { return a.tryRelease(a.anyGrant(), leaving) }
 
 // failed ends an acquire whose attempt failed with err: it releases whatever
 // Redis may have granted it, and returns err, which, when ctx has ended,
 // also matches NotObtained and ctx.Err().
-func (c *Core) failed(ctx context.Context, lk *Keys, owner string, ttl time.Duration, err error) error {
+func (a *acquire) failed(err error) error {
 	if mayHaveGranted(err) {
-		c.abandon(ctx, lk, owner, ttl, "")
+		_ = a.releaseAny(nil)
 	}
-	name := lk.name
+	ctx, name := a.ctx, a.keys.name
 	if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
-		return c.notObtained(name, ctx.Err(), err)
+		return a.c.notObtained(name, ctx.Err(), err)
 	}
-	if ctx.Err() != nil && !errors.Is(err, c.cfg.Errors.NotObtained) {
-		return c.notObtained(name, err)
+	if ctx.Err() != nil && !errors.Is(err, a.c.cfg.Errors.NotObtained) {
+		return a.c.notObtained(name, err)
 	}
 	return err
 }
@@ -324,3 +297,6 @@ func (c *Core) failed(ctx context.Context, lk *Keys, owner string, ttl time.Dura
 func (c *Core) notObtained(name string, causes ...error) error {
 	return fmt.Errorf("%w: lock %s: %w", c.cfg.Errors.NotObtained, Quote(name), errors.Join(causes...))
 }
+
+// parseMicros parses a server clock in µs as the scripts print it.
+func parseMicros(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) }

@@ -1,6 +1,8 @@
 package lease_test
 
 import (
+	"bytes"
+	"encoding/base64"
 	"testing"
 	"time"
 
@@ -41,7 +43,7 @@ func TestAcquireIsIdempotentForItsOwner(t *testing.T) {
 		if _, err := core('b').Try(ctx, "lock", time.Minute); err == nil {
 			t.Fatal("another owner: got granted, want not")
 		}
-		want, _ := lease.NewOwner("test", fixedOwner('a'))
+		want := base64.RawURLEncoding.EncodeToString(bytes.Repeat([]byte{'a'}, 16)) // an owner id: 16 bytes in base64url
 		if v := b.Client.Get(ctx, "p:{lock}").Val(); v != want {
 			t.Fatalf("value: got %q, want the first owner's %q", v, want)
 		}

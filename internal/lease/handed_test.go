@@ -1,48 +1,82 @@
 package lease
 
 import (
+	"math"
 	"testing"
 	"time"
 )
 
-// TestHandedLease checks how a grant message sets the lease: from the send
-// time of the attempt that queued the waiter, plus the wait the server
-// measured between the entry's place and the grant, unless that wait is
-// longer than the one seen locally (the server clock stepped) or negative;
-// and a message that does not parse, or names another place, is no grant.
+// TestHandedLease checks which grant messages a waiter takes, and how a
+// message sets the lease: from the send time of the waiter's latest attempt,
+// plus the wait the server measured between that attempt and the grant,
+// unless that wait is longer than the one seen locally (the server clock
+// stepped) or negative. A message for an earlier entry, for a grant made
+// before the latest attempt, after an attempt whose reply was lost, or that
+// does not parse, is no grant.
 func TestHandedLease(t *testing.T) {
 	c := New(Config{Prefix: "p:"})
-	lk := c.lockKeys("job")
-	const place = 1_000_000_000 // µs on the server clock
 	ttl := time.Minute
-	queued := time.Now().Add(-time.Second) // the local wait: a second
-	start := func(wait time.Duration) time.Time { return queued.Add(wait).Add(ttl - c.Drift(ttl)) }
+	sent := time.Now().Add(-time.Second) // the local wait: a second
+	deadline := func(wait time.Duration) time.Time { return sent.Add(wait).Add(ttl - c.drift(ttl)) }
+	const server = 1_000_000_000 // µs on the server clock at the latest attempt: 1000 s
 	for _, tc := range []struct {
-		msg  string
-		want time.Time // the deadline; zero for no grant
+		name   string
+		msg    string
+		server int64
+		want   time.Time // the deadline; zero for no grant
 	}{
-		{"t - 1000000000 1000 250000", start(250 * time.Millisecond)},
-		{"t - 1000000000 1000 0", start(0)},
-		{"t - 1000000000 999 999999", start(0)},     // place ahead of the clock
-		{"t - 1000000000 1005 0", start(0)},         // five seconds: the clock stepped
-		{"t - 1000000000 250000", time.Time{}},      // the old form, no seconds
-		{"t - 1000000001 1000 250000", time.Time{}}, // another place
-		{"t - 1000000000 1000 1000000", time.Time{}},
-		{"t - 1000000000 1000 -1", time.Time{}},
-		{"t - 1000000000 x 0", time.Time{}},
-		{"t - 1000000000 -1 0", time.Time{}},
-		{"t - 1000000000 1000 0 extra", time.Time{}},
+		{"after the attempt", "ID.1 - 1000 250000", server, deadline(250 * time.Millisecond)},
+		{"at the attempt", "ID.1 - 1000 0", server, deadline(0)},
+		{"clock stepped forward", "ID.1 - 1005 0", server, deadline(0)},
+		{"before the attempt", "ID.1 - 999 999999", server, time.Time{}},
+		{"earlier entry", "ID.0 - 1000 250000", server, time.Time{}},
+		{"later entry", "ID.2 - 1000 250000", server, time.Time{}},
+		{"reply lost", "ID.1 - 1000 250000", math.MaxInt64, time.Time{}},
+		{"bare ticket", "ID.1", server, time.Time{}},
+		{"no generation", "ID - 1000 250000", server, time.Time{}},
+		{"micros too large", "ID.1 - 1000 1000000", server, time.Time{}},
+		{"negative micros", "ID.1 - 1000 -1", server, time.Time{}},
+		{"seconds not a number", "ID.1 - x 0", server, time.Time{}},
+		{"negative seconds", "ID.1 - -1 0", server, time.Time{}},
+		{"extra field", "ID.1 - 1000 0 extra", server, time.Time{}},
 	} {
-		h, err := c.handed(t.Context(), lk, "owner", ttl, tc.msg, place, queued)
-		switch {
-		case err != nil:
-			t.Errorf("%q: %v", tc.msg, err)
-		case tc.want.IsZero() && h != nil:
-			t.Errorf("%q: got a lease to %v, want no grant", tc.msg, h.Deadline())
-		case !tc.want.IsZero() && h == nil:
-			t.Errorf("%q: got no grant, want a lease to %v", tc.msg, tc.want)
-		case h != nil && !h.Deadline().Equal(tc.want):
-			t.Errorf("%q: lease to %v, want %v", tc.msg, h.Deadline(), tc.want)
-		}
+		t.Run(tc.name, func(t *testing.T) {
+			a := &acquire{c: c, ctx: t.Context(), keys: c.lockKeys("job"), owner: "owner", ttl: ttl}
+			e := a.newEntry(0, "ID", "chan")
+			e.gen, e.place, e.sent, e.server = 1, "1", sent, tc.server
+			w := &waiter{acquire: *a, entry: e}
+			h, err := w.handed(tc.msg)
+			switch {
+			case err != nil:
+				t.Fatalf("%q: %v", tc.msg, err)
+			case tc.want.IsZero() && h != nil:
+				t.Fatalf("%q: got a lease to %v, want no grant", tc.msg, h.Deadline())
+			case !tc.want.IsZero() && h == nil:
+				t.Fatalf("%q: got no grant, want a lease to %v", tc.msg, tc.want)
+			case h != nil && !h.Deadline().Equal(tc.want):
+				t.Fatalf("%q: lease to %v, want %v", tc.msg, h.Deadline(), tc.want)
+			}
+		})
+	}
+}
+
+// TestEntryText: every generation of a waiter's entry differs only in its
+// ticket, and a grant message for it parses back to its id and generation.
+func TestEntryText(t *testing.T) {
+	c := New(Config{Prefix: "p:"})
+	a := &acquire{c: c, keys: c.lockKeys("job"), owner: "OWNER", ttl: 1500 * time.Millisecond}
+	e := a.newEntry(4*time.Second, "ID", "p:grants:X Y")
+	if got, want := e.text(0), "OWNER 1500 e 4000 ID.0 p:grants:X Y"; got != want {
+		t.Fatalf("entry: got %q, want %q", got, want)
+	}
+	if got, want := e.text(7), "OWNER 1500 e 4000 ID.7 p:grants:X Y"; got != want {
+		t.Fatalf("entry, generation 7: got %q, want %q", got, want)
+	}
+	m, ok := parseMessage("ID.7 42 12 345")
+	if !ok || m.id != "ID" || m.gen != 7 || m.token != "42" || m.at != 12_000_345 {
+		t.Fatalf("message: got %+v, %v", m, ok)
+	}
+	if got := m.value("OWNER"); got != "OWNER:42" {
+		t.Fatalf("value of a fenced grant: got %q", got)
 	}
 }

@@ -1,129 +1,158 @@
 package lease
 
 import (
-	"context"
-	"fmt"
-	"math"
+	"errors"
 	"strconv"
 	"strings"
 	"time"
 )
 
-// The handoff's wire format. This file builds and parses it; wait.lua and
-// release.lua, which read and write the same strings on the server, point
-// here.
+// The handoff's wire format. This file builds and parses every string of it;
+// the scripts that read and write them on the server (wait.lua, release.lua)
+// point here.
 //
-// A queue entry is a member of the lock's wait queue (QueueKey, a sorted set
-// scored by arrival: the server clock in microseconds, kept increasing):
+// A lock's value is its grant:
 //
-//	entry   = owner SP ttl SP kind SP ticket SP channel
-//	owner   = the waiter's owner id (no space, no ':')
-//	ttl     = the lease length in milliseconds: digits, no leading zero
-//	kind    = "e" | "f" | "c" | "t"   (see Core.kind)
-//	ticket  = the waiter's random id for its Locker (no space)
-//	channel = the pub/sub channel of the waiter's Locker (GrantChannel)
+//	value    = owner [ ":" token ] [ "*" ]
+//
+// owner is the holder's owner id (no space, no ':'), token the fencing token
+// in decimal (fenced kinds only). The mark "*" says waiters have waited for
+// this grant, so its release must look at the queue; every script that
+// compares a value accepts it with or without the mark, and none returns it.
+//
+// A queue entry is a member of the lock's wait queue (QueueKey: a sorted set
+// scored by place, the server clock in µs when the waiter first queued, kept
+// increasing):
+//
+//	entry    = owner SP ttl SP kind SP patience SP ticket SP channel
+//	ttl      = the lease length in ms: digits, no leading zero
+//	kind     = "e" | "f" | "c" | "t"   (see scripts/grant.lua)
+//	patience = ms from place after which the waiter has given up; 0 for never
+//	ticket   = id "." gen
+//	channel  = the pub/sub channel of the waiter's Locker (the rest)
+//
+// id is the waiter's random id, which its Locker's Notifier routes grant
+// messages by: every subscriber of a channel reads its messages, and an owner
+// id would let one release the lock. gen counts the waiter's entries: a waiter
+// whose entry left the queue without a grant it could use (handed over while
+// it was paused, skipped, lost in a restart) queues again at its place with
+// the next gen, so that a message for an earlier entry is never taken for the
+// current one. A release skips an entry whose patience has run out.
 //
 // A grant message is what a release that handed the lock over publishes on
 // the entry's channel:
 //
-//	grant   = ticket SP token SP place SP seconds SP micros
-//	token   = the new fencing token in decimal, or "-" for an efficiency grant
-//	place   = the entry's score
+//	message  = ticket SP token SP seconds SP micros
+//	token    = the new fencing token, or "-" for an efficiency grant
 //	seconds, micros = the server clock at the grant, as TIME gives it
 //
-// The ticket, not the owner id, names the waiter: every subscriber of the
-// channel reads the message, and an owner id would let it release the lock.
-// The Notifier hands a message to the waiter whose ticket opens it (package
-// notify reads only that first field).
-//
-// A lock's value is the owner id (efficiency) or "owner:token"
-// (correctness), followed by QueuedMark once a waiter has queued for that
-// grant: wait.lua adds it when it queues one, a handoff and a waiter's own
-// grant set it, and release.lua looks at the queue only when it is there, so
-// that the release of a lock nobody waited for is a GET and a DEL. Every
-// script that compares a value accepts it with or without the mark, and
-// none returns it.
-//
-//	value = owner [ ":" token ] [ QueuedMark ]
+// A bare ticket is no grant: the waiter's counter holds no token, and its
+// next attempt meets that error itself.
 
-// QueuedMark ends the value of a lock that waiters have queued for.
-const QueuedMark = "*"
+// queuedMark ends the value of a lock that waiters have queued for.
+const queuedMark = "*"
 
-// Mine reports whether the lock value v is owner's efficiency grant, marked
-// as queued for or not.
-func Mine(v, owner string) bool { return v == owner || v == owner+QueuedMark }
-
-// newEntry is a waiter's queue entry.
-func newEntry(owner string, ttl time.Duration, kind, ticket, channel string) string {
-	return owner + " " + strconv.FormatInt(Millis(ttl), 10) + " " + kind + " " + ticket + " " + channel
+// Value is a lock's value, parsed.
+type Value struct {
+	Owner string
+	// Token is the fencing token, or 0 for an efficiency grant.
+	Token uint64
+	// Queued says the value carries the mark of waiters.
+	Queued bool
 }
 
-// handed turns a grant message into the lease: the lock, handed to this waiter
-// by its holder's release when the server clock read seconds and micros, is
-// its own since that long after it queued at place (microseconds on the same
-// clock). The lease is measured from the time the attempt that queued it was
-// sent (queued), plus that wait. A wait longer than the one seen here means
-// the server's clock stepped forward meanwhile; then only the send time is
-// sure. A message for an earlier place, or one that does not parse (from a
-// release of another version), is no grant: nil, and the caller asks Redis
-// again.
-func (c *Core) handed(ctx context.Context, lk *Keys, owner string, ttl time.Duration, msg string, place int64, queued time.Time) (*Held, error) {
+// errNoToken is ParseValue's error for a value whose token does not parse.
+var errNoToken = errors.New("the token is not a positive 64-bit integer")
+
+// ParseValue parses a lock's value as GET returns it. fenced says whether
+// the value must carry a token.
+func ParseValue(v string, fenced bool) (Value, error) {
+	var p Value
+	v, p.Queued = strings.CutSuffix(v, queuedMark)
+	if !fenced {
+		p.Owner = v
+		return p, nil
+	}
+	owner, digits, ok := strings.Cut(v, ":")
+	token, err := strconv.ParseUint(digits, 10, 64)
+	if !ok || err != nil || token == 0 {
+		return Value{Owner: owner}, errNoToken
+	}
+	p.Owner, p.Token = owner, token
+	return p, nil
+}
+
+// entry is a waiting acquire's queue entry, in every generation.
+type entry struct {
+	head    string // "owner ttl kind patience id."
+	channel string
+	id      string
+	gen     int
+	// place is the entry's score once an attempt queued it, else "".
+	place string
+	// sent and server are when the latest attempt that found the entry
+	// queued (or queued it) was sent, and the server clock in µs when it
+	// ran: a grant made after that attempt is measured from them.
+	sent   time.Time
+	server int64
+}
+
+// newEntry is the queue entry of a's waiter, with random id, which gives up
+// after patience (0: never) and hears of grants on channel.
+func (a *acquire) newEntry(patience time.Duration, id, channel string) *entry {
+	head := a.owner + " " + strconv.FormatInt(Millis(a.ttl), 10) + " " + a.c.kind + " " +
+		strconv.FormatInt(patience.Milliseconds(), 10) + " " + id + "."
+	return &entry{head: head, channel: channel, id: id}
+}
+
+// text is the wire form of generation gen of the entry.
+func (e *entry) text(gen int) string {
+	return e.head + strconv.Itoa(gen) + " " + e.channel
+}
+
+// message is a grant message, parsed.
+type message struct {
+	id    string
+	gen   int
+	token string // "-" for an efficiency grant
+	at    int64  // server clock at the grant, µs
+}
+
+// parseMessage parses a grant message; ok is false for one that is no grant
+// (a bare ticket) or does not parse (from a release of another version).
+func parseMessage(msg string) (m message, ok bool) {
 	f := strings.Fields(msg)
-	if len(f) != 5 {
-		return nil, nil
+	if len(f) != 4 {
+		return m, false
 	}
-	at, err1 := strconv.ParseFloat(f[2], 64)
-	if err1 != nil || place == 0 || int64(at) != place {
-		return nil, nil
+	id, gen, ok1 := strings.Cut(f[0], ".")
+	g, err1 := strconv.Atoi(gen)
+	sec, err2 := strconv.ParseInt(f[2], 10, 64)
+	usec, err3 := strconv.ParseInt(f[3], 10, 64)
+	// seconds bounded so that the sum cannot overflow
+	if !ok1 || err1 != nil || err2 != nil || err3 != nil || sec < 0 || sec >= 1<<43 || usec < 0 || usec >= 1_000_000 {
+		return m, false
 	}
-	// TIME's seconds and microseconds; seconds bounded so that the sum
-	// cannot overflow.
-	sec, err2 := strconv.ParseInt(f[3], 10, 64)
-	usec, err3 := strconv.ParseInt(f[4], 10, 64)
-	if err2 != nil || err3 != nil || sec < 0 || sec >= math.MaxInt64/1_000_000 || usec < 0 || usec >= 1_000_000 {
-		return nil, nil
-	}
-	waited := sec*1_000_000 + usec - place
-	value := owner
-	if f[1] != "-" {
-		value = owner + ":" + f[1]
-	}
-	a, err := c.Grant(lk, owner, value)
-	if err == nil && c.cfg.Replicas > 0 {
-		var held bool
-		if held, err = c.confirmHanded(ctx, lk, value, ttl); err == nil && !held {
-			return nil, nil // gone already: the next attempt settles it
-		}
-	}
-	if err != nil {
-		c.abandon(ctx, lk, owner, ttl, "")
-		return nil, c.acquireErr(lk, err)
-	}
-	wait := time.Duration(max(waited, 0)) * time.Microsecond
-	if wait > time.Since(queued) {
-		wait = 0
-	}
-	return c.held(ctx, lk, owner, a, queued.Add(wait), ttl)
+	return message{id: id, gen: g, token: f[1], at: sec*1_000_000 + usec}, true
 }
 
-// confirmHanded waits for Replicas to confirm a grant that another holder's
-// release handed to this waiter, and reports whether the waiter still holds
-// it. WAIT counts the replicas that have every write of the connection it
-// runs on, and the handoff was the releaser's write: so the waiter writes
-// first, in the same round trip (the refresh script restarts its ttl), after
-// the handoff in the replication stream, and WAIT confirms both. Fewer
-// replicas is an error matching NotReplicated, as for a grant of its own.
-func (c *Core) confirmHanded(ctx context.Context, lk *Keys, value string, ttl time.Duration) (bool, error) {
-	reply, confirmed, err := c.runConfirmed(ctx, refreshScript, lk, 1, value, Millis(ttl))
-	if err != nil {
-		return false, err
+// value is what the grant a message reports stored for owner.
+func (m message) value(owner string) string {
+	if m.token == "-" {
+		return owner
 	}
-	if n, _ := reply.(int64); n != 1 {
-		return false, nil
+	return owner + ":" + m.token
+}
+
+// start is when the grant a message reports began, at the latest, on the
+// local clock: the entry's attempt was sent at e.sent and ran at e.server on
+// the server's clock, and the grant came m.at-e.server later. A wait longer
+// than the one seen here means the server's clock stepped forward, and one
+// below zero that it stepped back: then only the send time is sure.
+func (m message) start(e *entry) time.Time {
+	waited := time.Duration(m.at-e.server) * time.Microsecond
+	if waited < 0 || waited > time.Since(e.sent) {
+		return e.sent
 	}
-	if confirmed < int64(c.cfg.Replicas) {
-		return true, Named(fmt.Errorf("%w: lock %s: %d of %d replicas confirmed the handed grant within %v",
-			c.cfg.Errors.NotReplicated, Quote(lk.name), confirmed, c.cfg.Replicas, c.cfg.ReplicaWait))
-	}
-	return true, nil
+	return e.sent.Add(waited)
 }

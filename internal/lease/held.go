@@ -3,8 +3,11 @@ package lease
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/leasekit/leasekit/internal/telemetry"
 )
@@ -25,9 +28,9 @@ type Held struct {
 	ended    bool          // its end (release or loss) went to the telemetry
 }
 
-// ended records the end of the hold in the telemetry, once: a release, or a
-// loss for reason.
-func (h *Held) end(ctx context.Context, lost bool, reason telemetry.Reason) {
+// recordEnd records the end of the hold in the telemetry, once: a release,
+// or a loss for reason.
+func (h *Held) recordEnd(ctx context.Context, lost bool, reason telemetry.Reason) {
 	h.mu.Lock()
 	done := h.ended
 	h.ended = true
@@ -46,8 +49,8 @@ func lostReason(gone bool) telemetry.Reason {
 	return telemetry.AnotherOwner
 }
 
-// TTLSet is the ttl of the grant or of the last successful Refresh.
-func (h *Held) TTLSet() time.Duration {
+// ttlSet is the ttl of the grant or of the last successful Refresh.
+func (h *Held) ttlSet() time.Duration {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.ttl
@@ -62,9 +65,6 @@ func (h *Held) Name() string { return h.keys.name }
 // Token is the grant's fencing token (0 for efficiency locks).
 func (h *Held) Token() uint64 { return h.token }
 
-// Owner is the redacted owner id, for logs.
-func (h *Held) Owner() string { return Redact(h.value) }
-
 // Deadline is the conservative local expiry of the lease.
 func (h *Held) Deadline() time.Time {
 	h.mu.Lock()
@@ -72,8 +72,8 @@ func (h *Held) Deadline() time.Time {
 	return h.deadline
 }
 
-// Released reports whether a Release of this lease reached Redis.
-func (h *Held) Released() bool {
+// isReleased reports whether a Release of this lease reached Redis.
+func (h *Held) isReleased() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.released
@@ -81,7 +81,7 @@ func (h *Held) Released() bool {
 
 // Refresh restarts the lease at ttl if it is still held.
 func (h *Held) Refresh(ctx context.Context, ttl time.Duration) error {
-	if err := CheckTTL(h.core.cfg.Errors.InvalidTTL, ttl); err != nil {
+	if err := checkTTL(h.core.cfg.Errors.InvalidTTL, ttl); err != nil {
 		return err
 	}
 	n, err := h.refresh(ctx, ttl)
@@ -96,13 +96,20 @@ func (h *Held) Refresh(ctx context.Context, ttl time.Duration) error {
 // was gone, -1 when another owner held it.
 func (h *Held) refresh(ctx context.Context, ttl time.Duration) (int64, error) {
 	sent := time.Now()
-	n, err := h.core.Run(ctx, refreshScript, h.keys, 1, h.value, Millis(ttl)).Int64()
+	var reply *redis.Cmd
+	if h.core.cfg.ExpiringCounter {
+		// The counter lives as long as the lease that drew from it.
+		reply = h.core.run(ctx, refreshScript, h.keys.refreshKeys(), h.value, Millis(ttl), "t")
+	} else {
+		reply = h.core.run(ctx, refreshScript, h.keys.keys[:1], h.value, Millis(ttl))
+	}
+	n, err := reply.Int64()
 	if err != nil {
 		return 0, h.core.redisErr("refresh", h.keys, err)
 	}
 	if n == 1 {
 		h.mu.Lock()
-		h.deadline, h.ttl = sent.Add(ttl-h.core.Drift(ttl)), ttl
+		h.deadline, h.ttl = sent.Add(ttl-h.core.drift(ttl)), ttl
 		h.mu.Unlock()
 	}
 	return n, nil
@@ -125,7 +132,7 @@ func (h *Held) Release(ctx context.Context) error {
 // marks the lease released. Its reply is 1 when the lease was released, 0
 // when the key was gone, -1 when another owner held it.
 func (h *Held) release(ctx context.Context) (int64, error) {
-	reply, err := h.core.release(ctx, h.keys, h.value, false, "")
+	reply, err := h.core.runRelease(ctx, h.keys, h.value, nil)
 	if err != nil {
 		return 0, h.core.redisErr("release", h.keys, err)
 	}
@@ -133,13 +140,13 @@ func (h *Held) release(ctx context.Context) (int64, error) {
 	h.deadline, h.released = time.Time{}, true
 	h.mu.Unlock()
 	if n, ok := reply.(int64); ok && n <= 0 {
-		h.end(ctx, true, lostReason(n == 0))
+		h.recordEnd(ctx, true, lostReason(n == 0))
 		return n, nil
 	}
 	if n, ok := reply.(int64); !ok || n == 2 {
 		h.core.cfg.Telemetry.Handoff(ctx, h.keys.name) // a token, or 2: handed to a waiter
 	}
-	h.end(ctx, false, 0)
+	h.recordEnd(ctx, false, 0)
 	return 1, nil
 }
 
@@ -159,7 +166,7 @@ func (c *Core) why(gone bool) string {
 
 // TTL asks Redis how long the lease has left.
 func (h *Held) TTL(ctx context.Context) (time.Duration, error) {
-	ms, err := h.core.Run(ctx, pttlScript, h.keys, 1, h.value).Int64()
+	ms, err := h.core.run(ctx, pttlScript, h.keys.keys[:1], h.value).Int64()
 	if err != nil {
 		return 0, h.core.redisErr("ttl of", h.keys, err)
 	}
@@ -172,26 +179,32 @@ func (h *Held) TTL(ctx context.Context) (time.Duration, error) {
 	return time.Duration(ms) * time.Millisecond, nil
 }
 
-// release runs the release script for value (or, with prefix, any value that
-// starts with it) on the lock, after taking the queue entry leaving (a waiter
-// giving up) out of the lock's queue, if it is not "". Its reply is the
-// script's: 0 when the key was gone, -1 when another owner held it, else the
-// grant was released (see scripts/release.lua).
+// runRelease runs the release script for value on the lock, after taking
+// the queue entry leaving (a waiter giving up) out of the lock's queue, if it
+// is not nil. A value ending in ':' matches any grant that starts with it (an
+// owner whose token is unknown). Its reply is the script's: 0 when the key
+// was gone, -1 when another owner held it, else the grant was released (see
+// scripts/release.lua).
 //
 // While the lock's slot migrates between two Redis Cluster masters, Redis
-// refuses the script (its keys are split between them, or the importing one
-// lacks some: an efficiency lock has no fence counter) with TRYAGAIN until the
-// slot has moved, and while the nodes disagree on its owner go-redis may give
-// up on MOVED: the release tries again, with a growing pause, while ctx lasts
-// and for at most migrationWait.
-func (c *Core) release(ctx context.Context, lk *Keys, value string, prefix bool, leaving string) (any, error) {
+// refuses the script with TRYAGAIN until the slot has moved, and while the
+// nodes disagree on its owner go-redis may give up on MOVED: the release
+// tries again, with a growing pause, while ctx lasts and for at most
+// migrationWait.
+func (c *Core) runRelease(ctx context.Context, lk *Keys, value string, leaving *entry) (any, error) {
 	match := matchExact
-	if prefix {
+	if strings.HasSuffix(value, ":") {
 		match = matchPrefix
+	}
+	args := []any{value, match, notQueued, c.listen.channels}
+	if leaving != nil {
+		// The entry may be queued at its current generation, or, after a
+		// lost reply, at the next one.
+		args = []any{value, match, leaving.text(leaving.gen), c.listen.channels, leaving.text(leaving.gen + 1)}
 	}
 	deadline := time.Now().Add(migrationWait)
 	for pause := 10 * time.Millisecond; ; pause = min(2*pause, 500*time.Millisecond) {
-		reply, err := c.Run(ctx, releaseScript, lk, 3, value, match, leaving, c.channels).Result()
+		reply, err := c.run(ctx, releaseScript, lk.keys, args...).Result()
 		if err == nil || !slotMoving(err) || time.Now().Add(pause).After(deadline) {
 			return reply, err
 		}

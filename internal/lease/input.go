@@ -23,8 +23,8 @@ func CheckName(invalid error, name string) error {
 	return nil
 }
 
-// CheckTTL reports whether ttl is a lease length Redis can hold.
-func CheckTTL(invalid error, ttl time.Duration) error {
+// checkTTL reports whether ttl is a lease length Redis can hold.
+func checkTTL(invalid error, ttl time.Duration) error {
 	if ttl < MinTTL {
 		return fmt.Errorf("%w: %v is shorter than %v", invalid, ttl, MinTTL)
 	}

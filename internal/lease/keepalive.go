@@ -50,11 +50,11 @@ func (h *Held) HoldAs(ctx context.Context, op string, fn func(context.Context, *
 	if fn == nil {
 		return h.core.nilFunc(op)
 	}
-	if h.Released() || !time.Now().Before(h.Deadline()) {
+	if h.isReleased() || !time.Now().Before(h.Deadline()) {
 		return fmt.Errorf("%w: lock %s: the lease was released or is past its deadline", h.core.cfg.Errors.NotHeld, Quote(h.keys.name))
 	}
 	ctx, span := h.core.cfg.Telemetry.Start(ctx, op, h.keys.name)
-	ttl := h.TTLSet()
+	ttl := h.ttlSet()
 	var fnErr, lost error
 	defer func() {
 		err = h.endHold(ctx, fnErr, lost)
@@ -66,13 +66,13 @@ func (h *Held) HoldAs(ctx context.Context, op string, fn func(context.Context, *
 
 // endHold releases the lease after Hold's fn and returns Hold's error.
 func (h *Held) endHold(ctx context.Context, fnErr, lost error) error {
-	if h.Released() {
+	if h.isReleased() {
 		return fnErr // fn ended the lease itself, with Release
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
 	n, err := h.release(ctx)
-	return h.outcome(fnErr, lost, n, err, "when fn returned")
+	return h.holdErr(fnErr, lost, ending{n, err, "when fn returned"})
 }
 
 // Once runs fn at most once per period across every Locker sharing the Redis:
@@ -120,24 +120,32 @@ func (h *Held) endOnce(ctx context.Context, end time.Time, fnErr, lost error) er
 	if left := time.Until(end); left >= MinTTL {
 		n, err = h.refresh(ctx, left)
 		if err == nil {
-			h.end(ctx, n <= 0, lostReason(n == 0)) // the run is over: the hold too
+			h.recordEnd(ctx, n <= 0, lostReason(n == 0)) // the run is over: the hold too
 		}
 	} else {
 		n, err = h.release(ctx)
 	}
-	return h.outcome(fnErr, lost, n, err, "when the run ended")
+	return h.holdErr(fnErr, lost, ending{n, err, "when the run ended"})
 }
 
-// outcome is a hold's error: fn's, the loss seen while fn ran, and what the
-// release or refresh that ended the hold found (its reply n, or err), when.
-func (h *Held) outcome(fnErr, lost error, n int64, err error, when string) error {
+// ending is what the release or refresh that ended a hold found: its reply
+// n, or err, and when it ran.
+type ending struct {
+	n    int64
+	err  error
+	when string
+}
+
+// holdErr is a hold's error: fn's, the loss seen while fn ran, and how the
+// hold ended.
+func (h *Held) holdErr(fnErr, lost error, e ending) error {
 	switch {
 	case lost != nil:
 		return lostWith(lost, fnErr)
-	case err != nil:
-		return errors.Join(fnErr, err)
-	case n <= 0:
-		return errors.Join(fnErr, h.core.lost(h, when+", "+h.core.why(n == 0)))
+	case e.err != nil:
+		return errors.Join(fnErr, e.err)
+	case e.n <= 0:
+		return errors.Join(fnErr, h.core.lost(h, e.when+", "+h.core.why(e.n == 0)))
 	}
 	return fnErr
 }
@@ -162,14 +170,14 @@ func (c *Core) lost(h *Held, why string) error {
 // fn returns or panics.
 func (h *Held) run(ctx context.Context, interval time.Duration, next func(time.Time) time.Duration, fn func(context.Context, *Held) error) (fnErr, lost error) {
 	fnCtx, cancel := context.WithCancelCause(ctx)
-	stop := make(chan struct{})
+	k := &keeper{h: h, ctx: fnCtx, cancel: cancel, stop: make(chan struct{}), interval: max(interval, MinTTL), next: next}
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		h.keepAlive(fnCtx, stop, interval, next, cancel)
+		k.keepAlive()
 	}()
 	defer func() {
-		close(stop)
+		close(k.stop)
 		<-stopped
 		if cause := context.Cause(fnCtx); errors.Is(cause, h.core.cfg.Errors.LockLost) {
 			lost = cause
@@ -179,40 +187,51 @@ func (h *Held) run(ctx context.Context, interval time.Duration, next func(time.T
 	return fn(fnCtx, h), nil
 }
 
-// keepAlive refreshes the lease until stop closes, and cancels with a LockLost
-// cause once the lease is gone or its deadline passes unconfirmed. A refresh
-// that fails for another reason (a network error) is retried until the
-// deadline. A lease that fn released itself is no longer refreshed.
+// keeper keeps a lease alive while fn runs.
+type keeper struct {
+	h        *Held
+	ctx      context.Context // fn's
+	cancel   context.CancelCauseFunc
+	stop     chan struct{} // closed when fn has returned
+	interval time.Duration
+	next     func(time.Time) time.Duration // the ttl of a refresh at a time
+}
+
+// keepAlive refreshes the lease until stop closes, and cancels fn's context
+// with a LockLost cause once the lease is gone, its deadline passes
+// unconfirmed, or a refresh fails in a way no retry can mend (NOPERM, say). A
+// refresh that fails for another reason (a network error) is retried until
+// the deadline. A lease that fn released itself is no longer refreshed.
 //
 // The deadline is kept by this goroutine's own clock, not by the refresh's
 // context: go-redis ignores context deadlines on socket reads unless the client
 // sets ContextTimeoutEnabled, so a refresh whose reply never comes would
 // otherwise hold the cancellation back until the client's ReadTimeout.
-func (h *Held) keepAlive(ctx context.Context, stop <-chan struct{}, interval time.Duration, next func(time.Time) time.Duration, cancel context.CancelCauseFunc) {
-	interval = max(interval, MinTTL)
-	wait := interval
+func (k *keeper) keepAlive() {
+	h := k.h
+	wait := k.interval
 	var inflight chan refreshed // the refresh under way, if any
 	defer func() {
 		if inflight != nil {
 			<-inflight // a refresh stuck on the network must end before Do returns
 		}
 	}()
-	for !h.Released() {
+	for !h.isReleased() {
 		deadline := h.Deadline()
 		if !time.Now().Before(deadline) {
-			h.lose(ctx, cancel, telemetry.Unreachable, "the lease could not be confirmed before its deadline")
+			k.lose(telemetry.Unreachable, "the lease could not be confirmed before its deadline")
 			return
 		}
 		// The caller's ctx ending does not stop the refreshes: fn may still
 		// be winding down, and the lease must hold until it returns (stop).
-		if !sleepUntil(stop, min(wait, time.Until(deadline))) {
+		if !sleepFor(k.stop, min(wait, time.Until(deadline))) {
 			return
 		}
-		if h.Released() || !time.Now().Before(deadline) {
+		if h.isReleased() || !time.Now().Before(deadline) {
 			continue // the checks at the top end it
 		}
 		inflight = make(chan refreshed, 1)
-		go h.refreshAsync(ctx, deadline, next, inflight)
+		go k.refresh(deadline, inflight)
 		expiry := time.NewTimer(time.Until(deadline))
 		var r refreshed
 		select {
@@ -220,32 +239,50 @@ func (h *Held) keepAlive(ctx context.Context, stop <-chan struct{}, interval tim
 			inflight = nil
 			expiry.Stop()
 		case <-expiry.C:
-			h.lose(ctx, cancel, telemetry.Unreachable, "a refresh got no reply before the lease deadline")
+			k.lose(telemetry.Unreachable, "a refresh got no reply before the lease deadline")
 			return
-		case <-stop:
+		case <-k.stop:
 			expiry.Stop()
 			return
 		}
-		switch {
-		case r.err == nil && r.n == 1:
-			wait = interval
-		case r.err == nil && !h.Released():
-			h.lose(ctx, cancel, lostReason(r.n == 0), h.core.why(r.n == 0))
+		var done bool
+		if wait, done = k.refreshed(r); done {
 			return
-		case r.err != nil:
-			h.core.cfg.Telemetry.RefreshFailed(ctx, h.keys.name, r.err)
-			h.core.logger().Warn(h.core.cfg.Kind+": refresh failed; retrying until the lease deadline",
-				"lock", h.keys.name, "owner", h.Owner(), "err", r.err)
-			wait = max(interval/4, MinTTL)
 		}
 	}
 }
 
+// refreshed acts on the outcome of a refresh, and returns the wait until the
+// next one, or done when the hold is lost.
+func (k *keeper) refreshed(r refreshed) (wait time.Duration, done bool) {
+	h := k.h
+	switch {
+	case r.err == nil && r.n == 1:
+		return k.interval, false
+	case r.err == nil && !h.isReleased():
+		k.lose(lostReason(r.n == 0), h.core.why(r.n == 0))
+		return 0, true
+	case r.err == nil:
+		return k.interval, false // fn released it meanwhile
+	}
+	h.core.cfg.Telemetry.RefreshFailed(k.ctx, h.keys.name, r.err)
+	if !transient(r.err) && IsServerReply(r.err) {
+		// NOPERM, WRONGTYPE, a script Redis refuses: no retry can confirm
+		// the lease, and fn must stop now.
+		h.recordEnd(k.ctx, true, telemetry.Unreachable)
+		k.cancel(fmt.Errorf("%w: lock %s: a refresh failed, and cannot succeed: %w", h.core.cfg.Errors.LockLost, Quote(h.keys.name), r.err))
+		return 0, true
+	}
+	h.core.logger().Warn(h.core.cfg.Kind+": refresh failed; retrying until the lease deadline",
+		"lock", h.keys.name, "owner", Redact(h.value), "err", r.err)
+	return max(k.interval/4, MinTTL), false
+}
+
 // lose ends the hold as lost for reason: fn's context is cancelled with a
 // LockLost cause that says why.
-func (h *Held) lose(ctx context.Context, cancel context.CancelCauseFunc, reason telemetry.Reason, why string) {
-	h.end(ctx, true, reason)
-	cancel(h.core.lost(h, why))
+func (k *keeper) lose(reason telemetry.Reason, why string) {
+	k.h.recordEnd(k.ctx, true, reason)
+	k.cancel(k.h.core.lost(k.h, why))
 }
 
 // refreshed is the outcome of a refresh: refresh's reply and error.
@@ -254,17 +291,17 @@ type refreshed struct {
 	err error
 }
 
-// refreshAsync refreshes the lease to next's ttl, bounded by deadline, and
-// sends the outcome on done.
-func (h *Held) refreshAsync(ctx context.Context, deadline time.Time, next func(time.Time) time.Duration, done chan<- refreshed) {
-	rctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+// refresh refreshes the lease to next's ttl, bounded by deadline, and sends
+// the outcome on done.
+func (k *keeper) refresh(deadline time.Time, done chan<- refreshed) {
+	rctx, cancel := context.WithDeadline(context.WithoutCancel(k.ctx), deadline)
 	defer cancel()
-	n, err := h.refresh(rctx, next(time.Now()))
+	n, err := k.h.refresh(rctx, k.next(time.Now()))
 	done <- refreshed{n, err}
 }
 
-// sleepUntil waits d, and reports false if stop closes first.
-func sleepUntil(stop <-chan struct{}, d time.Duration) bool {
+// sleepFor waits d, and reports false if stop closes first.
+func sleepFor(stop <-chan struct{}, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

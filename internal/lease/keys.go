@@ -50,6 +50,10 @@ func newKeys(name, key string) *Keys {
 	return &Keys{name: name, lock: key, keys: []any{key, QueueKey(key), CounterKey(key)}}
 }
 
+// refreshKeys are the refresh script's keys where the counter expires with
+// the lease: the lock and its counter.
+func (k *Keys) refreshKeys() []any { return []any{k.keys[0], k.keys[2]} }
+
 // Lock is the lock's key.
 func (k *Keys) Lock() string { return k.lock }
 

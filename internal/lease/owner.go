@@ -10,9 +10,9 @@ import (
 // ownerBytes is the entropy of an owner id: 128 bits.
 const ownerBytes = 16
 
-// NewOwner draws an owner id from src. A short read is an error: an owner id is
+// newOwner draws an owner id from src. A short read is an error: an owner id is
 // what lets a holder release its lock, and a weak one would let another guess it.
-func NewOwner(kind string, src io.Reader) (string, error) {
+func newOwner(kind string, src io.Reader) (string, error) {
 	if src == nil {
 		src = rand.Reader
 	}

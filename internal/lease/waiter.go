@@ -2,61 +2,45 @@ package lease
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
-	"strings"
+	"math"
 	"time"
 
 	"github.com/leasekit/leasekit/internal/notify"
 	"github.com/leasekit/leasekit/internal/telemetry"
 )
 
-// recheck bounds how long a waiter goes without asking Redis. Handoffs and
-// wake-ups are the fast path, never the only one: whatever was lost (the
-// queue after a restart or failover, a message while the subscription
-// reconnected, a holder's key without expiry deleted by hand), a waiter finds
-// a free lock within this long.
+// recheck bounds how long a waiter goes without asking Redis: handoffs and
+// wake-ups are the fast path, never the only one (docs/waiting.md).
 const recheck = time.Second
 
-// Obtain acquires the lock called name, waiting until it is free or ctx ends.
-//
-// It first probes, as cheaply as a TryObtain: a free lock costs one round trip
-// and no subscription, and a Redis that cannot be reached is an error at once.
-// When the lock is held, the waiter subscribes (and waits for the
-// confirmation) before it tries again, so that nothing the holder does after
-// the failed probe goes unheard. On a single server and on a Redis 7 cluster
-// that try queues the waiter, and the holder's release hands the lock
-// straight to the first live waiter and tells it so: the handoff costs no
-// round trip of the waiter's own (one, to WAIT, with Replicas). Where waiters
-// cannot queue (see New) the try marks the lock, and its release wakes one
-// waiter per Locker, which tries again. Either
-// way a waiter also tries again when the holder's ttl runs out, and at least
-// every recheck; and it rides out Redis failures (a restart, a failover)
-// until ctx ends. After maxLateGrants grants in a row whose replies came past
-// their lease deadline (a ttl too short for the link) it gives up with Late.
+// Obtain acquires the lock called name, waiting until it is free or ctx
+// ends, as docs/waiting.md describes. After maxLateGrants grants in a row
+// whose replies came past their lease deadline (a ttl too short for the
+// link) it gives up with Late.
 func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Held, error) {
 	ctx, t := c.cfg.Telemetry.StartAcquire(ctx, c.cfg.WaitOp, name)
-	h, err := c.obtain(ctx, name, ttl, &t)
+	a, err := c.begin(ctx, name, ttl)
+	var h *Held
+	if err == nil {
+		h, err = a.obtain(&t)
+	}
 	t.End(c.outcome(err), err)
 	return h, err
 }
 
-func (c *Core) obtain(ctx context.Context, name string, ttl time.Duration, t *telemetry.Acquire) (*Held, error) {
-	lk, owner, err := c.begin(ctx, name, ttl)
-	if err != nil {
-		return nil, err
-	}
-	h, _, err := c.attempt(ctx, lk, owner, ttl, Probe, "", 0)
+func (a *acquire) obtain(t *telemetry.Acquire) (*Held, error) {
+	h, _, err := a.once(true)
 	switch {
 	case h != nil:
 		return h, nil
-	case err != nil && errors.Is(err, c.cfg.Errors.Late):
+	case err != nil && errors.Is(err, a.c.cfg.Errors.Late):
 		// Released already: wait like any other waiter.
 	case err != nil:
-		return nil, c.failed(ctx, lk, owner, ttl, err)
+		return nil, a.failed(err)
 	}
-	w, err := c.join(ctx, lk, owner, ttl)
+	w, err := a.join()
 	if err != nil {
 		return nil, err
 	}
@@ -66,60 +50,49 @@ func (c *Core) obtain(ctx context.Context, name string, ttl time.Duration, t *te
 	return h, err
 }
 
-// waiter is one Obtain's wait for a lock its probe found held.
+// waiter is an acquire that waits for a lock its probe found held.
 type waiter struct {
-	c     *Core
-	ctx   context.Context
-	lk    *Keys
-	owner string
-	ttl   time.Duration
-	sub   *notify.Waiter // nil when wake-ups could not be subscribed
-	// entry is the waiter's queue entry (handoff.go); "" when its Locker's
-	// waiters do not queue.
-	entry  string
-	place  int64     // the entry's place in the queue, once an attempt queued it
-	queued time.Time // when that attempt was sent
-	woken  bool      // the last sleep ended with a wake-up
-	unsure bool      // an attempt's reply was lost: Redis may have granted it
-	late   int       // grants in a row that came back past their deadline
-	failed int       // attempts in a row that Redis failed
+	acquire
+	sub *notify.Waiter // nil when releases could not be subscribed
+	// entry is the waiter's queue entry; nil when its Locker's waiters do
+	// not queue.
+	entry  *entry
+	woken  bool // the last sleep ended with a wake-up
+	unsure bool // an attempt's reply was lost: Redis may have granted it
+	late   int  // grants in a row that came back past their deadline
+	failed int  // attempts in a row that Redis failed
 	tel    *telemetry.Acquire
 }
 
-// join subscribes the waiter to what tells it of a release: its Locker's
-// grant channel (on a cluster, its Locker's sharded channel of this lock),
-// where a random ticket names it in place of its secret owner id, when it
-// queues; the lock's wake-up channel when it does not.
-func (c *Core) join(ctx context.Context, lk *Keys, owner string, ttl time.Duration) (*waiter, error) {
-	w := &waiter{c: c, ctx: ctx, lk: lk, owner: owner, ttl: ttl}
-	channel, ticket := WakeChannel(lk.lock), ""
-	switch {
-	case c.grants != "":
-		channel, ticket = c.grants, rand.Text()
-	case c.sharded.Load():
-		channel, ticket = ShardedGrantChannel(lk.lock, c.id), rand.Text()
-	}
-	sub, err := c.notifier.Join(ctx, channel, ticket)
-	if err != nil && c.grants == "" && ticket != "" && strings.Contains(err.Error(), "unknown command") {
-		c.stopSharding(err)
-		channel, ticket = WakeChannel(lk.lock), ""
-		sub, err = c.notifier.Join(ctx, channel, ticket)
-	}
+// join subscribes the waiter to what tells it of a release (listen.go).
+func (a *acquire) join() (*waiter, error) {
+	w := &waiter{acquire: *a}
+	sub, id, err := a.c.listen.join(a.ctx, a.keys)
 	switch {
 	case err == nil:
 		w.sub = sub
-		if ticket != "" {
-			w.entry = newEntry(owner, ttl, c.Kind(), ticket, channel)
+		if id != "" {
+			w.entry = w.newEntry(patience(a.ctx), id, sub.Channel())
 		}
-	case ctx.Err() != nil:
-		return nil, c.notObtained(lk.name, ctx.Err())
+	case a.ctx.Err() != nil:
+		return nil, a.c.notObtained(a.keys.name, a.ctx.Err())
 	case errors.Is(err, notify.ErrClosed):
-		return nil, c.closedWhileWaiting(lk)
+		return nil, a.c.closedWhileWaiting(a.keys)
 	default:
-		c.logger().Warn(c.cfg.Kind+": cannot subscribe to lock releases; checking the lock every second instead",
-			"lock", lk.name, "err", err)
+		a.c.logger().Warn(a.c.cfg.Kind+": cannot subscribe to lock releases; checking the lock every second instead",
+			"lock", a.keys.name, "err", err)
 	}
 	return w, nil
+}
+
+// patience is how long a waiter with ctx waits at most: until its deadline,
+// or 0 (no limit) without one, or one more than a day away.
+func patience(ctx context.Context) time.Duration {
+	deadline, ok := ctx.Deadline()
+	if left := time.Until(deadline); ok && left < 24*time.Hour {
+		return max(left, time.Millisecond)
+	}
+	return 0
 }
 
 // wait tries for the lock until it is the waiter's, ctx ends, or an attempt
@@ -127,36 +100,99 @@ func (c *Core) join(ctx context.Context, lk *Keys, owner string, ttl time.Durati
 func (w *waiter) wait() (*Held, error) {
 	for w.late < maxLateGrants {
 		if w.c.closed.Load() {
-			return nil, w.c.closedWhileWaiting(w.lk)
+			return nil, w.c.closedWhileWaiting(w.keys)
 		}
-		sent := time.Now()
-		h, a, err := w.c.attempt(w.ctx, w.lk, w.owner, w.ttl, Wait, w.entry, w.place)
+		h, f, err := w.attempt()
 		if err != nil {
 			var again bool
 			if again, err = w.failure(err); !again {
 				return nil, err
 			}
-			if err != nil && errors.Is(err, w.c.cfg.Errors.Late) {
-				continue // released already: try again now
+			if err != nil {
+				continue // a late grant, released already: try again now
 			}
-			a.HolderTTL = recheck
+			f.holderTTL = recheck
 		} else {
 			w.late, w.failed = 0, 0
 		}
-		switch {
-		case h != nil:
+		if h != nil {
 			return h, nil
-		case a.Place != 0:
-			w.place, w.queued = a.Place, sent
-			w.tel.Event("queued")
 		}
-		w.tel.Wait() // counted among the waiters from its first sleep: queued, if it queues
-		if h, err := w.sleep(a.HolderTTL); h != nil || err != nil {
+		w.tel.Wait() // counted among the waiters from its first sleep
+		if h, err := w.sleep(f.holderTTL); h != nil || err != nil {
 			return h, err
 		}
 	}
 	return nil, fmt.Errorf("%w: lock %s: %d grants in a row came back after their lease deadline (ttl %v): "+
-		"the ttl is too short for the round trip to Redis", w.c.cfg.Errors.Late, Quote(w.lk.name), w.late, w.ttl)
+		"the ttl is too short for the round trip to Redis", w.c.cfg.Errors.Late, Quote(w.keys.name), w.late, w.ttl)
+}
+
+// attempt runs the wait script once: it takes the lock if it is free, or
+// keeps the waiter's entry queued, or queues it (again, at its place, with
+// the next generation, when the entry left the queue without a grant the
+// waiter could use), or only marks the lock.
+func (w *waiter) attempt() (*Held, found, error) {
+	sent := time.Now()
+	queue, place, prev := w.entryArgs()
+	f, err := w.runGrant(waitScript, w.readWait, w.owner, Millis(w.ttl), w.c.scriptKind, queue, place, prev)
+	if err != nil {
+		if e := w.entry; e != nil {
+			e.server = math.MaxInt64 // no grant message is sure until an attempt succeeds
+		}
+		return nil, f, w.c.acquireErr(w.keys, err)
+	}
+	if f.granted {
+		h, err := w.lease(f, sent)
+		return h, f, err
+	}
+	if e := w.entry; e != nil && f.place != "" {
+		if f.queued && e.place != "" {
+			e.gen++
+		}
+		e.place, e.sent, e.server = f.place, sent, f.server
+		if f.queued {
+			w.tel.Event("queued")
+		}
+	}
+	return nil, f, nil
+}
+
+// entryArgs are the wait script's ARGV[4..6]: the entry to queue, and the
+// place and text of the waiter's previous entry.
+func (w *waiter) entryArgs() (queue, place, prev any) {
+	e := w.entry
+	switch {
+	case e == nil:
+		return "", "", ""
+	case e.place == "":
+		return e.text(e.gen), "", ""
+	}
+	return e.text(e.gen + 1), e.place, e.text(e.gen)
+}
+
+// readWait reads the wait script's reply.
+func (w *waiter) readWait(r any) (found, error) {
+	reply, _ := r.([]any)
+	if len(reply) == 2 && (reply[0] == int64(1) || reply[0] == int64(2)) {
+		if v, ok := reply[1].(string); ok {
+			return w.granted(v)
+		}
+	}
+	if len(reply) == 4 && (reply[0] == int64(0) || reply[0] == int64(3)) {
+		left, ok1 := reply[1].(int64)
+		place, ok2 := reply[2].(string)
+		now, ok3 := reply[3].(string)
+		f := found{holderTTL: time.Duration(left) * time.Millisecond, queued: reply[0] == int64(3), place: place}
+		var err error
+		if now != "" {
+			f.server, err = parseMicros(now)
+		}
+		if ok1 && ok2 && ok3 && err == nil {
+			return f, nil
+		}
+	}
+	// %T, not %v: a grant reply holds the owner id.
+	return found{}, fmt.Errorf("unexpected reply %T of %d elements", r, len(reply))
 }
 
 // failure reads an attempt's error: whether to try again (a late grant, or a
@@ -165,7 +201,7 @@ func (w *waiter) failure(err error) (again bool, _ error) {
 	w.unsure = w.unsure || mayHaveGranted(err)
 	switch {
 	case w.ctx.Err() != nil:
-		return false, w.c.notObtained(w.lk.name, w.ctx.Err(), err)
+		return false, w.c.notObtained(w.keys.name, w.ctx.Err(), err)
 	case errors.Is(err, w.c.cfg.Errors.Late):
 		w.late++
 		w.tel.Event("late grant")
@@ -175,7 +211,7 @@ func (w *waiter) failure(err error) (again bool, _ error) {
 	}
 	if w.failed++; w.failed == 1 {
 		w.c.logger().Warn(w.c.cfg.Kind+": Redis failed while waiting for a lock; trying again every second until the context ends",
-			"lock", w.lk.name, "err", err)
+			"lock", w.keys.name, "err", err)
 	}
 	return true, nil
 }
@@ -198,21 +234,21 @@ func (w *waiter) sleep(holderTTL time.Duration) (*Held, error) {
 	case <-t.C:
 		return nil, nil
 	case <-closed:
-		return nil, w.c.closedWhileWaiting(w.lk)
+		return nil, w.c.closedWhileWaiting(w.keys)
 	case <-w.ctx.Done():
-		return nil, w.c.notObtained(w.lk.name, w.ctx.Err())
+		return nil, w.c.notObtained(w.keys.name, w.ctx.Err())
 	case <-wake:
 	}
 	w.woken = true
 	w.tel.Event("woken")
-	if w.entry == "" {
+	if w.entry == nil {
 		return nil, nil
 	}
 	msg, ok := w.sub.Grant()
 	if !ok {
 		return nil, nil
 	}
-	h, err := w.c.handed(w.ctx, w.lk, w.owner, w.ttl, msg, w.place, w.queued)
+	h, err := w.handed(msg)
 	if err != nil && errors.Is(err, w.c.cfg.Errors.Late) {
 		w.late++ // released already; the next attempt tries again
 		w.tel.Event("late grant")
@@ -221,27 +257,84 @@ func (w *waiter) sleep(holderTTL time.Duration) (*Held, error) {
 	if h != nil {
 		w.tel.Event("handed over")
 	}
-	return h, err // neither: a stale message, and the next attempt settles it
+	return h, err
 }
 
-// leave ends the wait. A waiter that did not get the lock leaves the queue and
-// releases the lock if it was handed over meanwhile, or granted by an attempt
-// whose reply was lost; and a wake-up it took but did not use goes to the
-// next waiter of its Locker, which would otherwise sleep out the holder's ttl.
+// handed turns a grant message into the lease. Only a grant to the waiter's
+// current entry, made after its latest attempt, is the one it waits for: a
+// message for an earlier entry, or from before that attempt, reports a grant
+// that attempt would have found the waiter's own had it still been held, so
+// it is over; such a message is no grant (nil), and the caller asks Redis
+// again. So is one that does not parse (a release of another version).
+func (w *waiter) handed(msg string) (*Held, error) {
+	m, ok := parseMessage(msg)
+	e := w.entry
+	if !ok || m.gen != e.gen || m.at < e.server {
+		return nil, nil
+	}
+	f, err := w.granted(m.value(w.owner))
+	if err == nil && w.c.cfg.Replicas > 0 {
+		var held bool
+		if held, err = w.confirm(f.value); err == nil && !held {
+			return nil, nil // gone already: the next attempt settles it
+		}
+	}
+	if err != nil {
+		_ = w.release(m.value(w.owner), nil)
+		return nil, w.c.acquireErr(w.keys, err)
+	}
+	return w.lease(f, m.start(e))
+}
+
+// leave ends the wait. A waiter that did not get the lock leaves the queue,
+// releasing the lock if it was handed over meanwhile or granted by an attempt
+// whose reply was lost; when Redis cannot be reached for that, its Locker
+// takes over (strays.go). A wake-up it took but did not use goes to the next
+// waiter of its Locker, which would otherwise sleep out the holder's ttl.
 func (w *waiter) leave(granted bool) {
-	if !granted && (w.entry != "" || w.unsure) {
-		w.c.abandon(w.ctx, w.lk, w.owner, w.ttl, w.entry)
+	if !granted && (w.entry != nil || w.unsure) {
+		if err := w.tryReleaseAny(w.entry); err != nil && w.entry != nil {
+			w.c.strays.add(&w.acquire, w.entry)
+		} else if err != nil {
+			w.c.logger().Warn(w.c.cfg.Kind+": a waiter gave up and could not release what Redis may have granted it; that expires with its ttl",
+				"lock", w.keys.name, "owner", Redact(w.owner), "err", err)
+		}
 	}
 	if w.sub == nil {
 		return
 	}
-	if !granted && w.woken && w.entry == "" {
-		w.sub.Unused()
+	if !granted && w.woken && w.entry == nil {
+		w.sub.PassWake()
 	}
-	w.sub.Leave()
+	if msg := w.sub.Leave(); msg != "" && !granted {
+		w.c.strays.heard(msg)
+	}
 }
 
 // closedWhileWaiting is the error of a wait that its Locker's Close ended.
 func (c *Core) closedWhileWaiting(lk *Keys) error {
 	return fmt.Errorf("%w: lock %s: the Locker was closed while waiting for it", c.cfg.Errors.Closed, Quote(lk.name))
+}
+
+// confirm waits for Replicas to confirm a grant stored as value that another
+// holder's release handed to this waiter, and reports whether the waiter
+// still holds it. WAIT counts the replicas that have every write of its
+// connection, and the handoff was the releaser's write: so the waiter writes
+// first, in the same round trip (the refresh script restarts its ttl), after
+// the handoff in the replication stream. Fewer replicas is an error matching
+// NotReplicated.
+func (w *waiter) confirm(value string) (bool, error) {
+	c := w.c
+	reply, confirmed, err := c.runConfirmed(w.ctx, refreshScript, w.keys.keys[:1], value, Millis(w.ttl))
+	if err != nil {
+		return false, err
+	}
+	if n, _ := reply.(int64); n != 1 {
+		return false, nil
+	}
+	if confirmed < int64(c.cfg.Replicas) {
+		return true, Named(fmt.Errorf("%w: lock %s: %d of %d replicas confirmed the handed grant within %v",
+			c.cfg.Errors.NotReplicated, Quote(w.keys.name), confirmed, c.cfg.Replicas, c.cfg.ReplicaWait))
+	}
+	return true, nil
 }

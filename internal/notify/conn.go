@@ -43,12 +43,12 @@ type conn struct {
 	err     error // why it could not be opened (a Ring without a shard up)
 }
 
-// connKey is the key of the connection that serves channel (with tickets:
-// a grant channel).
-func (n *Notifier) connKey(channel, ticket string) string {
+// connKey is the key of the connection that serves channel (with waiter
+// ids: a grant channel).
+func (n *Notifier) connKey(channel, id string) string {
 	switch n.client.(type) {
 	case *redis.ClusterClient:
-		if ticket != "" {
+		if id != "" {
 			return "slot:" + strconv.Itoa(Slot(channel))
 		}
 	case *redis.Ring:
@@ -151,16 +151,24 @@ func (n *Notifier) receive(cn *conn) {
 				}
 			}
 		case *redis.Message:
-			n.mu.Lock()
-			if sub := n.subs[m.Channel]; sub != nil {
-				if m.Payload == "" {
-					sub.wakeOne()
-				} else {
-					sub.granted(m.Payload)
-				}
-			}
-			n.mu.Unlock()
+			n.deliver(m)
 		}
+	}
+}
+
+// deliver hands a message to the channel's waiters: a wake-up to the first
+// without one pending, a grant to the waiter it names, or to stray when it
+// names none.
+func (n *Notifier) deliver(m *redis.Message) {
+	n.mu.Lock()
+	sub := n.subs[m.Channel]
+	delivered := sub != nil && (m.Payload == "" || sub.granted(m.Payload))
+	if sub != nil && m.Payload == "" {
+		sub.wakeOne()
+	}
+	n.mu.Unlock()
+	if !delivered && m.Payload != "" {
+		n.stray(m.Payload)
 	}
 }
 

@@ -9,26 +9,24 @@
 //
 // A channel carries two kinds of message. An empty one is a wake-up: the
 // Notifier wakes the first waiter on the channel that has no wake-up pending,
-// one waiter per release, in arrival order, so a release does not stampede
-// every local waiter into Redis. Any other is a grant, "ticket ...", whose
-// first field is the ticket (a random id) of the waiter the lock was handed
-// to: that waiter alone is woken, and reads it with Grant.
+// one waiter per release, in arrival order. Any other is a grant, whose
+// first field is a ticket, "id" or "id.n": the waiter that joined with that
+// id alone is woken, and reads it with Grant. A grant for no waiter goes to
+// the Notifier's stray function.
 //
-// A lock's wake-up channel is subscribed while it has waiters and
-// unsubscribed when the last one leaves, so an uncontended lock's releases
-// never come back to the process that made them. A grant channel (one whose
-// waiters have tickets) stays subscribed once subscribed: its messages name
-// one waiter each, so keeping it costs an idle subscription, not traffic, and
-// it spares every later wait the SUBSCRIBE round trip, so that every waiter
-// queues the same number of round trips after it arrives, which keeps
-// arrival order. On a single server a Locker has one grant channel, kept
-// until Close; in a cluster it has one per lock (a sharded channel must hash
-// to its lock's slot), and at most maxIdle of them are kept without waiters.
+// A lock's wake-up channel is subscribed while it has waiters. A grant
+// channel (one whose waiters have ids) stays subscribed once subscribed, so
+// that every later wait is spared the SUBSCRIBE round trip and waiters queue
+// the same number of round trips after they arrive, which keeps arrival
+// order. On a single server a Locker has one grant channel, kept until Close;
+// in a cluster it has one per lock, and at most maxIdle of them are kept
+// without waiters.
 package notify
 
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -51,6 +49,7 @@ const maxIdle = 32
 // Notifier serves wake-ups for every lock one Locker waits on.
 type Notifier struct {
 	client redis.UniversalClient
+	stray  func(msg string) // gets the grants for no waiter
 
 	// send orders SUBSCRIBE and UNSUBSCRIBE of a channel with the counts
 	// below, so that a confirmation can be matched to the request it answers.
@@ -108,11 +107,16 @@ type channelSub struct {
 	waiters   []*Waiter
 }
 
-// New returns a Notifier that subscribes through client. No connection is
-// opened until the first Join.
-func New(client redis.UniversalClient) *Notifier {
+// New returns a Notifier that subscribes through client, and passes every
+// grant message that names no waiter to stray (nil: dropped), on its receive
+// loop: stray must not block. No connection is opened until the first Join.
+func New(client redis.UniversalClient, stray func(msg string)) *Notifier {
+	if stray == nil {
+		stray = func(string) {}
+	}
 	return &Notifier{
 		client: client,
+		stray:  stray,
 		conns:  make(map[string]*conn),
 		subs:   make(map[string]*channelSub),
 		counts: make(map[string]*counts),
@@ -125,14 +129,17 @@ func New(client redis.UniversalClient) *Notifier {
 type Waiter struct {
 	n       *Notifier
 	channel string
-	ticket  string
+	id      string
 	sub     *channelSub
 	wake    chan struct{}
-	grant   string // the last grant message for ticket, until taken; under n.mu
+	grant   string // the last grant message for id, until taken; under n.mu
 }
 
 // Wake returns the channel that receives this waiter's wake-ups.
 func (w *Waiter) Wake() <-chan struct{} { return w.wake }
+
+// Channel is the channel the waiter joined.
+func (w *Waiter) Channel() string { return w.channel }
 
 // Done returns a channel closed when the Notifier is closed.
 func (w *Waiter) Done() <-chan struct{} { return w.n.done }
@@ -141,11 +148,10 @@ func (w *Waiter) Done() <-chan struct{} { return w.n.done }
 // the subscription, so that every release published after Join returns
 // reaches the waiter; or, if no confirmation comes within confirmWait (a
 // connection that died silently), unconfirmed, and then only the holder's
-// ttl bounds the wait. Grants on the channel for ticket go to this waiter;
-// in Redis Cluster a channel with tickets is a sharded one (SSUBSCRIBE),
-// which must hash to the slot of the lock it serves. The caller must call
-// Leave.
-func (n *Notifier) Join(ctx context.Context, channel, ticket string) (*Waiter, error) {
+// ttl bounds the wait. Grants on the channel for id go to this waiter; in
+// Redis Cluster a channel with ids is a sharded one (SSUBSCRIBE), which must
+// hash to the slot of the lock it serves. The caller must call Leave.
+func (n *Notifier) Join(ctx context.Context, channel, id string) (*Waiter, error) {
 	n.send.Lock()
 	n.mu.Lock()
 	if n.closed {
@@ -162,18 +168,18 @@ func (n *Notifier) Join(ctx context.Context, channel, ticket string) (*Waiter, e
 			n.counts[channel] = c
 		}
 		c.sent++
-		cn := n.conns[n.connKey(channel, ticket)]
+		cn := n.conns[n.connKey(channel, id)]
 		if cn == nil {
-			cn = n.open(n.connKey(channel, ticket), channel)
+			cn = n.open(n.connKey(channel, id), channel)
 			fresh = cn
 		}
-		sub = &channelSub{channel: channel, conn: cn, need: c.sent, ready: make(chan struct{}), kept: ticket != ""}
+		sub = &channelSub{channel: channel, conn: cn, need: c.sent, ready: make(chan struct{}), kept: id != ""}
 		cn.channels++
 		n.subs[channel] = sub
 	} else if sub.kept && len(sub.waiters) == 0 && sub.conn.sharded {
 		n.idle--
 	}
-	w := &Waiter{n: n, channel: channel, ticket: ticket, sub: sub, wake: make(chan struct{}, 1)}
+	w := &Waiter{n: n, channel: channel, id: id, sub: sub, wake: make(chan struct{}, 1)}
 	sub.waiters = append(sub.waiters, w)
 	n.mu.Unlock()
 	var err error
@@ -216,8 +222,8 @@ func (w *Waiter) confirmed(ctx context.Context) error {
 	return err
 }
 
-// Grant takes the grant message received for the waiter's ticket since the
-// last call, if any.
+// Grant takes the grant message received for the waiter's id since the last
+// call, if any.
 func (w *Waiter) Grant() (string, bool) {
 	w.n.mu.Lock()
 	defer w.n.mu.Unlock()
@@ -226,9 +232,9 @@ func (w *Waiter) Grant() (string, bool) {
 	return g, g != ""
 }
 
-// Unused hands back a wake-up the waiter took but could not use (its retry
+// PassWake hands back a wake-up the waiter took but could not use (its retry
 // failed, or it gave up), so that Leave passes it to the next waiter.
-func (w *Waiter) Unused() { w.signal() }
+func (w *Waiter) PassWake() { w.signal() }
 
 // signal gives the waiter a wake-up unless it has one pending, and reports
 // whether it did.
@@ -264,14 +270,32 @@ func (n *Notifier) failLocked(sub *channelSub, err error) {
 	}
 }
 
-// Leave removes the waiter from its queue, and unsubscribes the channel when
-// it was the last. A wake-up it received but did not act on passes to the next
-// waiter, so no release is lost.
-func (w *Waiter) Leave() {
+// Leave removes the waiter from its channel, passes on a wake-up it received
+// but did not act on (so no release is lost), and unsubscribes the channel
+// when it was the last waiter and the channel is not kept. It returns the
+// grant message received for the waiter and not taken, if any.
+func (w *Waiter) Leave() (grant string) {
 	n := w.n
 	n.send.Lock()
 	defer n.send.Unlock()
 	n.mu.Lock()
+	grant = w.unqueue()
+	gone := n.release(w.sub)
+	closing := n.dropAll(gone)
+	closed := n.closed
+	n.mu.Unlock()
+	if !closed {
+		n.unsubscribe(gone, closing)
+	}
+	for _, cn := range closing {
+		_ = cn.ps.Close()
+	}
+	return grant
+}
+
+// unqueue takes w out of its channel's waiters, passes on its pending
+// wake-up, and returns its untaken grant. Called with n.mu held.
+func (w *Waiter) unqueue() string {
 	sub := w.sub
 	for i, other := range sub.waiters {
 		if other == w {
@@ -284,38 +308,55 @@ func (w *Waiter) Leave() {
 		sub.wakeOne()
 	default:
 	}
-	owned := n.subs[w.channel] == sub
-	// A failed subscription is no longer in subs; it is still the last user
-	// of the channel unless a new one has taken its place. A kept one that
-	// stands is never the last, unless it is evicted.
-	last := len(sub.waiters) == 0 && (owned && !sub.kept || sub.err != nil && n.subs[w.channel] == nil)
+	grant := w.grant
+	w.grant = ""
+	return grant
+}
+
+// release returns the subscriptions to drop now that sub may have lost its
+// last waiter: sub itself, unless it is kept (a grant channel) or another
+// subscription of its channel took its place; and, past maxIdle kept sharded
+// channels without waiters, the one idle longest. Called with n.mu held.
+func (n *Notifier) release(sub *channelSub) []*channelSub {
+	if len(sub.waiters) > 0 {
+		return nil
+	}
+	owned := n.subs[sub.channel] == sub
 	var gone []*channelSub
-	if last {
+	// A failed subscription is no longer in subs; it is still the last user
+	// of its channel unless a new one has taken its place.
+	if owned && !sub.kept || sub.err != nil && n.subs[sub.channel] == nil {
 		gone = append(gone, sub)
 	}
-	if len(sub.waiters) == 0 && owned && sub.kept && sub.conn.sharded {
+	if owned && sub.kept && sub.conn.sharded {
 		sub.idleSince = time.Now()
 		if n.idle++; n.idle > maxIdle {
 			gone = append(gone, n.evict())
 		}
 	}
+	return gone
+}
+
+// dropAll forgets the subscriptions gone, and returns the connections left
+// serving no channel, to be closed. Called with n.mu held.
+func (n *Notifier) dropAll(gone []*channelSub) []*conn {
 	var closing []*conn
 	for _, s := range gone {
 		if cn := n.drop(s); cn != nil {
 			closing = append(closing, cn)
 		}
 	}
-	closed := n.closed
-	n.mu.Unlock()
-	// Even after a failed SUBSCRIBE: go-redis records the channel anyway,
-	// and would subscribe it again on every reconnect.
+	return closing
+}
+
+// unsubscribe sends UNSUBSCRIBE for the subscriptions gone whose connection
+// stays open: even after a failed SUBSCRIBE, since go-redis records the
+// channel anyway and would subscribe it again on every reconnect.
+func (n *Notifier) unsubscribe(gone []*channelSub, closing []*conn) {
 	for _, s := range gone {
-		if !closed && !slicesContains(closing, s.conn) {
+		if !slices.Contains(closing, s.conn) {
 			_ = s.conn.unsubscribe(context.Background(), s.channel)
 		}
-	}
-	for _, cn := range closing {
-		_ = cn.ps.Close()
 	}
 }
 
@@ -353,15 +394,6 @@ func (n *Notifier) drop(sub *channelSub) *conn {
 	return cn
 }
 
-func slicesContains(cs []*conn, c *conn) bool {
-	for _, x := range cs {
-		if x == c {
-			return true
-		}
-	}
-	return false
-}
-
 // wakeOne signals the first waiter with no wake-up pending. Called with n.mu held.
 func (s *channelSub) wakeOne() {
 	for _, w := range s.waiters {
@@ -379,18 +411,19 @@ func (s *channelSub) signalAll() {
 	}
 }
 
-// granted hands a grant message to the waiter whose ticket it names. A grant
-// for a ticket no longer waiting is dropped: that waiter's leaving released
-// it. Called with n.mu held.
-func (s *channelSub) granted(msg string) {
+// granted hands a grant message to the waiter whose id its ticket names,
+// and reports whether there was one. Called with n.mu held.
+func (s *channelSub) granted(msg string) bool {
 	ticket, _, _ := strings.Cut(msg, " ")
+	id, _, _ := strings.Cut(ticket, ".")
 	for _, w := range s.waiters {
-		if w.ticket != "" && w.ticket == ticket {
+		if w.id != "" && w.id == id {
 			w.grant = msg
 			w.signal()
-			return
+			return true
 		}
 	}
+	return false
 }
 
 // Close ends every subscription and releases every waiter with ErrClosed. It

@@ -1,0 +1,88 @@
+package lease
+
+import (
+	"context"
+	"crypto/rand"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/leasekit/leasekit/internal/notify"
+	"github.com/redis/go-redis/v9"
+)
+
+// listener is how a Core's waiters hear of a release. On a *redis.Client
+// (one server, or a Sentinel-managed master) the Core has one grant channel
+// for every lock, on which a release that hands a lock to one of its waiters
+// says so. On a ClusterClient (Redis 7 and later) it has one sharded grant
+// channel per lock, which hashes to the lock's slot: the release runs on the
+// slot's master and counts and reaches that node's subscribers only. Where
+// waiters cannot queue (a Ring; a Redis 6 cluster, found when SSUBSCRIBE is
+// refused; a ClusterClient that reads from replicas, where its subscriptions
+// would be too; a client of a type of its own), they subscribe to the lock's
+// wake-up channel, and a release that deletes the lock publishes there.
+type listener struct {
+	c        *Core
+	notifier *notify.Notifier
+	grants   string // the grant channel on one server; "" elsewhere
+	id       string // names the sharded grant channels
+	sharded  atomic.Bool
+	once     sync.Once
+	// channels is the release script's ARGV[4], boxed once: "1" when grant
+	// channels are sharded.
+	channels any
+}
+
+func newListener(c *Core) *listener {
+	l := &listener{c: c, channels: plainChannels}
+	l.notifier = notify.New(c.cfg.Client, c.strays.heard)
+	switch client := c.cfg.Client.(type) {
+	case *redis.Client:
+		l.grants = GrantChannel(c.cfg.Prefix, rand.Text())
+	case *redis.ClusterClient:
+		l.channels = shardedChannels
+		o := client.Options()
+		switch {
+		case o.ReadOnly || o.RouteByLatency || o.RouteRandomly:
+			c.logger().Info(c.cfg.Kind + ": the cluster client reads from replicas, where its subscriptions would be too: waiters do not queue, and a release wakes one waiter per Locker")
+		default:
+			l.id = rand.Text()
+			l.sharded.Store(true)
+		}
+	case *redis.Ring:
+		c.logger().Info(c.cfg.Kind + ": waiters on a Ring do not queue: a release wakes one waiter per Locker, which tries again")
+	}
+	return l
+}
+
+// join subscribes a waiter for the lock at lk to what tells it of a release,
+// and returns its random id when it queues (its entry names it, and grant
+// messages for it carry it), or "" when it does not.
+func (l *listener) join(ctx context.Context, lk *Keys) (*notify.Waiter, string, error) {
+	channel, id := WakeChannel(lk.lock), ""
+	switch {
+	case l.grants != "":
+		channel, id = l.grants, rand.Text()
+	case l.sharded.Load():
+		channel, id = ShardedGrantChannel(lk.lock, l.id), rand.Text()
+	}
+	sub, err := l.notifier.Join(ctx, channel, id)
+	if err != nil && l.grants == "" && id != "" && strings.Contains(err.Error(), "unknown command") {
+		l.unshard(err)
+		sub, err = l.notifier.Join(ctx, WakeChannel(lk.lock), "")
+		id = ""
+	}
+	return sub, id, err
+}
+
+// unshard makes the Core's waiters stop queueing, on a cluster that refused
+// a sharded subscription with err (Redis 6 has none), and says so once.
+func (l *listener) unshard(err error) {
+	l.sharded.Store(false)
+	l.once.Do(func() {
+		l.c.logger().Warn(l.c.cfg.Kind+": the cluster has no sharded pub/sub (Redis 7 and later): waiters do not queue, and a release wakes one waiter per Locker",
+			"err", err)
+	})
+}
+
+func (l *listener) close() error { return l.notifier.Close() }

@@ -1,0 +1,181 @@
+package pause_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasekit/leasekit/internal/testkit/faultproxy"
+	"github.com/leasekit/leasekit/internal/testkit/proc"
+	"github.com/leasekit/leasekit/internal/testkit/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// waiterChild waits for a lock (LEASEKIT_WAITER: "addr kind name ttl"),
+// then reports whether the server holds the grant it got, as soon as the
+// acquire returns; it releases the lock when told to on stdin.
+func waiterChild() int {
+	f := strings.Fields(os.Getenv("LEASEKIT_WAITER"))
+	addr, kind, name := f[0], f[1], f[2]
+	ttl, _ := time.ParseDuration(f[3])
+	ctx := context.Background()
+	client := redis.NewClient(&redis.Options{Addr: addr})
+	defer client.Close()
+	owners := &ownerLog{}
+	l := newLocker(kind, client, owners)
+	defer l.close()
+	acquireCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	g, err := l.acquire(acquireCtx, name, ttl)
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	fmt.Println("acquired", g.Token(), checkHeld(ctx, client, name, owners.owner(), g))
+	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
+		return 1
+	}
+	fmt.Println("released", g.Release(ctx))
+	return 0
+}
+
+// TestPausedWaiterGetsNoLeaseItGaveAway replays, step by step, the double
+// grant an outside check found: a waiter frozen while queued is handed the
+// lock, which expires while it is frozen; once resumed, it queues again at
+// its old place and is handed the lock again; only then does the first grant
+// message reach it. That message is for an earlier queue entry and a grant
+// long gone: the waiter must not release the new grant because of it (which
+// hands the lock to the next waiter) and then return that grant as its lease.
+// A proxy between the waiter and Redis holds back what its subscription
+// connection receives, so that the messages arrive in this order every time.
+func TestPausedWaiterGetsNoLeaseItGaveAway(t *testing.T) {
+	for _, kind := range []string{"efficiency", "correctness"} {
+		t.Run(kind, func(t *testing.T) { testPausedWaiter(t, kind) })
+	}
+}
+
+func testPausedWaiter(t *testing.T, kind string) {
+	b := redistest.Real(t)
+	ctx := t.Context()
+	proxy, err := faultproxy.New(b.Server.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	const name = "paused-waiter"
+	queue := lockKey(name) + ":queue"
+	parent := newLocker(kind, b.Client, &ownerLog{})
+	defer parent.close()
+	first, err := parent.acquire(ctx, name, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The child's lease is 2 s: it stays frozen longer than that, and
+	// longer than the 1 s a waiter sleeps at most before it asks again.
+	const childTTL = 2 * time.Second
+	child := proc.Start(t, "waiter", fmt.Sprintf("LEASEKIT_WAITER=%s %s %s %s", proxy.Addr(), kind, name, childTTL))
+	awaitQueue(t, b.Client, queue, 1)
+	proxy.HoldSubscriptions()
+	child.Stop()
+
+	// Handed to the frozen child: its grant message waits in the proxy.
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if proxy.Held() != 1 {
+		awaitHeld(t, proxy, 1)
+	}
+	awaitGone(t, b.Client, lockKey(name), childTTL+10*time.Second)
+	second, err := parent.acquire(ctx, name, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A third waiter queues behind the child's old place.
+	third := newLocker(kind, b.Client, &ownerLog{})
+	defer third.close()
+	thirdGot := make(chan grant, 1)
+	go func() {
+		g, err := third.acquire(ctx, name, time.Minute)
+		if err != nil {
+			t.Errorf("third waiter: %v", err)
+			close(thirdGot)
+			return
+		}
+		thirdGot <- g
+	}()
+	awaitQueue(t, b.Client, queue, 1)
+
+	// Resumed, the child asks Redis again and queues at its old place,
+	// ahead of the third waiter; the parent's release hands it the lock.
+	child.Continue()
+	awaitQueue(t, b.Client, queue, 2)
+	if err := second.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	awaitHeld(t, proxy, 2)
+
+	// Now the first, stale, grant message; then, after the child has had
+	// time to act on it, the second.
+	proxy.ReleaseOne()
+	select {
+	case g := <-thirdGot:
+		// Not a failure by itself: the child reports what it got below.
+		thirdGot <- g
+	case <-time.After(time.Second):
+	}
+	proxy.ReleaseHeld()
+
+	got := child.Line(30 * time.Second)
+	if !strings.HasPrefix(got, "acquired ") || !strings.HasSuffix(got, " held") {
+		t.Fatalf("child after the pause: got %q, want its acquire to return a grant the server holds", got)
+	}
+	select {
+	case g := <-thirdGot:
+		t.Fatalf("the third waiter got the lock (token %d) while the child held it", g.Token())
+	default:
+	}
+	child.Send("release")
+	if got := child.Line(30 * time.Second); got != "released <nil>" {
+		t.Fatalf("child's release: got %q", got)
+	}
+	select {
+	case g := <-thirdGot:
+		if g != nil {
+			_ = g.Release(ctx)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the third waiter did not get the lock after the child released it")
+	}
+}
+
+// awaitQueue waits until the queue holds n entries.
+func awaitQueue(t *testing.T, c redis.UniversalClient, queue string, n int64) {
+	t.Helper()
+	await(t, fmt.Sprintf("%d entries in %s", n, queue), func() bool { return c.ZCard(t.Context(), queue).Val() == n })
+}
+
+// awaitHeld waits until the proxy holds n chunks back.
+func awaitHeld(t *testing.T, p *faultproxy.Proxy, n int) {
+	t.Helper()
+	await(t, fmt.Sprintf("%d messages held", n), func() bool { return p.Held() >= n })
+}
+
+// awaitGone waits until key no longer exists.
+func awaitGone(t *testing.T, c redis.UniversalClient, key string, d time.Duration) {
+	t.Helper()
+	await(t, key+" gone", func() bool { return c.Exists(t.Context(), key).Val() == 0 })
+}
+
+func await(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}

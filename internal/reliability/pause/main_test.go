@@ -1,0 +1,16 @@
+package pause_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/leasekit/leasekit/internal/testkit/proc"
+	"github.com/leasekit/leasekit/internal/testkit/redistest"
+)
+
+func TestMain(m *testing.M) {
+	proc.Main(map[string]func() int{
+		"waiter": waiterChild,
+	})
+	os.Exit(redistest.Main(m))
+}
