@@ -74,6 +74,13 @@
 // status is still the command's. A process that leaves the group (setsid, as
 // daemons do) escapes lockrun: do not start daemons under it.
 //
+// When lockrun itself is killed (SIGKILL, the OOM killer), it can neither
+// stop the command nor release the lock, which stays held until its ttl runs
+// out. On Linux the kernel then kills the command with SIGKILL (a
+// parent-death signal), so that it does not run on without the lock; the
+// processes it started are not reached (under systemd, KillMode=control-group
+// stops them). Elsewhere the command runs on.
+//
 // At a terminal. When lockrun's standard input is its controlling terminal
 // and lockrun is the foreground job there (started by hand from a shell), the
 // command's group becomes the terminal's foreground job while it runs, as a
