@@ -15,8 +15,8 @@
 // (Env.Efficiency and Env.Correctness pass it on).
 //
 // A correctness Locker audits the deployment at its first acquire and logs
-// every check it could not verify. miniredis answers neither CONFIG nor INFO,
-// so one built with correctness.New(env.Client) logs three "could not verify"
+// every finding that is not OK. miniredis answers neither CONFIG nor INFO, so
+// one built with correctness.New(env.Client) logs three "could not verify"
 // warnings in every test; Env.Correctness builds it without the audit.
 //
 // Env moves Redis's time only. Lease deadlines, and the refreshes of Do and
