@@ -26,7 +26,8 @@ const (
 	// back or a lease can be granted twice.
 	StatusRisk
 	// StatusUnverified means the check could not run (miniredis, or an ACL
-	// that denies CONFIG or INFO). It is never reported as OK.
+	// that denies CONFIG or INFO) or could not tell. It is never reported as
+	// OK.
 	StatusUnverified
 )
 
@@ -46,7 +47,7 @@ func (s Status) String() string {
 // Finding is the result of one audit check.
 type Finding struct {
 	// Check names what was inspected: "persistence", "eviction",
-	// "replication" or "clock-floor".
+	// "replication", "scripting" or "clock-floor".
 	Check string
 	// Status says whether it threatens token monotonicity or lease safety.
 	Status Status
@@ -63,6 +64,11 @@ type Finding struct {
 //     its counter can be evicted.
 //   - replication: replicas are replicated asynchronously, so a failover can
 //     lose grants.
+//   - scripting: the client's ACL user must be allowed EVALSHA, which runs
+//     every script, and EVAL, which runs it again once Redis has dropped its
+//     script cache (a restart, a failover, SCRIPT FLUSH); without them
+//     refreshes and releases fail with NOPERM, and locks stay held until
+//     their ttl runs out.
 //   - clock-floor: disabled is a risk; enabled, tokens depend on the server
 //     clock never going back further than an outage lasted.
 //
@@ -83,13 +89,15 @@ func (l *Locker) auditNode(ctx context.Context, node redis.Cmdable) ([]Finding, 
 	fsync := pipe.ConfigGet(ctx, "appendfsync")
 	policy := pipe.ConfigGet(ctx, "maxmemory-policy")
 	repl := pipe.Info(ctx, "replication")
+	eval := pipe.Eval(ctx, probeScript, nil)
+	evalsha := pipe.EvalSha(ctx, unknownSHA, nil)
 	// A command Redis refused is a finding ("could not verify"); a pipeline
 	// that failed as a whole (the connection, or a handshake Redis refused,
 	// which go-redis reports on Exec alone) is the audit's error.
 	if _, err := pipe.Exec(ctx); err != nil && !refused(err) {
 		return nil, fmt.Errorf("correctness: audit: %w", err)
 	}
-	for _, cmd := range []redis.Cmder{aof, fsync, policy, repl} {
+	for _, cmd := range []redis.Cmder{aof, fsync, policy, repl, eval, evalsha} {
 		if e := cmd.Err(); e != nil && !refused(e) {
 			return nil, fmt.Errorf("correctness: audit: %w", e)
 		}
@@ -98,6 +106,7 @@ func (l *Locker) auditNode(ctx context.Context, node redis.Cmdable) ([]Finding, 
 		persistence(aof, fsync),
 		eviction(policy),
 		replication(repl, l.opts.replicas, l.opts.replicaWait),
+		scripting(eval, evalsha),
 		l.clockFloor(),
 	}, nil
 }
@@ -247,6 +256,46 @@ func replication(info *redis.StringCmd, want int, wait time.Duration) Finding {
 		detail += "; WithReplicas(n, timeout) makes each grant wait for n replicas"
 	}
 	return Finding{check, StatusRisk, detail}
+}
+
+// The scripting check runs a script that changes nothing, with EVAL, and asks
+// EVALSHA for one that no server has: Redis checks the ACL before it looks
+// the script up, so NOSCRIPT means EVALSHA is allowed.
+const (
+	probeScript = "return 1"
+	unknownSHA  = "0000000000000000000000000000000000000000"
+)
+
+func scripting(eval, evalsha *redis.Cmd) Finding {
+	const check = "scripting"
+	evalErr := eval.Err()
+	if n, err := eval.Int64(); evalErr == nil && (err != nil || n != 1) {
+		evalErr = fmt.Errorf("EVAL %q answered %v, not 1", probeScript, eval.Val())
+	}
+	shaErr := evalsha.Err()
+	switch {
+	case redis.HasErrorPrefix(shaErr, "NOSCRIPT"):
+		shaErr = nil
+	case shaErr == nil:
+		shaErr = fmt.Errorf("EVALSHA %s answered %v, not NOSCRIPT", unknownSHA, evalsha.Val())
+	}
+	var risks []string
+	if redis.IsPermissionError(evalErr) {
+		risks = append(risks, "the ACL denies EVAL: once Redis drops its script cache (a restart, a failover, SCRIPT FLUSH), "+
+			"refreshes and releases fail with NOPERM and held locks stay held until their ttl runs out; grant +eval")
+	}
+	if redis.IsPermissionError(shaErr) {
+		risks = append(risks, "the ACL denies EVALSHA: every acquire, refresh and release fails with NOPERM; grant +evalsha")
+	}
+	switch {
+	case len(risks) > 0:
+		return Finding{check, StatusRisk, strings.Join(risks, "; ")}
+	case evalErr != nil:
+		return unverified(check, evalErr)
+	case shaErr != nil:
+		return unverified(check, shaErr)
+	}
+	return Finding{check, StatusOK, "the ACL allows EVAL and EVALSHA"}
 }
 
 func infoFields(text string) map[string]string {

@@ -34,8 +34,10 @@ func TestAuditMiniredisIsUnverified(t *testing.T) {
 			t.Errorf("%s on miniredis: got %v (%s), want could not verify", check, got[check].Status, got[check].Detail)
 		}
 	}
-	if got["clock-floor"].Status != correctness.StatusOK {
-		t.Errorf("clock-floor: got %v, want ok", got["clock-floor"].Status)
+	for _, check := range []string{"scripting", "clock-floor"} {
+		if got[check].Status != correctness.StatusOK {
+			t.Errorf("%s on miniredis: got %v (%s), want ok", check, got[check].Status, got[check].Detail)
+		}
 	}
 }
 
@@ -48,7 +50,7 @@ func TestAuditRealServer(t *testing.T) {
 	}{
 		{"default", nil, nil, map[string]correctness.Status{
 			"persistence": correctness.StatusRisk, "eviction": correctness.StatusOK,
-			"replication": correctness.StatusOK, "clock-floor": correctness.StatusOK,
+			"replication": correctness.StatusOK, "scripting": correctness.StatusOK, "clock-floor": correctness.StatusOK,
 		}},
 		{"aof always, lru, no floor", []string{"--appendonly", "yes", "--appendfsync", "always", "--maxmemory-policy", "allkeys-lru"},
 			[]correctness.Option{correctness.WithClockFloor(false)}, map[string]correctness.Status{
@@ -111,6 +113,49 @@ func TestAuditDeniedByACL(t *testing.T) {
 		if got[check].Status != correctness.StatusUnverified {
 			t.Errorf("%s without CONFIG/INFO: got %v, want could not verify", check, got[check].Status)
 		}
+	}
+}
+
+// serverError is an error reply from Redis, as go-redis types it.
+type serverError string
+
+func (e serverError) Error() string { return string(e) }
+func (serverError) RedisError()     {}
+
+// replyHook replaces the reply of every command called name that is sent in
+// a pipeline (the audit's) with err.
+type replyHook struct {
+	name string
+	err  error
+}
+
+func (h replyHook) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h replyHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h replyHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			if c.Name() == h.name {
+				c.SetErr(h.err)
+			}
+		}
+		return err
+	}
+}
+
+// TestAuditScriptingUnverified: an answer to the scripting probes that is
+// neither the expected one nor NOPERM (a proxy that does not know the
+// command, say) is "could not verify", never ok.
+func TestAuditScriptingUnverified(t *testing.T) {
+	for _, name := range []string{"eval", "evalsha"} {
+		t.Run(name, func(t *testing.T) {
+			b := redistest.Mini(t)
+			b.Client.AddHook(replyHook{name, serverError("ERR unknown command '" + name + "'")})
+			got := findings(t, newLocker(t, b))["scripting"]
+			if got.Status != correctness.StatusUnverified || !strings.Contains(got.Detail, "unknown command") {
+				t.Fatalf("scripting: got %v (%s), want could not verify, with the reply", got.Status, got.Detail)
+			}
+		})
 	}
 }
 

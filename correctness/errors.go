@@ -11,20 +11,22 @@ var (
 	// error also matches ctx.Err()).
 	ErrNotObtained = errors.New("correctness: lock not obtained")
 
-	// ErrLateGrant means Redis granted the lease, but its reply came after the
+	// ErrLateGrant means Redis granted the lock, but its reply came after the
 	// lease's deadline: the ttl is too short for the round trip. The grant
-	// was released, so nobody holds it, and its token must not be used.
-	// Acquire gives up with it after three such grants in a row. It is not
-	// ErrNotObtained: nobody else holds the lock.
+	// was released, so nobody holds it, and the caller must not act as if it
+	// did, nor use its token. Acquire gives up with it after three such
+	// grants in a row. It is not ErrNotObtained: nobody else holds the lock,
+	// and a caller that skips work on ErrNotObtained would skip it every time.
 	ErrLateGrant = errors.New("correctness: grant came back after its lease deadline")
 
-	// ErrNotHeld means the caller no longer holds the lease: its key expired
-	// or was deleted, another owner holds the lock now, or the *Lease is nil.
+	// ErrNotHeld means the caller no longer holds the lock: its lease expired
+	// or was deleted, another owner holds it now, or the *Lease is nil.
 	ErrNotHeld = errors.New("correctness: lock not held")
 
 	// ErrLockLost means a lease held by Do or Hold was lost while its function
-	// ran. It is the cause of the function's context and part of the returned
-	// error.
+	// ran: a refresh found the key gone or taken, or the lease could not be
+	// confirmed before its deadline. It is the cause of the function's
+	// context and part of the returned error.
 	ErrLockLost = errors.New("correctness: lock lost")
 
 	// ErrClosed means the Locker was closed: every TryAcquire, Acquire and Do

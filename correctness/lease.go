@@ -39,7 +39,8 @@ func (l *Lease) Token() uint64 {
 
 // Deadline returns the conservative local expiry of the lease: when the last
 // acquire or refresh was sent, plus its ttl, minus the drift margin, on the
-// monotonic clock. The zero time after Release, or on a nil *Lease.
+// monotonic clock. Past it, Redis may already have handed the lock to another
+// owner. The zero time after Release, or on a nil *Lease.
 func (l *Lease) Deadline() time.Time {
 	if l == nil || l.h == nil {
 		return time.Time{}
@@ -48,7 +49,8 @@ func (l *Lease) Deadline() time.Time {
 }
 
 // TTL asks Redis how long the lease has left. It returns ErrNotHeld when the
-// lease expired or another owner holds the lock.
+// key is gone or another owner holds the lock (the error says which), and -1
+// when the key has no expiry (someone removed it with PERSIST).
 func (l *Lease) TTL(ctx context.Context) (time.Duration, error) {
 	if l == nil || l.h == nil {
 		return 0, ErrNotHeld
@@ -56,9 +58,10 @@ func (l *Lease) TTL(ctx context.Context) (time.Duration, error) {
 	return l.h.TTL(ctx)
 }
 
-// Refresh restarts the lease at ttl if the caller still holds it; the token
-// does not change. It returns ErrNotHeld when the lease expired or another
-// owner holds the lock, and ErrInvalidTTL for a ttl under 1 ms.
+// Refresh restarts the lease at ttl if the caller still holds it, and moves
+// Deadline; the token does not change. It returns ErrNotHeld when the lease
+// expired or another owner holds the lock (nothing is changed then), and
+// ErrInvalidTTL for a ttl under 1 ms.
 func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 	if l == nil || l.h == nil {
 		return ErrNotHeld
@@ -69,12 +72,15 @@ func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 // Hold runs fn with the lease's token while keeping the lease alive,
 // refreshing it every third of its ttl (that of the grant, or of the last
 // Refresh), and releases the lock when fn returns: Do without the acquire, for
-// a lease taken with TryAcquire or with an Acquire whose wait had its own
+// a lock taken with TryAcquire or with an Acquire whose wait had its own
 // deadline.
 //
 // fn's context is cancelled, with a cause matching ErrLockLost, as soon as the
-// lease can no longer be confirmed before its deadline; Hold's error then
-// matches ErrLockLost. Only the fence makes a write after that harmless.
+// lease can no longer be confirmed before its Deadline; Hold's error then
+// matches ErrLockLost. Only the fence makes a write after that harmless. The
+// release runs on a context of its own, so it happens even when ctx has
+// ended; if fn panics, the lock is released and the panic goes on. If fn
+// releases the lock itself, Hold stops refreshing it.
 func (l *Lease) Hold(ctx context.Context, fn func(ctx context.Context, token uint64) error) error {
 	if l == nil || l.h == nil {
 		return ErrNotHeld
@@ -85,16 +91,17 @@ func (l *Lease) Hold(ctx context.Context, fn func(ctx context.Context, token uin
 	return l.h.Hold(ctx, func(ctx context.Context, h *lease.Held) error { return fn(ctx, h.Token()) })
 }
 
-// Release ends the lease if the caller still holds it, handing the lock, with
-// a new token, to the next waiter or deleting it (see Acquire). It returns
-// ErrNotHeld when the key is gone or another owner holds the lock (the error
-// says which), or when l is nil. After a lost reply go-redis sends the
-// release again, and the second finds the lock gone: ErrNotHeld then, though
-// the first released it.
+// Release ends the lock if the caller still holds it, handing it, with a new
+// token, to the next waiter or deleting it (see Acquire). It returns
+// ErrNotHeld when the key is gone or another owner holds the lock (which is
+// then left untouched; the error says which), or when l is nil. After a lost
+// reply go-redis sends the release again, and the second finds the lock gone:
+// ErrNotHeld then, though the first released it.
 //
-// Release needs a context that has not ended: give a deferred Release a
-// short context of its own (see efficiency's Lock.Release). Do and Hold do
-// this for you.
+// Release needs a context that has not ended: with an ended one it cannot
+// reach Redis, and the lock stays held until its ttl runs out. So a deferred
+// Release gets a short context of its own (see efficiency's Lock.Release).
+// Do and Hold do this for you.
 func (l *Lease) Release(ctx context.Context) error {
 	if l == nil || l.h == nil {
 		return ErrNotHeld

@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Locker grants correctness leases, each with a fencing token. It is safe for
+// Locker grants correctness locks, each with a fencing token. It is safe for
 // concurrent use; create one per process and Close it when done.
 type Locker struct {
 	client redis.UniversalClient
@@ -21,9 +21,10 @@ type Locker struct {
 	audited bool
 }
 
-// New returns a Locker that runs its leases through client, which may be a
+// New returns a Locker that runs its locks through client, which may be a
 // *redis.Client, *redis.ClusterClient or any other UniversalClient. It panics
-// if client is nil, as net/http does for a nil handler, and if
+// if client is nil, as net/http does for a nil handler: that is a bug in the
+// caller, found at once rather than at the first lock. It also panics if
 // WithExpiringCounter is set while WithClockFloor(false) is: without the
 // clock floor an expired counter would start tokens again from 1.
 func New(client redis.UniversalClient, opts ...Option) *Locker {
@@ -119,11 +120,10 @@ func (l *Locker) TryAcquire(ctx context.Context, name string, ttl time.Duration)
 }
 
 // Acquire takes the lock called name for ttl, with a new fencing token,
-// waiting while another owner holds it, as efficiency's Obtain waits: a
-// release hands the lock over with a new token, or wakes a waiter to try
-// again (see the package doc). Whatever was lost meanwhile, a waiter finds a
-// free lock within about a second, and it rides out Redis failures while it
-// waits.
+// waiting while another owner holds it, without polling: the holder's release
+// hands the lock over with a new token, or wakes a waiter to try again (see
+// the package doc). Whatever was lost meanwhile, a waiter finds a free lock
+// within about a second, and it rides out Redis failures while it waits.
 //
 // A Redis failure on the first attempt is returned at once. When ctx ends
 // first, the error matches both ErrNotObtained and ctx.Err(); when the Locker
@@ -144,9 +144,11 @@ func (l *Locker) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 // the lock when fn returns. fn must pass token to every fenced write.
 //
 // fn's context is cancelled, with a cause matching ErrLockLost, as soon as the
-// lease can no longer be confirmed before its deadline; Do's error then
-// matches ErrLockLost. That only narrows the window: the fence is what rejects
-// a write made after the lease was lost.
+// lease can no longer be confirmed before its Deadline: a refresh found the key
+// deleted or taken, or Redis could not be reached in time. fn should stop its
+// work then; Do's error matches ErrLockLost. Cancellation only narrows the
+// window: a holder can still pause right after its last check, and the fence
+// is what rejects a write made after the lease was lost.
 //
 // The release runs on a context of its own, bounded to a few seconds, so that
 // it happens even when ctx has ended. If fn panics, the refreshes stop, the

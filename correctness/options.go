@@ -28,21 +28,23 @@ type options struct {
 	tel             telemetry.Config
 }
 
-// WithPrefix sets the prefix of every Redis key and channel. Default:
-// "leasekit:". A lock called name lives at <prefix>{name}, its token counter at
-// <prefix>{name}:fence, and the register of a resource at
-// <prefix>{resource}:register.
+// WithPrefix sets the prefix of every Redis key and channel the Locker or
+// Register uses. Default: "leasekit:". A lock called name lives at
+// <prefix>{name}, its token counter at <prefix>{name}:fence, and the register
+// of a resource at <prefix>{resource}:register.
 func WithPrefix(prefix string) Option { return func(o *options) { o.prefix = prefix } }
 
 // WithDriftFactor sets the share of a ttl that a Lease's Deadline keeps in
-// reserve for clock drift; 2 ms more are always kept. Default: 0.01. Values
-// outside [0, 0.5] are clamped.
+// reserve for clock drift between client and server; 2 ms more are always
+// kept, but never more than half the ttl. Default: 0.01. Values outside
+// [0, 0.5] are clamped.
 func WithDriftFactor(f float64) Option { return func(o *options) { o.drift = f } }
 
-// WithLogger sets the logger for the audit's findings and for warnings.
-// Default: slog.Default(), because the audit's warnings are the point: pass a
-// logger with a discarding handler, or WithAudit(false), to silence them.
-// Owner ids are never logged in full.
+// WithLogger sets the logger for the audit's findings and for warnings (a
+// refresh that failed and is being retried, a lost subscription). Default:
+// slog.Default(), because the audit's warnings are the point: pass a logger
+// with a discarding handler, or WithAudit(false), to silence them. Owner ids
+// are never logged in full.
 func WithLogger(l *slog.Logger) Option { return func(o *options) { o.logger = l } }
 
 // WithOwnerSource sets the reader that owner ids are drawn from, 16 bytes per
@@ -113,8 +115,9 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 // WithLockNameAttribute adds the attribute leasekit.lock.name to the
 // Locker's metrics and spans, with the value name returns for a lock's name
 // ("" leaves it out). Lock names are not attributes by default: a program
-// that makes names up as it goes (one per order) would make a metric series
-// per name. Map them to a bounded set here. Default: none.
+// that makes names up as it goes (one per user) would make a metric series
+// per name. Map them to a bounded set here, such as the name without its
+// id. Default: none.
 func WithLockNameAttribute(name func(lock string) string) Option {
 	return func(o *options) { o.tel.NameAttribute = name }
 }

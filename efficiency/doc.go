@@ -57,7 +57,10 @@
 //     a queued waiter.
 //
 // Spans: one per acquire (efficiency.TryObtain, efficiency.Obtain), with the
-// events queued, woken, handed over and late grant; one per Do, Hold and Once
+// events queued, woken, handed over and late grant, and the attributes
+// leasekit.lock.outcome and leasekit.lock.waited; an acquire that ends
+// not_obtained (the lock is held, or ctx ended first) leaves the span's status
+// unset, since that is an outcome, not an error. One per Do, Hold and Once
 // around its function, with an event for each failed refresh and an error
 // status when the lease is lost; one per Release. No attribute or event
 // carries an owner id, and lock names appear only through

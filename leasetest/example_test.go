@@ -58,8 +58,7 @@ func Example_doStopsWhenStolen() {
 		panic(err)
 	}
 	defer env.Close()
-	locker := efficiency.New(env.Client)
-	defer locker.Close()
+	locker := env.Efficiency() // closed with env
 
 	err = locker.Do(context.Background(), "reindex", 300*time.Millisecond, func(ctx context.Context) error {
 		if _, err := env.Steal("reindex"); err != nil { // as if we had paused past the ttl
@@ -83,8 +82,7 @@ func Example_staleWriteRejected() {
 	}
 	defer env.Close()
 	ctx := context.Background()
-	locker := correctness.New(env.Client, correctness.WithAudit(false))
-	defer locker.Close()
+	locker := env.Correctness() // closed with env; no audit warnings about miniredis
 	reg := correctness.NewRegister(env.Client)
 
 	lease, err := locker.TryAcquire(ctx, "account-42", 10*time.Second)

@@ -2,16 +2,22 @@
 // miniredis, as net/http/httptest does for HTTP code, and above all break it on
 // purpose: expire a lease, hand the lock to another owner, move time.
 //
-// A test creates an Env, builds its Lockers on Env.Client, and drives the
-// failure it wants to prove the code survives:
+// A test creates an Env, builds its Lockers on it, and drives the failure it
+// wants to prove the code survives:
 //
 //	env := leasetest.New(t)
-//	locker := efficiency.New(env.Client)
+//	locker := env.Efficiency() // or env.Correctness(), or efficiency.New(env.Client)
 //	...
 //	env.Steal("nightly-report") // as if our holder paused past its ttl
 //
 // Lock names are the names your code passes to Obtain, Acquire, Do or Once,
-// not Redis keys; give New the same WithPrefix as your Lockers if they use one.
+// not Redis keys; give New the same WithPrefix as your Lockers if they use one
+// (Env.Efficiency and Env.Correctness pass it on).
+//
+// A correctness Locker audits the deployment at its first acquire and logs
+// every finding that is not OK. miniredis answers neither CONFIG nor INFO, so
+// one built with correctness.New(env.Client) logs three "could not verify"
+// warnings in every test; Env.Correctness builds it without the audit.
 //
 // Env moves Redis's time only. Lease deadlines, and the refreshes of Do and
 // Once, run on the process's real clock: a test of Do's lost-lease handling
@@ -21,12 +27,15 @@ package leasetest
 import (
 	"context"
 	"fmt"
+	"io"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/leasekit/leasekit/correctness"
+	"github.com/leasekit/leasekit/efficiency"
 	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
@@ -41,9 +50,10 @@ type Env struct {
 	// correctness.New or correctness.NewRegister.
 	Client *redis.Client
 
-	prefix string
-	mu     sync.Mutex
-	now    time.Time
+	prefix  string
+	mu      sync.Mutex
+	now     time.Time
+	lockers []io.Closer // built by Efficiency and Correctness
 }
 
 // Option configures an Env.
@@ -87,10 +97,43 @@ func Start(opts ...Option) (*Env, error) {
 	return e, nil
 }
 
-// Close closes the client and stops the server.
+// Close closes the Lockers built by Efficiency and Correctness and the
+// client, and stops the server.
 func (e *Env) Close() {
+	e.mu.Lock()
+	lockers := e.lockers
+	e.lockers = nil
+	e.mu.Unlock()
+	for _, l := range lockers {
+		_ = l.Close()
+	}
 	_ = e.Client.Close()
 	e.Server.Close()
+}
+
+// Efficiency returns an efficiency Locker on Env.Client with the Env's
+// prefix, closed when the Env is; opts are applied after the prefix.
+func (e *Env) Efficiency(opts ...efficiency.Option) *efficiency.Locker {
+	l := efficiency.New(e.Client, append([]efficiency.Option{efficiency.WithPrefix(e.prefix)}, opts...)...)
+	e.keep(l)
+	return l
+}
+
+// Correctness returns a correctness Locker on Env.Client with the Env's
+// prefix and without the audit (see the package doc), closed when the Env
+// is; opts are applied after those, so correctness.WithAudit(true) turns the
+// audit back on.
+func (e *Env) Correctness(opts ...correctness.Option) *correctness.Locker {
+	defaults := []correctness.Option{correctness.WithPrefix(e.prefix), correctness.WithAudit(false)}
+	l := correctness.New(e.Client, append(defaults, opts...)...)
+	e.keep(l)
+	return l
+}
+
+func (e *Env) keep(l io.Closer) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.lockers = append(e.lockers, l)
 }
 
 // Advance moves Redis's time forward by d for everything leasekit depends

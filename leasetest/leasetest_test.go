@@ -1,7 +1,10 @@
 package leasetest_test
 
 import (
+	"bytes"
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,8 +15,7 @@ import (
 
 func TestAdvanceMovesExpiryAndClockTogether(t *testing.T) {
 	env := leasetest.New(t)
-	l := correctness.New(env.Client, correctness.WithAudit(false))
-	defer l.Close()
+	l := env.Correctness()
 	first, err := l.TryAcquire(t.Context(), "job", time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -45,18 +47,16 @@ func TestExpireAndSteal(t *testing.T) {
 			ctx := t.Context()
 			var release func() error
 			var token uint64
+			// The Env's Lockers use its prefix, which Holder, Steal and
+			// Expire read.
 			if tc.fenced {
-				l := correctness.New(env.Client, correctness.WithPrefix("app:"), correctness.WithAudit(false))
-				defer l.Close()
-				lease, err := l.TryAcquire(ctx, "k", 30*time.Second)
+				lease, err := env.Correctness().TryAcquire(ctx, "k", 30*time.Second)
 				if err != nil {
 					t.Fatal(err)
 				}
 				token, release = lease.Token(), func() error { return lease.Release(ctx) }
 			} else {
-				l := efficiency.New(env.Client, efficiency.WithPrefix("app:"))
-				defer l.Close()
-				lock, err := l.TryObtain(ctx, "k", 30*time.Second)
+				lock, err := env.Efficiency().TryObtain(ctx, "k", 30*time.Second)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -101,5 +101,45 @@ func TestStealOfAFreeLock(t *testing.T) {
 	defer l.Close()
 	if _, err := l.TryObtain(t.Context(), "free", time.Second); !errors.Is(err, efficiency.ErrNotObtained) {
 		t.Fatalf("got %v, want ErrNotObtained", err)
+	}
+}
+
+// TestCorrectnessLockerWithoutAuditNoise: a correctness Locker from
+// Env.Correctness logs nothing, where one from correctness.New logs the
+// audit's three "could not verify" warnings (miniredis has no CONFIG or
+// INFO), as does one whose audit the test turns back on.
+func TestCorrectnessLockerWithoutAuditNoise(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		open func(env *leasetest.Env, opts ...correctness.Option) *correctness.Locker
+		want int
+	}{
+		{"Env.Correctness", (*leasetest.Env).Correctness, 0},
+		{"audit turned back on", func(env *leasetest.Env, opts ...correctness.Option) *correctness.Locker {
+			return env.Correctness(append(opts, correctness.WithAudit(true))...)
+		}, 3},
+		{"correctness.New", func(env *leasetest.Env, opts ...correctness.Option) *correctness.Locker {
+			l := correctness.New(env.Client, opts...)
+			t.Cleanup(func() { _ = l.Close() })
+			return l
+		}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := leasetest.New(t)
+			var log bytes.Buffer
+			l := tc.open(env, correctness.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
+			for range 2 {
+				lease, err := l.TryAcquire(t.Context(), "job", time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := lease.Release(t.Context()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := strings.Count(log.String(), "\n"); got != tc.want {
+				t.Fatalf("log lines over two acquires: got %d, want %d:\n%s", got, tc.want, log.String())
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 )
@@ -40,6 +41,7 @@ func (c command) run(ctx context.Context) (int, error) {
 	tty := foregroundTerminal(c.stdio.in)
 	defer tty.takeBack()
 	cmd.SysProcAttr = tty.procAttr()
+	dieWithLockrun(cmd.SysProcAttr)
 	adoptOrphans()
 
 	// Catch the signals before the command starts, so that none arriving in
@@ -47,13 +49,12 @@ func (c command) run(ctx context.Context) (int, error) {
 	sigs := make(chan os.Signal, len(forwarded)+1)
 	signal.Notify(sigs, tty.signals()...)
 	defer signal.Stop(sigs)
-	if err := cmd.Start(); err != nil {
+	var waitErr error
+	exited := make(chan struct{})
+	if err := startOnOwnThread(cmd, func(err error) { waitErr = err; close(exited) }); err != nil {
 		return startError(cmd.Path, err)
 	}
 	tty.handedOver()
-	var waitErr error
-	exited := make(chan struct{})
-	go func() { waitErr = cmd.Wait(); close(exited) }()
 
 	g := &group{pgid: cmd.Process.Pid, grace: c.grace, stderr: c.stdio.err, tty: tty}
 	g.supervise(ctx, sigs, exited)
@@ -61,6 +62,26 @@ func (c command) run(ctx context.Context) (int, error) {
 		return exitCannotRun, exitf(exitCannotRun, "waiting for the command: %w", waitErr)
 	}
 	return shellStatus(cmd.ProcessState), nil
+}
+
+// startOnOwnThread starts cmd, then waits for it and passes Wait's error to
+// exited, on an OS thread that nothing else runs on and that lives until the
+// command has exited. The parent-death signal (see dieWithLockrun) fires when
+// the thread that started the command ends: on a thread shared with other
+// goroutines, one that locked it and exited would end it, killing the
+// command while lockrun lives on.
+func startOnOwnThread(cmd *exec.Cmd, exited func(error)) error {
+	started := make(chan error, 1)
+	go func() {
+		// Never unlocked: the thread ends with this goroutine, after Wait.
+		runtime.LockOSThread()
+		err := cmd.Start()
+		started <- err
+		if err == nil {
+			exited(cmd.Wait())
+		}
+	}()
+	return <-started
 }
 
 // startError is what a shell reports for a command it could not start: 127

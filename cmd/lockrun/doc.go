@@ -74,6 +74,13 @@
 // status is still the command's. A process that leaves the group (setsid, as
 // daemons do) escapes lockrun: do not start daemons under it.
 //
+// When lockrun itself is killed (SIGKILL, the OOM killer), it can neither
+// stop the command nor release the lock, which stays held until its ttl runs
+// out. On Linux the kernel then kills the command with SIGKILL (a
+// parent-death signal), so that it does not run on without the lock; the
+// processes it started are not reached (under systemd, KillMode=control-group
+// stops them). Elsewhere the command runs on.
+//
 // At a terminal. When lockrun's standard input is its controlling terminal
 // and lockrun is the foreground job there (started by hand from a shell), the
 // command's group becomes the terminal's foreground job while it runs, as a
@@ -106,17 +113,20 @@
 //	74              the lease was lost while the command ran, or was found
 //	                gone at release
 //	69              Redis could not be reached (or failed while locking)
-//	65              -status found a key leasekit does not write
+//	65              a key of the lock holds what leasekit does not write
+//	                (a value of another type, a fence counter that holds no
+//	                token), found by a run or by -status
 //	64              bad usage
 //
 // -status prints key: value lines (lock, key, held, ttl, last token) and exits
 // 0. It never prints the holder's owner id: that id is what releases the lock.
 // When the lock's key is not a string, or the fence counter is not a string
-// holding a non-negative integer, the held or last token line says what is
-// there ("held: unknown: the key holds a list, not a lock", `last token:
-// "x" (not a fencing token: the counter is corrupt)`) and lockrun exits 65, so
-// that a script watching its locks notices the key: a lock key that is not a
-// string keeps every run out, and a corrupt counter breaks -fenced. Seeing
+// holding a non-negative integer below the largest 64-bit one, the held or
+// last token line says what is there ("held: unknown: the key holds a list,
+// not a lock", `last token: "x" (not a fencing token: the counter is
+// corrupt)`) and lockrun exits 65, so that a script watching its locks
+// notices the key: a lock key that is not a string keeps every run out, and
+// a corrupt counter every -fenced run, which exit 65 too. Seeing
 // what a foreign lock key holds takes TYPE, beyond the ACL the README gives
 // leasekit; without it such a key reads as held.
 package main

@@ -6,7 +6,7 @@ import "fmt"
 // collide with the usual statuses of a shell command (1, 2, 126, 127, 128+N).
 const (
 	exitUsage       = 64 // EX_USAGE: bad command line
-	exitDataErr     = 65 // EX_DATAERR: -status found a key leasekit did not write
+	exitDataErr     = 65 // EX_DATAERR: a key of the lock holds what leasekit never writes
 	exitUnavailable = 69 // EX_UNAVAILABLE: Redis cannot be reached
 	exitLost        = 74 // EX_IOERR: the lease was lost while the command ran
 	exitNotObtained = 75 // EX_TEMPFAIL: the lock is held; try again later

@@ -19,15 +19,27 @@ const (
 	tokenEnv = "LEASEKIT_TOKEN"
 )
 
-// lockErrors are the sentinel errors of the kind of lock lockrun takes.
+// lockErrors are the sentinel errors of the kind of lock lockrun takes;
+// corrupt, when the kind has one, says a key holds what leasekit never writes.
 type lockErrors struct {
-	notObtained, lost error
+	notObtained, lost, corrupt error
 }
 
 var (
-	efficiencyErrors  = lockErrors{efficiency.ErrNotObtained, efficiency.ErrLockLost}
-	correctnessErrors = lockErrors{correctness.ErrNotObtained, correctness.ErrLockLost}
+	efficiencyErrors  = lockErrors{efficiency.ErrNotObtained, efficiency.ErrLockLost, nil}
+	correctnessErrors = lockErrors{correctness.ErrNotObtained, correctness.ErrLockLost, correctness.ErrInvalidToken}
 )
+
+// failed turns an error of taking the lock into lockrun's: 65 when a key of
+// the lock holds what leasekit never writes (a value of another type, a
+// fence counter that holds no token), as -status reports it; else what
+// unavailable says.
+func failed(cfg config, errs lockErrors, err error) error {
+	if redis.HasErrorPrefix(err, "WRONGTYPE") || errs.corrupt != nil && errors.Is(err, errs.corrupt) {
+		return exitf(exitDataErr, "lock %q: a key of the lock holds what leasekit does not write (see lockrun -status): %w", cfg.name, err)
+	}
+	return unavailable(cfg.redis, err)
+}
 
 // lockAndRun takes the lock the flags ask for and runs the command under it.
 // It returns the command's exit status, or an error that carries lockrun's.
@@ -84,7 +96,7 @@ func takeAndRun[L any](ctx context.Context, cfg config, cmd command, errs lockEr
 	case errors.Is(err, errs.notObtained):
 		return skipped(cfg, "lock %q is held by another owner", cfg.name)
 	case err != nil:
-		return 0, unavailable(cfg.redis, err)
+		return 0, failed(cfg, errs, err)
 	}
 	if env != nil {
 		cmd.env = env(lock)
@@ -108,7 +120,7 @@ func runOnce(ctx context.Context, l *efficiency.Locker, cfg config, cmd command,
 	case !ran && err == nil:
 		return skipped(cfg, "%q already ran in this period (-once %v), or is running", cfg.name, cfg.once)
 	case !ran:
-		return 0, unavailable(cfg.redis, err)
+		return 0, failed(cfg, efficiencyErrors, err)
 	}
 	return code, ended(cfg, efficiencyErrors, logger, code, err)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -104,8 +105,8 @@ func (s lockState) describe() (held, ttl, token string) {
 		token = "none"
 	case s.fenceType != "string":
 		token = "unknown: " + s.foreignFence(s.fenceKey)
-	case !isToken(s.token):
-		token = strconv.Quote(s.token) + " (not a fencing token: the counter is corrupt)"
+	case counterFault(s.token) != "":
+		token = strconv.Quote(s.token) + " (" + counterFault(s.token) + ")"
 	default:
 		token = s.token
 	}
@@ -121,8 +122,8 @@ func (s lockState) problems() []string {
 	switch {
 	case s.fenceType != "none" && s.fenceType != "string":
 		p = append(p, s.foreignFence(lease.Quote(s.fenceKey)))
-	case s.fenceType == "string" && !isToken(s.token):
-		p = append(p, fmt.Sprintf("%s holds %q, not a fencing token: the counter is corrupt", lease.Quote(s.fenceKey), s.token))
+	case s.fenceType == "string" && counterFault(s.token) != "":
+		p = append(p, fmt.Sprintf("%s holds %q, %s", lease.Quote(s.fenceKey), s.token, counterFault(s.token)))
 	}
 	return p
 }
@@ -137,10 +138,17 @@ func (s lockState) foreignFence(key string) string {
 	return fmt.Sprintf("%s holds a %s, not a fencing counter", key, s.fenceType)
 }
 
-// isToken reports whether s is a fence counter as Redis's INCR keeps it: the
-// decimal form of a non-negative 64-bit integer, with no sign, space or
-// leading zero.
-func isToken(s string) bool {
+// counterFault says why a fence counter that is a string cannot give the
+// next token, or returns "". INCR keeps it as the decimal form of a
+// non-negative 64-bit integer, with no sign, space or leading zero, and the
+// largest one has no successor: the acquire refuses both (ErrInvalidToken).
+func counterFault(s string) string {
 	n, err := strconv.ParseInt(s, 10, 64)
-	return err == nil && n >= 0 && strconv.FormatInt(n, 10) == s
+	switch {
+	case err != nil || n < 0 || strconv.FormatInt(n, 10) != s:
+		return "not a fencing token: the counter is corrupt"
+	case n == math.MaxInt64:
+		return "the largest token there is: no larger one can be drawn"
+	}
+	return ""
 }

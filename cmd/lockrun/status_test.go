@@ -22,6 +22,7 @@ func TestStatusReportsForeignKeys(t *testing.T) {
 		{"counter is a fraction", nil, "1.5", exitDataErr, `last token: "1.5" (not a fencing token`},
 		{"counter has a space", nil, " 7", exitDataErr, `last token: " 7" (not a fencing token`},
 		{"counter is empty", nil, "", exitDataErr, `last token: "" (not a fencing token`},
+		{"counter is the largest token", nil, "9223372036854775807", exitDataErr, `last token: "9223372036854775807" (the largest token there is`},
 		{"counter is a token", nil, "7", 0, "last token: 7"},
 		{"lock without expiry", "someone-else", nil, 0, "ttl: none (the key has no expiry)"},
 	} {
@@ -36,7 +37,7 @@ func TestStatusReportsForeignKeys(t *testing.T) {
 			if !strings.Contains(r.stdout, "\n"+tc.line) {
 				t.Errorf("stdout: got %q, want the line %q", r.stdout, tc.line)
 			}
-			if tc.want != 0 && !strings.Contains(r.stderr, "not a") {
+			if tc.want != 0 && !strings.Contains(r.stderr, " holds ") {
 				t.Errorf("stderr: got %q, want it to say what the key holds", r.stderr)
 			}
 			if strings.Contains(r.stdout+r.stderr, "someone-else") {
@@ -86,4 +87,38 @@ func TestStatusNeedsOnlyReads(t *testing.T) {
 	if want := "last token: unknown: leasekit:{listed}:fence holds a non-string value, not a fencing counter"; !strings.Contains(r.stdout, want) {
 		t.Errorf("stdout: got %q, want the line %q", r.stdout, want)
 	}
+}
+
+// TestCorruptKeysExit65: a key of the lock that holds what leasekit never
+// writes fails a run with the status -status gives it, 65, not 69 (Redis
+// could not be reached), and the command does not run.
+func TestCorruptKeysExit65(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	for _, tc := range []struct {
+		name        string
+		lock, fence any // as in TestStatusReportsForeignKeys
+		flags       []string
+	}{
+		{"list", []string{"x"}, nil, nil},
+		{"list-fenced", []string{"x"}, nil, []string{"-fenced"}},
+		{"list-once", []string{"x"}, nil, []string{"-once", "1m"}},
+		{"text-counter", nil, "garbage", []string{"-fenced"}},
+		{"list-counter", nil, []string{"7"}, []string{"-fenced"}},
+		{"exhausted-counter", nil, "9223372036854775807", []string{"-fenced"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := h.with(t)
+			h.put(lease.LockKey(lease.DefaultPrefix, tc.name), tc.lock)
+			h.put(lease.FenceKey(lease.DefaultPrefix, tc.name), tc.fence)
+			r := h.run(append(tc.flags, tc.name, "--", "touch", "ran")...)
+			wantCode(t, r, exitDataErr)
+			if !strings.Contains(r.stderr, "does not write") {
+				t.Errorf("stderr: got %q, want it to say a key holds what leasekit does not write", r.stderr)
+			}
+			wantCode(t, h.run("-status", tc.name), exitDataErr)
+		})
+	}
+	t.Cleanup(func() { h.wantNoFile("ran") })
 }

@@ -304,8 +304,10 @@ func (a *Acquire) Done() {
 	a.t.add(a.ctx, a.t.waiters, -1, a.t.kindOpts, a.lock)
 }
 
-// End records the acquire's duration and outcome, ends its span with err,
-// and counts a grant among the held locks.
+// End records the acquire's duration and outcome, ends its span, and counts
+// a grant among the held locks. The span carries the outcome as an attribute
+// and err as its error status, except for NotObtained: a lock held by another
+// owner, or a ctx that ended first, is an outcome, not an error.
 func (a *Acquire) End(o Outcome, err error) {
 	if a.t == nil {
 		return
@@ -321,6 +323,9 @@ func (a *Acquire) End(o Outcome, err error) {
 	}
 	if a.span != nil && a.span.IsRecording() {
 		a.span.SetAttributes(OutcomeKey.String(outcomeNames[o]), WaitedKey.Bool(a.waited))
+	}
+	if o == NotObtained {
+		err = nil
 	}
 	ended(a.span, err)
 }

@@ -6,8 +6,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -98,8 +101,8 @@ func TestEveryOperationUnderLeastPrivilege(t *testing.T) {
 	fs, err := cl.Audit(ctx)
 	must("Audit", err)
 	for _, f := range fs {
-		if f.Status == correctness.StatusUnverified {
-			t.Errorf("Audit %s: could not verify under the documented ACL: %s", f.Check, f.Detail)
+		if f.Status == correctness.StatusUnverified || f.Check == "scripting" && f.Status != correctness.StatusOK {
+			t.Errorf("Audit %s under the documented ACL: got %v (%s)", f.Check, f.Status, f.Detail)
 		}
 	}
 	replicated := correctness.New(c, correctness.WithReplicas(1, 10*time.Millisecond), correctness.WithAudit(false))
@@ -181,6 +184,80 @@ func TestMissingPermissionSaysNOPERM(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAuditChecksScripting: the audit tells a user that may not run EVAL or
+// EVALSHA, the ones a lock cannot do without, from one that may; and a
+// Locker's first acquire logs it.
+func TestAuditChecksScripting(t *testing.T) {
+	s := redistest.Start(t)
+	for _, tc := range []struct {
+		name, without string
+		want          correctness.Status
+		says          []string // what the detail must name
+	}{
+		{"least-privilege", "", correctness.StatusOK, nil},
+		{"no-eval", "+eval", correctness.StatusRisk, []string{"denies EVAL:", "+eval"}},
+		{"no-evalsha", "+evalsha", correctness.StatusRisk, []string{"denies EVALSHA:", "+evalsha"}},
+		{"neither", "+evalsha +eval", correctness.StatusRisk, []string{"denies EVAL:", "denies EVALSHA:"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			line := strings.Replace(leastPrivilege, "leasekit on", tc.name+" on", 1)
+			for _, p := range strings.Fields(tc.without) {
+				line = strings.Replace(line, " "+p+" ", " ", 1)
+			}
+			c := user(t, s.Client(t), line)
+			rec := &records{}
+			l := correctness.New(c, correctness.WithLogger(slog.New(rec)))
+			defer l.Close()
+			fs, err := l.Audit(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got correctness.Finding
+			for _, f := range fs {
+				if f.Check == "scripting" {
+					got = f
+				}
+			}
+			if got.Status != tc.want {
+				t.Fatalf("scripting: got %v (%s), want %v", got.Status, got.Detail, tc.want)
+			}
+			for _, want := range tc.says {
+				if !strings.Contains(got.Detail, want) {
+					t.Errorf("scripting detail: got %q, want it to say %q", got.Detail, want)
+				}
+			}
+			// The first acquire logs the finding, even when it fails for
+			// want of the permission.
+			_, _ = l.TryAcquire(t.Context(), "audited", time.Minute)
+			if logged := rec.has("correctness: audit: scripting risk"); logged != (tc.want == correctness.StatusRisk) {
+				t.Errorf("the first acquire logged the scripting risk: %v, want %v", logged, tc.want == correctness.StatusRisk)
+			}
+		})
+	}
+}
+
+// records is a slog.Handler that keeps the messages it is given.
+type records struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, rec.Message)
+	return nil
+}
+func (r *records) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *records) WithGroup(string) slog.Handler      { return r }
+
+func (r *records) has(msg string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Contains(r.msgs, msg)
 }
 
 // obtainAndRelease takes an efficiency lock, which needs only SET, and

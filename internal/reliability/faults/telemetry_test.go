@@ -293,9 +293,10 @@ func backendBehindProxy(t *testing.T, body func(t *testing.T, p *faultproxy.Prox
 }
 
 // TestTelemetryOfOutcomes: each way an acquire ends is its outcome: another
-// owner holds the lock, the grant came back late (through the fault proxy;
-// a waiting acquire marks its span with late grant), the Locker is closed,
-// or Redis refused (a lock key of another type).
+// owner holds the lock (a try, and a wait whose ctx ends), the grant came
+// back late (through the fault proxy; a waiting acquire marks its span with
+// late grant), the Locker is closed, or Redis refused (a lock key of another
+// type). Only not_obtained leaves the span's status unset.
 func TestTelemetryOfOutcomes(t *testing.T) {
 	for _, k := range kinds {
 		t.Run(k.name, func(t *testing.T) {
@@ -308,6 +309,12 @@ func TestTelemetryOfOutcomes(t *testing.T) {
 				}
 				if _, err := l.try(ctx, "held", time.Minute); !errors.Is(err, k.notObtained) {
 					t.Fatalf("try of a held lock: %v", err)
+				}
+				wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+				_, err := l.obtain(wctx, "held", time.Minute)
+				cancel()
+				if !errors.Is(err, k.notObtained) {
+					t.Fatalf("wait for a held lock: %v", err)
 				}
 				direct.RPush(ctx, lockKey("list"), "x")
 				if _, err := l.try(ctx, "list", time.Minute); err == nil {
@@ -328,17 +335,50 @@ func TestTelemetryOfOutcomes(t *testing.T) {
 				if _, err := l.try(ctx, "closed", time.Minute); !errors.Is(err, k.closed) {
 					t.Fatalf("closed: got %v, want ErrClosed", err)
 				}
-				for outcome, want := range map[string]int64{"not_obtained": 1, "error": 1, "late": 2, "closed": 1} {
+				for outcome, want := range map[string]int64{"not_obtained": 2, "error": 1, "late": 2, "closed": 1} {
 					if got := r.value(t, "leasekit.lock.acquire.duration", outcomeKey.String(outcome)); got != want {
 						t.Errorf("acquires with outcome %s: got %d, want %d", outcome, got, want)
 					}
 				}
+				try := map[string]string{"efficiency": "TryObtain", "correctness": "TryAcquire"}[k.name]
 				wait := map[string]string{"efficiency": "Obtain", "correctness": "Acquire"}[k.name]
+				r.outcomeIsStatus(t, 2, append(r.ended(k.name+"."+try), r.ended(k.name+"."+wait)...))
 				if !slicesAny(r.ended(k.name+"."+wait), func(s sdktrace.ReadOnlySpan) bool { return hasEvent(s, "late grant") }) {
 					t.Errorf("no %s span has the late grant event", wait)
 				}
 			})
 		})
+	}
+}
+
+// outcomeIsStatus checks the status of acquire spans: not_obtained (n of
+// them) is an outcome, with the status unset and no exception event; every
+// other outcome but obtained is an error.
+func (r *rig) outcomeIsStatus(t *testing.T, n int, spans []sdktrace.ReadOnlySpan) {
+	t.Helper()
+	notObtained := 0
+	for _, s := range spans {
+		outcome := "none"
+		for _, kv := range s.Attributes() {
+			if kv.Key == outcomeKey {
+				outcome = kv.Value.AsString()
+			}
+		}
+		want := codes.Error
+		switch outcome {
+		case "not_obtained":
+			notObtained++
+			want = codes.Unset
+		case "obtained":
+			want = codes.Unset
+		}
+		if s.Status().Code != want || hasEvent(s, "exception") != (want == codes.Error) {
+			t.Errorf("%s span with outcome %s: got status %v (%d events), want %v with an exception event only if an error",
+				s.Name(), outcome, s.Status().Code, len(s.Events()), want)
+		}
+	}
+	if notObtained != n {
+		t.Errorf("acquire spans with the attribute %s=not_obtained: got %d, want %d", outcomeKey, notObtained, n)
 	}
 }
 

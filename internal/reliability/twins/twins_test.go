@@ -1,0 +1,222 @@
+// Package twins checks that efficiency and correctness, two faces of one
+// engine, document their mirrored names alike: TryObtain and TryAcquire,
+// Obtain and Acquire, Lock and Lease, and every name both export.
+package twins_test
+
+import (
+	"go/ast"
+	"go/doc"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// renamed maps correctness's words to efficiency's, in names and in doc text.
+var renamed = []struct{ from, to string }{
+	{"TryAcquire", "TryObtain"},
+	{"Acquire", "Obtain"},
+	{"acquires", "obtains"},
+	{"Leases", "Locks"},
+	{"Lease", "Lock"},
+	{"correctness", "efficiency"},
+}
+
+var words = func() []*regexp.Regexp {
+	res := make([]*regexp.Regexp, len(renamed))
+	for i, r := range renamed {
+		res[i] = regexp.MustCompile(`\b` + r.from + `\b`)
+	}
+	return res
+}()
+
+var space = regexp.MustCompile(`\s+`)
+
+// normal is text with correctness's words swapped for efficiency's and each
+// run of white space made one space.
+func normal(text string) string {
+	text = space.ReplaceAllString(text, " ")
+	for i, re := range words {
+		text = re.ReplaceAllString(text, renamed[i].to)
+	}
+	return text
+}
+
+// difference is an intended difference between the docs of a name's twins:
+// phrase e in efficiency's stands for phrase c in correctness's (either may be
+// empty), and both are cut before the docs are compared. Both are written as
+// in the source.
+type difference struct {
+	name string // efficiency's
+	e, c string
+	why  string
+}
+
+var intended = []difference{
+	{"Locker", "", ", each with a fencing token", "a correctness grant carries a token"},
+	{"Lock", "", " with its fencing token", "a correctness grant carries a token"},
+	{"Locker.TryObtain", "", ", with a new fencing token", "a correctness grant carries a token"},
+	{"Locker.TryObtain", "", "ErrInvalidToken when the lock's fence counter holds no token, ErrNotReplicated under WithReplicas, ",
+		"only correctness has a fence counter and WithReplicas"},
+	{"Locker.Obtain", "", ", with a new fencing token", "a correctness grant carries a token"},
+	{"Locker.Obtain", "", " with a new token", "a handed-over correctness lock gets a new token"},
+	{"Locker.Do", "", " with the grant's fencing token", "a correctness fn takes the token"},
+	{"Locker.Do", "", " fn must pass token to every fenced write.", "the token protects only through the fences"},
+	{"Locker.Do", "", ", and the fence is what rejects a write made after the lease was lost", "the fence closes the window"},
+	{"Locker.Close", "TryObtain, Obtain, Do and Once", "TryAcquire, Acquire and Do", "correctness has no Once"},
+	{"Lock.Hold", "", " with the lease's token", "a correctness fn takes the token"},
+	{"Lock.Hold", "", " Only the fence makes a write after that harmless.", "the fence closes the window"},
+	{"Lock.Refresh", "", "; the token does not change", "a correctness grant carries a token"},
+	{"Lock.Release", "", ", with a new token,", "a handed-over correctness lock gets a new token"},
+	{"Lock.Release", `rather than the work's: defer func() { ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second) defer cancel() _ = lock.Release(ctx) }()`,
+		"(see efficiency's Lock.Release).", "the example is given once"},
+	{"New", "", " It also panics if WithExpiringCounter is set while WithClockFloor(false) is: without the clock floor an expired counter would start tokens again from 1.",
+		"only correctness has these options"},
+	{"Option", "", " or a Register", "correctness's options also configure a Register"},
+	{"WithPrefix", "the Locker uses", "the Locker or Register uses", "correctness's options also configure a Register"},
+	{"WithPrefix", "", ", its token counter at <prefix>{name}:fence, and the register of a resource at <prefix>{resource}:register",
+		"only correctness has these keys"},
+	{"WithMeterProvider", "Locker's metrics go (see the package doc for what it measures)",
+		"Locker's (or the Register's) metrics go (see the package doc for what they measure)", "correctness's options also configure a Register"},
+	{"WithLogger", "for warnings", "for the audit's findings and for warnings", "only correctness has the audit"},
+	{"WithLogger", "Default: none.", "Default: slog.Default(), because the audit's warnings are the point: pass a logger with a discarding handler, or WithAudit(false), to silence them.",
+		"only correctness has the audit, whose warnings must be seen"},
+	{"WithOwnerSource", `both "obtain" the same lock, and either can release or refresh the other's`,
+		"both acquire the same lock with the same token, which every fence accepts from both", "what shared owner ids break differs"},
+	{"ErrLateGrant", "", ", nor use its token", "a correctness grant carries a token"},
+	{"ErrLockLost", "Do, Hold or Once", "Do or Hold", "correctness has no Once"},
+	{"ErrClosed", "TryObtain, Obtain, Do and Once", "TryAcquire, Acquire and Do", "correctness has no Once"},
+	{"ErrInvalidKey", "", " or resource", "the fences take resource names"},
+	{"ErrInvalidTTL", " or period", "", "only efficiency has Once, which takes a period"},
+}
+
+// efficiencyOnly are efficiency's names without a twin, and why.
+var efficiencyOnly = map[string]string{
+	"Locker.Once": "a run once per period needs no fencing token: it keeps others out, it guards no write",
+}
+
+func TestTwinsStayTwins(t *testing.T) {
+	eff := docs(t, "../../../efficiency")
+	cor := make(map[string]string)
+	for name, text := range docs(t, "../../../correctness") {
+		cor[normal(name)] = text
+	}
+	used := make([]bool, len(intended))
+	for name, e := range eff {
+		c, ok := cor[name]
+		if !ok {
+			if _, listed := efficiencyOnly[name]; !listed {
+				t.Errorf("efficiency.%s has no twin in correctness, and efficiencyOnly does not say why", name)
+			}
+			continue
+		}
+		e, c = normal(strings.TrimSpace(e)), normal(strings.TrimSpace(c))
+		for i, d := range intended {
+			if d.name != name {
+				continue
+			}
+			used[i] = true
+			de, dc := normal(d.e), normal(d.c)
+			if !strings.Contains(e, de) || !strings.Contains(c, dc) {
+				t.Errorf("%s: the intended difference %q / %q (%s) is no longer in the docs; update the list", name, d.e, d.c, d.why)
+				continue
+			}
+			e, c = cut(e, de), cut(c, dc)
+		}
+		if e != c {
+			t.Errorf("%s: the docs of the twins differ%s", name, drift(e, c))
+		}
+	}
+	for i, d := range intended {
+		if !used[i] {
+			t.Errorf("%s: an intended difference for a name that has no twins", d.name)
+		}
+	}
+	for name := range efficiencyOnly {
+		if _, ok := cor[name]; ok {
+			t.Errorf("efficiency.%s is listed in efficiencyOnly, but correctness has it", name)
+		}
+	}
+	if len(eff) < 25 {
+		t.Fatalf("read the docs of %d names of efficiency, want its whole API", len(eff))
+	}
+}
+
+// cut removes the first phrase from text.
+func cut(text, phrase string) string {
+	if phrase == "" {
+		return text
+	}
+	return strings.TrimSpace(space.ReplaceAllString(strings.Replace(text, phrase, "", 1), " "))
+}
+
+// drift shows where two texts part: the words after their common start,
+// up to their common end.
+func drift(e, c string) string {
+	ew, cw := strings.Fields(e), strings.Fields(c)
+	i := 0
+	for i < len(ew) && i < len(cw) && ew[i] == cw[i] {
+		i++
+	}
+	j := 0
+	for j < len(ew)-i && j < len(cw)-i && ew[len(ew)-1-j] == cw[len(cw)-1-j] {
+		j++
+	}
+	return ", after " + quote(ew[max(0, i-5):i]) +
+		":\n\tefficiency:  " + quote(ew[i:len(ew)-j]) +
+		"\n\tcorrectness: " + quote(cw[i:len(cw)-j]) + " (with efficiency's words)"
+}
+
+func quote(words []string) string { return `"` + strings.Join(words, " ") + `"` }
+
+// docs reads the doc comment of every exported name of the package in dir
+// (its non-test files): functions, types, methods as Type.Method, and each
+// variable and constant.
+func docs(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	fset := token.NewFileSet()
+	pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool {
+		return !strings.HasSuffix(fi.Name(), "_test.go")
+	}, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pkgs) != 1 {
+		t.Fatalf("%s: got %d packages, want 1", dir, len(pkgs))
+	}
+	out := make(map[string]string)
+	values := func(vs []*doc.Value) {
+		for _, v := range vs {
+			for _, spec := range v.Decl.Specs {
+				vs := spec.(*ast.ValueSpec)
+				for _, n := range vs.Names {
+					if n.IsExported() {
+						out[n.Name] = vs.Doc.Text()
+					}
+				}
+			}
+		}
+	}
+	for _, p := range pkgs {
+		d := doc.New(p, dir, 0)
+		values(d.Consts)
+		values(d.Vars)
+		for _, f := range d.Funcs {
+			out[f.Name] = f.Doc
+		}
+		for _, typ := range d.Types {
+			out[typ.Name] = typ.Doc
+			values(typ.Consts)
+			values(typ.Vars)
+			for _, f := range typ.Funcs {
+				out[f.Name] = f.Doc
+			}
+			for _, m := range typ.Methods {
+				out[typ.Name+"."+m.Name] = m.Doc
+			}
+		}
+	}
+	return out
+}
