@@ -43,6 +43,12 @@ var (
 	registerWriteSrc string
 	//go:embed wait.lua
 	waitSrc string
+	//go:embed election_announce.lua
+	electionAnnounceSrc string
+	//go:embed election_leader.lua
+	electionLeaderSrc string
+	//go:embed election_resign.lua
+	electionResignSrc string
 )
 
 var (
@@ -68,4 +74,18 @@ var (
 	// RegisterWrite stores a value in a fenced register if the writer's token is
 	// at least the highest one accepted before. See register_write.lua.
 	RegisterWrite = redis.NewScript(registerWriteSrc)
+
+	// ElectionAnnounce makes the holder of an election's lock its leader: it
+	// stores the leader's value and tells the observers. See
+	// election_announce.lua.
+	ElectionAnnounce = redis.NewScript(electionAnnounceSrc)
+
+	// ElectionLeader reads an election's leader with its lock. See
+	// election_leader.lua.
+	ElectionLeader = redis.NewScript(electionLeaderSrc)
+
+	// ElectionResign clears the leader key of a term that has ended, and
+	// tells the observers when nobody holds the lock. See
+	// election_resign.lua.
+	ElectionResign = redis.NewScript(electionResignSrc)
 )

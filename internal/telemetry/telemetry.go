@@ -40,6 +40,7 @@ const (
 	ReasonKey  = attribute.Key("leasekit.lock.lost.reason")
 	NameKey    = attribute.Key("leasekit.lock.name")
 	FenceKey   = attribute.Key("leasekit.fence")
+	TermKey    = attribute.Key("leasekit.election.term")
 )
 
 // Outcome is how an acquire ended, as the acquire.duration attribute says it.
@@ -93,6 +94,7 @@ type Telemetry struct {
 	acquireDur, holdDur metric.Float64Histogram
 	lost, refreshFails  metric.Int64Counter
 	waiters, held       metric.Int64UpDownCounter
+	leading             metric.Int64UpDownCounter
 	handoffs, rejected  metric.Int64Counter
 
 	acquireOpts [outcomes][2][]metric.RecordOption
@@ -104,7 +106,7 @@ type Telemetry struct {
 }
 
 // ops are the operations that have spans.
-var ops = []string{"TryObtain", "Obtain", "TryAcquire", "Acquire", "Do", "Hold", "Once", "Release"}
+var ops = []string{"TryObtain", "Obtain", "TryAcquire", "Acquire", "Do", "Hold", "Once", "Release", "Campaign", "Lead"}
 
 // New returns a Telemetry for cfg. Instruments that the provider refuses
 // (a broken SDK) record nothing rather than fail the Locker.
@@ -127,6 +129,7 @@ func New(cfg Config) *Telemetry {
 	t.rejected = counter(m, "leasekit.fence.rejections", "Writes a fence rejected for carrying an older token.")
 	t.waiters = upDown(m, "leasekit.lock.waiters", "This Locker's acquires waiting now.")
 	t.held = upDown(m, "leasekit.lock.held", "Locks this Locker granted that have not been released or seen lost.")
+	t.leading = upDown(m, "leasekit.election.leader", "Elections this Locker leads now: 1 while it leads one.")
 	for o := range outcomes {
 		for w, waited := range []bool{false, true} {
 			set := attribute.NewSet(t.kind, OutcomeKey.String(outcomeNames[o]), WaitedKey.Bool(waited))
@@ -349,6 +352,21 @@ func (t *Telemetry) HoldEnded(ctx context.Context, lock string, granted time.Tim
 func (t *Telemetry) Handoff(ctx context.Context, lock string) {
 	if t != nil {
 		t.add(ctx, t.handoffs, 1, t.kindOpts, lock)
+	}
+}
+
+// Leading adds delta (1 when a term begins, -1 when it ends) to the
+// elections this Locker leads.
+func (t *Telemetry) Leading(ctx context.Context, lock string, delta int64) {
+	if t != nil {
+		t.add(ctx, t.leading, delta, t.kindOpts, lock)
+	}
+}
+
+// Term puts an election's term on the span in ctx, if one is recording.
+func Term(ctx context.Context, term uint64) {
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(TermKey.Int64(int64(term)))
 	}
 }
 

@@ -1,0 +1,291 @@
+package correctness
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/leasekit/leasekit/internal/lease"
+	"github.com/leasekit/leasekit/internal/telemetry"
+	"github.com/leasekit/leasekit/scripts"
+)
+
+// The election's wire format. This file builds and parses every string of
+// it; scripts/election_*.lua write them on the server.
+//
+// An election called name is the correctness lock called name: its key,
+// queue and fence counter. Beside them, in the same Cluster slot:
+//
+//	leader key  <prefix>{name}:leader, a hash: grant = the lock's value when
+//	            its holder took office ("owner:token"), value = its value
+//	channel     <prefix>{name}:leader, plain pub/sub
+//
+// The lock's holder leads when the leader key's grant is the lock's value
+// (without the waiters' mark, see internal/lease/handoff.go); a leader key
+// left by an earlier grant names nobody. The messages on the channel:
+//
+//	notice   = "elected" SP term SP ttl SP value | "vacant" SP term
+//
+// elected: the holder of the grant whose token is term took office with ttl
+// ms left on its lease (-1: no expiry); value is the rest of the message,
+// any bytes. vacant: the leader of term left office, and nobody holds the
+// lock.
+
+// Leader is an election's leader: the value it campaigned with, and its term (the
+// fencing token of its grant).
+type Leader struct {
+	Value []byte
+	Term  uint64
+}
+
+// ErrNoLeader: the election has no leader now.
+var ErrNoLeader = errors.New("correctness: no leader")
+
+// MaxLeaderValue is the largest value a candidate can campaign with: 64 KiB.
+const MaxLeaderValue = 64 << 10
+
+var (
+	announceScript = lease.NewScript(scripts.ElectionAnnounce)
+	leaderScript   = lease.NewScript(scripts.ElectionLeader)
+	resignScript   = lease.NewScript(scripts.ElectionResign)
+)
+
+// cleanupTimeout bounds the round trips that end a term, which run even when
+// the caller's ctx has ended.
+const cleanupTimeout = 5 * time.Second
+
+// Campaign runs fn as the leader of the election called name, once this
+// candidate's turn comes. It waits in line like Acquire (candidates lead in
+// the order they arrived, and nobody polls), takes office with value (at
+// most MaxLeaderValue bytes), which Leader and Observe report, and runs fn
+// with the term: the fencing token of its grant. fn must pass term to every
+// fenced write, so that a deposed leader's writes are refused.
+//
+// While fn runs, the lease is refreshed every ttl/3, as Do does. fn's context
+// is cancelled, with a cause matching ErrLockLost, as soon as leadership can
+// no longer be confirmed before the lease's deadline; Campaign's error then
+// matches ErrLockLost. When fn returns, leadership passes to the next
+// candidate at once, with a new term; a fn that panics resigns too, and the
+// panic goes on up the stack.
+//
+// Campaign returns fn's error. While waiting it returns what Acquire would:
+// an error matching ErrNotObtained and ctx.Err() when ctx ends, ErrClosed
+// when the Locker is closed, a Redis failure naming the election. Bad input
+// is an error before anything is acquired: ErrInvalidKey, ErrInvalidTTL, a
+// nil fn, a value over MaxLeaderValue. A candidate whose lease ends before it
+// takes office gets ErrLockLost without fn having run.
+func (l *Locker) Campaign(ctx context.Context, name string, ttl time.Duration, value []byte,
+	fn func(ctx context.Context, term uint64) error) (err error) {
+	switch {
+	case fn == nil:
+		return fmt.Errorf("correctness: Campaign in election %s: fn is nil", lease.Quote(name))
+	case len(value) > MaxLeaderValue:
+		return fmt.Errorf("correctness: Campaign in election %s: the value is %d bytes, over MaxLeaderValue (%d)",
+			lease.Quote(name), len(value), MaxLeaderValue)
+	}
+	ctx, span := l.core.Telemetry().Start(ctx, "Campaign", name)
+	defer func() {
+		if errors.Is(err, ErrNotObtained) {
+			telemetry.End(span, nil) // the wait ended: an outcome, not an error
+			return
+		}
+		telemetry.End(span, err)
+	}()
+	h, err := l.core.Obtain(ctx, name, ttl)
+	l.auditOnce(ctx, err)
+	if err != nil {
+		return err
+	}
+	telemetry.Term(ctx, h.Token())
+	e := l.election(name)
+	if err := e.announce(ctx, h, value); err != nil {
+		return err
+	}
+	return e.lead(ctx, h, fn)
+}
+
+// Leader returns the current leader of the election called name: the value
+// and term of the candidate in office. It returns an error matching
+// ErrNoLeader when there is none (nobody holds the lock, or its holder has
+// not taken office), ErrInvalidKey for a bad name, ErrClosed after Close,
+// and a Redis failure naming the election. One round trip.
+func (l *Locker) Leader(ctx context.Context, name string) (Leader, error) {
+	e, err := l.electionOf("read the leader of", name)
+	if err != nil {
+		return Leader{}, err
+	}
+	s, err := e.read(ctx)
+	if err != nil {
+		return Leader{}, err
+	}
+	if s.state != leading {
+		return Leader{}, fmt.Errorf("%w: election %s", ErrNoLeader, lease.Quote(name))
+	}
+	return s.leader, nil
+}
+
+// election is one election's keys and channel.
+type election struct {
+	l       *Locker
+	name    string
+	keys    []any // the lock, the leader key
+	channel string
+}
+
+func (l *Locker) election(name string) election {
+	lock := lease.LockKey(l.opts.prefix, name)
+	leader := lease.LeaderKey(lock)
+	return election{l: l, name: name, keys: []any{lock, leader}, channel: leader}
+}
+
+// electionOf is election, for op (a phrase for errors) on an open Locker
+// with a valid name.
+func (l *Locker) electionOf(op, name string) (election, error) {
+	if l.core.Closed() {
+		return election{}, fmt.Errorf("%w: cannot %s election %s", ErrClosed, op, lease.Quote(name))
+	}
+	if err := lease.CheckName(ErrInvalidKey, name); err != nil {
+		return election{}, err
+	}
+	return l.election(name), nil
+}
+
+// announce makes h's holder the leader, with value. When it cannot (the
+// lease ended first, or Redis failed), the lease is released and the
+// error says why.
+func (e election) announce(ctx context.Context, h *lease.Held, value []byte) error {
+	n, err := announceScript.Run(ctx, e.l.client, e.keys, h.Value(), value, e.channel).Int64()
+	if err == nil && n == 1 {
+		return nil
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	_ = h.Release(cctx)
+	if err != nil {
+		e.resign(ctx, h) // the reply may have been lost after it took office
+		return lease.WrapRedis("correctness", "take office in election", e.name, err)
+	}
+	return fmt.Errorf("%w: election %s: the lease ended before its holder took office", ErrLockLost, lease.Quote(e.name))
+}
+
+// lead runs fn as the leader with lease h, and resigns when it returns.
+func (e election) lead(ctx context.Context, h *lease.Held, fn func(context.Context, uint64) error) error {
+	tel := e.l.core.Telemetry()
+	tel.Leading(ctx, e.name, 1)
+	var once sync.Once
+	ended := func() { once.Do(func() { tel.Leading(context.WithoutCancel(ctx), e.name, -1) }) }
+	defer func() {
+		ended()
+		e.resign(ctx, h)
+	}()
+	return h.HoldAs(ctx, "Lead", func(ctx context.Context, h *lease.Held) error {
+		stop := context.AfterFunc(ctx, func() {
+			if errors.Is(context.Cause(ctx), ErrLockLost) {
+				ended() // the term is over, though fn may still be winding down
+			}
+		})
+		defer stop()
+		return fn(lease.WithHeld(ctx, h), h.Token())
+	})
+}
+
+// resign clears the leader key of h's term, whose lease was released or
+// lost, and tells the observers when nobody holds the lock. Best effort:
+// otherwise they learn of it when the lease runs out.
+func (e election) resign(ctx context.Context, h *lease.Held) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	if err := resignScript.Run(ctx, e.l.client, e.keys, h.Value(), e.channel).Err(); err != nil {
+		e.l.opts.logger.Warn("correctness: a leader could not clear its leader key; observers learn that its term ended when its lease runs out",
+			"election", e.name, "err", err)
+	}
+}
+
+// sighting is what a read of an election found.
+type sighting struct {
+	state  state
+	leader Leader        // when leading
+	ttl    time.Duration // the lock's remaining ttl, unless free; negative: no expiry
+}
+
+// state is an election's state, as election_leader.lua reports it.
+type state int64
+
+const (
+	free    state = iota // nobody holds the lock
+	waiting              // its holder has not taken office
+	leading              // its holder is the leader
+)
+
+// read reads the election's leader, with its lock.
+func (e election) read(ctx context.Context) (sighting, error) {
+	reply, err := leaderScript.Run(ctx, e.l.client, e.keys, "1").Slice()
+	if err == nil {
+		var s sighting
+		if s, err = parseSighting(reply); err == nil {
+			return s, nil
+		}
+	}
+	return sighting{}, lease.WrapRedis("correctness", "read the leader of election", e.name, err)
+}
+
+// parseSighting parses election_leader.lua's reply.
+func parseSighting(reply []any) (sighting, error) {
+	code, _ := reply[0].(int64)
+	var s sighting
+	ok := code == int64(free) && len(reply) == 1
+	if code == int64(waiting) || code == int64(leading) {
+		ms, ok1 := reply[1].(int64)
+		s = sighting{state: state(code), ttl: time.Duration(ms) * time.Millisecond}
+		ok = ok1 && len(reply) == 2
+	}
+	if code == int64(leading) && len(reply) == 4 {
+		digits, ok1 := reply[2].(string)
+		value, ok2 := reply[3].(string)
+		term, err := strconv.ParseUint(digits, 10, 64)
+		s.leader = Leader{Value: []byte(value), Term: term}
+		ok = ok1 && ok2 && err == nil && term > 0
+	}
+	if !ok {
+		return sighting{}, fmt.Errorf("unexpected reply of %d elements", len(reply))
+	}
+	return s, nil
+}
+
+// notice is a message on an election's channel, parsed.
+type notice struct {
+	vacant bool
+	leader Leader        // elected: the leader; vacant: the term that ended
+	ttl    time.Duration // elected: what was left of its lease
+}
+
+// parseNotice parses a message; ok is false for one that does not parse.
+func parseNotice(msg string) (n notice, ok bool) {
+	kind, rest, _ := strings.Cut(msg, " ")
+	var digits, ms, value string
+	switch kind {
+	case "vacant":
+		digits, n.vacant = rest, true
+	case "elected":
+		var ok1, ok2 bool
+		digits, rest, ok1 = strings.Cut(rest, " ")
+		ms, value, ok2 = strings.Cut(rest, " ")
+		left, err := strconv.ParseInt(ms, 10, 64)
+		if !ok1 || !ok2 || err != nil {
+			return notice{}, false
+		}
+		n.ttl, n.leader.Value = time.Duration(left)*time.Millisecond, []byte(value)
+	default:
+		return notice{}, false
+	}
+	term, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil || term == 0 {
+		return notice{}, false
+	}
+	n.leader.Term = term
+	return n, true
+}

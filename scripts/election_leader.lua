@@ -1,0 +1,29 @@
+-- election_leader: the election's leader, read with its lock in one step, so
+-- that a leader key left by a leader whose lease has ended is never taken
+-- for the current one. The leader key is specified in correctness/election.go.
+--
+-- KEYS[1]  the lock key
+-- KEYS[2]  the election's leader key (a hash: grant, value)
+-- ARGV[1]  '1' to read the leader's value too, else '0'
+--
+-- Reply: {0} when the lock is free; {1, ttl} when it is held by a grant that
+-- has not taken office; {2, ttl, term} or, with ARGV[1] = '1',
+-- {2, ttl, term, value} when it is held by the leader. ttl is the lock's
+-- remaining ms (-1: no expiry), term the grant's token as a decimal string.
+local held = redis.call('GET', KEYS[1])
+if not held then
+  return {0}
+end
+local ttl = redis.call('PTTL', KEYS[1])
+if string.byte(held, -1) == 42 then -- the mark of waiters
+  held = string.sub(held, 1, -2)
+end
+local colon = string.find(held, ':', 1, true)
+if not colon or redis.call('HGET', KEYS[2], 'grant') ~= held then
+  return {1, ttl}
+end
+local term = string.sub(held, colon + 1)
+if ARGV[1] == '1' then
+  return {2, ttl, term, redis.call('HGET', KEYS[2], 'value') or ''}
+end
+return {2, ttl, term}

@@ -1,0 +1,22 @@
+-- election_resign: a leader whose term has ended (its lease was released or
+-- lost) clears its leader key, and when nobody holds the lock tells the
+-- observers that the election has no leader. A successor the release handed
+-- the lock to announces itself (election_announce), so no message is sent
+-- for it. The leader key and the messages are specified in
+-- correctness/election.go.
+--
+-- KEYS[1]  the lock key
+-- KEYS[2]  the election's leader key (a hash: grant, value)
+-- ARGV[1]  the value the leader's grant stored ("owner:token")
+-- ARGV[2]  the election's channel
+--
+-- Reply: 1 when the vacancy was published, else 0.
+if redis.call('HGET', KEYS[2], 'grant') == ARGV[1] then
+  redis.call('DEL', KEYS[2])
+end
+local colon = string.find(ARGV[1], ':', 1, true)
+if not colon or redis.call('GET', KEYS[1]) then
+  return 0
+end
+redis.call('PUBLISH', ARGV[2], 'vacant ' .. string.sub(ARGV[1], colon + 1))
+return 1
