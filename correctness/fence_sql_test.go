@@ -37,20 +37,27 @@ WHERE resource_id = $3
 // failing with SQLITE_BUSY; WAL lets readers run beside the writer.
 func openFenceDB(t *testing.T) *sql.DB {
 	t.Helper()
-	dsn := "file:" + filepath.Join(t.TempDir(), "fence.db") +
-		"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)"
-	db, err := sql.Open("sqlite", dsn)
+	db, err := openFenceFile(filepath.Join(t.TempDir(), "fence.db"))
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}
 	t.Cleanup(func() { db.Close() })
-	// SQLite runs one writer at a time anyway; a few connections are enough
-	// to make writers contend inside the database, not only in the pool.
-	db.SetMaxOpenConns(8)
 	if _, err := db.ExecContext(t.Context(), fenceSchema); err != nil {
 		t.Fatalf("create table: %v", err)
 	}
 	return db
+}
+
+// openFenceFile opens the database file at path, which another process
+// may open too.
+func openFenceFile(path string) (*sql.DB, error) {
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
+	// SQLite runs one writer at a time anyway; a few connections are enough
+	// to make writers contend inside the database, not only in the pool.
+	if err == nil {
+		db.SetMaxOpenConns(8)
+	}
+	return db, err
 }
 
 func createRow(t *testing.T, db *sql.DB, id string) {
