@@ -235,24 +235,33 @@ func (e election) read(ctx context.Context) (sighting, error) {
 
 // parseSighting parses election_leader.lua's reply.
 func parseSighting(reply []any) (sighting, error) {
+	bad := fmt.Errorf("unexpected reply of %d elements", len(reply))
+	if len(reply) == 0 {
+		return sighting{}, bad
+	}
 	code, _ := reply[0].(int64)
-	var s sighting
-	ok := code == int64(free) && len(reply) == 1
-	if code == int64(waiting) || code == int64(leading) {
-		ms, ok1 := reply[1].(int64)
-		s = sighting{state: state(code), ttl: time.Duration(ms) * time.Millisecond}
-		ok = ok1 && len(reply) == 2
+	switch {
+	case reply[0] == int64(free) && len(reply) == 1:
+		return sighting{state: free}, nil
+	case code == int64(waiting) && len(reply) == 2, code == int64(leading) && len(reply) == 4:
+	default:
+		return sighting{}, bad
 	}
-	if code == int64(leading) && len(reply) == 4 {
-		digits, ok1 := reply[2].(string)
-		value, ok2 := reply[3].(string)
-		term, err := strconv.ParseUint(digits, 10, 64)
-		s.leader = Leader{Value: []byte(value), Term: term}
-		ok = ok1 && ok2 && err == nil && term > 0
-	}
+	ms, ok := reply[1].(int64)
 	if !ok {
-		return sighting{}, fmt.Errorf("unexpected reply of %d elements", len(reply))
+		return sighting{}, bad
 	}
+	s := sighting{state: state(code), ttl: time.Duration(ms) * time.Millisecond}
+	if s.state == waiting {
+		return s, nil
+	}
+	digits, ok1 := reply[2].(string)
+	value, ok2 := reply[3].(string)
+	term, err := strconv.ParseUint(digits, 10, 64)
+	if !ok1 || !ok2 || err != nil || term == 0 {
+		return sighting{}, bad
+	}
+	s.leader = Leader{Value: []byte(value), Term: term}
 	return s, nil
 }
 
