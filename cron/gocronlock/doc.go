@@ -1,8 +1,10 @@
 // Package gocronlock lets several gocron v2 schedulers, in one process or on
 // many machines, share their jobs through a leasekit efficiency lock in Redis,
-// so that each run of a job happens on one scheduler only.
+// so that each run of a job happens on one scheduler only. Its Elector lets
+// them elect a leader instead, which runs every job: see Elector for when to
+// pick which.
 //
-// It is an efficiency lock, with that guarantee and no more: while Redis keeps
+// The Locker is an efficiency lock, with that guarantee and no more: while Redis keeps
 // the key, no other scheduler is granted the job. A scheduler that pauses (a
 // GC pause, a VM migration) past its lease can still be running the job while
 // another starts it, and a Redis failover or restart without persistence can

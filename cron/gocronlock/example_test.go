@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/go-co-op/gocron/v2"
+	"github.com/leasekit/leasekit/correctness"
 	"github.com/leasekit/leasekit/cron/gocronlock"
 	"github.com/leasekit/leasekit/efficiency"
 	"github.com/leasekit/leasekit/leasetest"
@@ -78,4 +79,59 @@ func ExampleWithMinHold() {
 	// ahead runs the tick
 	// unlock: <nil>
 	// behind runs it again: false
+}
+
+// Every replica runs the same scheduler with an Elector: only the leader
+// runs jobs, and its term fences what they write.
+func ExampleNewElector() {
+	env, err := leasetest.Start() // in production: redis.NewClient(...)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer env.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // ends the Observe below
+
+	locker := correctness.New(env.Client, correctness.WithAudit(false))
+	defer locker.Close()
+	elector, err := gocronlock.NewElector(locker, "reports", gocronlock.WithElectorValue([]byte("host-a")))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer elector.Close() // hands leadership over at once
+	reg := correctness.NewRegister(env.Client)
+	s, err := gocron.NewScheduler(gocron.WithDistributedElector(elector))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	_, err = s.NewJob(
+		gocron.DurationJob(time.Minute),
+		gocron.NewTask(func() {
+			// A leader that paused past its lease gets ErrStaleToken here.
+			_ = reg.Write(ctx, "report", elector.Term(), []byte("sent"))
+		}),
+	)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	s.Start()
+	defer s.Shutdown()
+
+	// Who leads, as any process can see it.
+	leaders, err := locker.Observe(ctx, "reports")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for l := range leaders {
+		if l.Term != 0 {
+			fmt.Println("leader:", string(l.Value))
+			break
+		}
+	}
+	// Output: leader: host-a
 }
