@@ -175,6 +175,8 @@ func columnsOf(scenario string) []column {
 		return column{title, func(r row) string { return fmt.Sprintf("%.2f×", r.Ratio) }}
 	}
 	switch {
+	case scenario == "election":
+		return electionColumns(lib, n, p50, p99, failures)
 	case scenario == "ping":
 		return []column{lib, n, p50, p99, times("p50 ÷ PING")}
 	case scenario == "uncontended":

@@ -33,6 +33,8 @@ func runRole(role string) int {
 		err = runWorker(os.Stdin, os.Stdout)
 	case "spinner":
 		spin(os.Stdin)
+	case "candidate":
+		err = runCandidate(os.Stdin, os.Stdout)
 	default:
 		err = fmt.Errorf("unknown %s %q", roleEnv, role)
 	}

@@ -94,7 +94,7 @@ func selectScenarios(names []string, contenders []int) ([]scenario, error) {
 		all = append(all, scenario{name: "convoy-" + strconv.Itoa(n), run: func(b *bench, ctx context.Context) []row { return b.convoy(ctx, n) }})
 	}
 	all = append(all, scenario{name: "convoy-procs", run: (*bench).convoyProcs},
-		scenario{name: "keys-parallel", run: (*bench).keysParallel})
+		scenario{name: "keys-parallel", run: (*bench).keysParallel}, scenario{name: "election", run: (*bench).election})
 	for _, s := range all {
 		if want(s.name) {
 			out = append(out, s)
