@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -113,8 +114,11 @@ type electionRun struct {
 	candidates []*candidate
 	leader     *candidate
 	lines      chan said
-	seen       *sightings
-	res        electionResult
+	// early are lines read before the line awaited: the candidates' lines
+	// reach lines from a goroutine each, in no set order.
+	early []said
+	seen  *sightings
+	res   electionResult
 }
 
 // electionResult is what the rounds measured.
@@ -179,7 +183,7 @@ func (e *electionRun) start(ctx context.Context) error {
 			return err
 		}
 		if i == 0 {
-			first, err := e.await(ctx, "lead", electionStep)
+			first, err := e.await(ctx, "lead", time.Time{}, electionStep)
 			if err != nil {
 				return err
 			}
@@ -194,14 +198,15 @@ func (e *electionRun) start(ctx context.Context) error {
 
 // resignRound makes the leader resign and times its successor.
 func (e *electionRun) resignRound(ctx context.Context) error {
+	asked := time.Now()
 	if _, err := fmt.Fprintln(e.leader.in, "resign"); err != nil {
 		return err
 	}
-	gone, err := e.await(ctx, "resign", electionStep)
+	gone, err := e.await(ctx, "resign", asked, electionStep)
 	if err != nil {
 		return err
 	}
-	next, err := e.await(ctx, "lead", electionStep)
+	next, err := e.await(ctx, "lead", gone.at, electionStep)
 	if err != nil {
 		return err
 	}
@@ -212,7 +217,7 @@ func (e *electionRun) resignRound(ctx context.Context) error {
 // killRound kills the leader, replaces it, and times its successor from the
 // dead leader's lease expiry.
 func (e *electionRun) killRound(ctx context.Context) error {
-	dead := e.leader
+	dead, killed := e.leader, time.Now()
 	_ = dead.cmd.Process.Signal(syscall.SIGKILL)
 	_ = dead.cmd.Wait()
 	left, err := e.b.client.PTTL(ctx, e.lock).Result()
@@ -227,7 +232,7 @@ func (e *electionRun) killRound(ctx context.Context) error {
 	if _, err := e.spawn(); err != nil {
 		return err
 	}
-	next, err := e.await(ctx, "lead", electionTTL+electionStep)
+	next, err := e.await(ctx, "lead", killed, electionTTL+electionStep)
 	if err != nil {
 		return err
 	}
@@ -298,16 +303,24 @@ func (e *electionRun) read(c *candidate, out io.Reader) {
 	}
 }
 
-// await waits up to limit for a candidate to say what.
-func (e *electionRun) await(ctx context.Context, what string, limit time.Duration) (said, error) {
+// await waits up to limit for a candidate to say what after since, and
+// returns the first such line, in the order the candidates said them. Lines
+// from before since are stale (a leader replaced between rounds) and dropped.
+func (e *electionRun) await(ctx context.Context, what string, since time.Time, limit time.Duration) (said, error) {
 	t := time.NewTimer(limit)
 	defer t.Stop()
 	for {
-		select {
-		case l := <-e.lines:
+		e.early = slices.DeleteFunc(e.early, func(l said) bool { return l.at.Before(since) })
+		slices.SortFunc(e.early, func(a, b said) int { return a.at.Compare(b.at) })
+		for i, l := range e.early {
 			if l.what == what {
+				e.early = slices.Delete(e.early, i, i+1)
 				return l, nil
 			}
+		}
+		select {
+		case l := <-e.lines:
+			e.early = append(e.early, l)
 		case <-t.C:
 			return said{}, fmt.Errorf("no candidate said %q within %v%s", what, limit, e.errors())
 		case <-ctx.Done():
