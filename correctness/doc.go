@@ -32,6 +32,10 @@
 // paused-holder failure plays out, and where fencing still breaks:
 // [docs/fencing.md].
 //
+// Campaign, Leader and Observe elect a leader on the same locks: a leader's
+// term is its grant's fencing token, which the fences check unchanged, so a
+// deposed leader's writes are refused ([docs/election.md]).
+//
 // TryAcquire, Acquire, Do and a Lease's methods behave as their counterparts
 // in package efficiency, and Acquire waits as Obtain does
 // ([docs/waiting.md]). A lock's fence counter key lives forever by default,
@@ -44,8 +48,14 @@
 // correctness.Acquire and so on; and every fence counts the writes it rejects
 // for an older token in leasekit.fence.rejections, by leasekit.fence
 // (register, sql, http): a Register on its WithMeterProvider, a FencingProxy
-// on its WithProxyMeterProvider, ExecFenced on the global provider.
+// on its WithProxyMeterProvider, ExecFenced on the global provider. An
+// election adds leasekit.election.leader (up-down counter): the elections the
+// Locker leads now, 1 while it leads one, down as soon as a term is lost; and
+// a span correctness.Campaign per Campaign, with the attribute
+// leasekit.election.term and two children: correctness.Acquire, the wait,
+// and correctness.Lead, the term.
 //
+// [docs/election.md]: https://github.com/leasekit/leasekit/blob/main/docs/election.md
 // [docs/fencing.md]: https://github.com/leasekit/leasekit/blob/main/docs/fencing.md
 // [docs/waiting.md]: https://github.com/leasekit/leasekit/blob/main/docs/waiting.md
 package correctness

@@ -272,6 +272,37 @@ func TestDeposedLeaderIsCancelled(t *testing.T) {
 	})
 }
 
+// TestPanickingLeaderResigns: a leader whose fn panics hands leadership to
+// the next candidate, and the panic goes on up the stack.
+func TestPanickingLeaderResigns(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		count := redistest.Count(b.Client)
+		l := newLocker(t, b, correctness.WithAudit(false))
+		queued := make(chan *candidate, 1)
+		recovered := func() (r any) {
+			defer func() { r = recover() }()
+			_ = l.Campaign(ctx, "panics", time.Minute, []byte("a"), func(context.Context, uint64) error {
+				queued <- campaign(ctx, newLocker(t, b, correctness.WithAudit(false)), "panics", time.Minute, "b")
+				count.Await(t, "wait", 1)
+				panic("boom")
+			})
+			return nil
+		}()
+		if recovered != "boom" {
+			t.Fatalf("recovered %v, want the panic of fn", recovered)
+		}
+		next := <-queued
+		term := next.term(t)
+		if got, err := l.Leader(ctx, "panics"); err != nil || got.Term != term || string(got.Value) != "b" {
+			t.Fatalf("Leader after the panic: got %s, %v, want \"b\"@%d", show(got), err, term)
+		}
+		if err := next.end(t); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 // TestObserveEveryChange: an observer gets the current leader first (none),
 // then every leader of a line of candidates that resign at once, in order,
 // each once, and none once the last has resigned.
