@@ -160,7 +160,7 @@ func TestResignHandsOver(t *testing.T) {
 		next := newLocker(t, b, correctness.WithAudit(false))
 		bye := errors.New("bye")
 		done := make(chan error, 1)
-		led := make(chan uint64, 1)
+		led := make(chan uint64) // fn returns only once the test has its term
 		go func() {
 			done <- next.Campaign(ctx, "handover", time.Minute, []byte("b"), func(ctx context.Context, term uint64) error {
 				led <- term
