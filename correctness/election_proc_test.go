@@ -6,8 +6,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -28,13 +31,15 @@ type candidateConfig struct {
 	Name  string        `json:"name"`
 	TTL   time.Duration `json:"ttl"`
 	Value string        `json:"value"`
-	DB    string        `json:"db,omitempty"` // a SQLite file with the fenced table
+	DB    string        `json:"db,omitempty"`    // a SQLite file with the fenced table
+	Proxy string        `json:"proxy,omitempty"` // a FencingProxy's URL
 }
 
 // candidateChild campaigns once in its own process. In office it says "lead
 // <term>", then obeys its stdin: "write" writes with its term through a
-// Register and ExecFenced and says how each fared ("register ok", "register
-// stale <token> <highest>", "sql ok", "sql stale"), whatever its lease has
+// Register, ExecFenced and a FencingProxy and says how each fared ("register
+// ok", "register stale <token> <highest>", "sql ok", "sql stale", "http
+// <status>"), whatever its lease has
 // become, as a leader that checked its leadership before a pause would;
 // "resign" returns. It says "lost" when its term is lost, and "done <err>"
 // when Campaign returns.
@@ -70,6 +75,7 @@ func candidateChild() int {
 			case "write":
 				fmt.Println("register", fenced(correctness.NewRegister(client).Write(ctx, cfg.Name, term, []byte(cfg.Value))))
 				fmt.Println("sql", fenced(sqlWrite(ctx, cfg.DB, cfg.Name, cfg.Value, term)))
+				fmt.Println("http", httpWrite(cfg.Proxy+"/"+cfg.Name, term))
 			case "resign":
 				return nil
 			}
@@ -103,6 +109,22 @@ func sqlWrite(ctx context.Context, path, id, value string, token uint64) error {
 	}
 	defer db.Close()
 	return correctness.ExecFenced(ctx, db, fenceUpdate, value, token, id)
+}
+
+// httpWrite sends a write with token through a FencingProxy at url, and
+// returns the status.
+func httpWrite(url string, token uint64) string {
+	req, err := http.NewRequest(http.MethodPut, url, nil)
+	if err != nil {
+		return err.Error()
+	}
+	req.Header.Set(correctness.TokenHeader, strconv.FormatUint(token, 10))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	resp.Body.Close()
+	return strconv.Itoa(resp.StatusCode)
 }
 
 // startCandidate starts a candidate child for the election name on b.
@@ -208,9 +230,9 @@ func TestKilledLeader(t *testing.T) {
 
 // TestPausedLeaderIsDeposed: the leader's process is frozen (SIGSTOP) past
 // its lease; the next candidate leads with a higher term and writes through
-// a Register and ExecFenced; resumed, the old leader writes with its old term
-// as a leader that checked before its pause would, and both fences refuse
-// it. Its term ends (ErrLockLost), and the observer saw each leader once, in
+// a Register, ExecFenced and a FencingProxy; resumed, the old leader writes
+// with its old term as a leader that checked before its pause would, and
+// every fence refuses it. Its term ends (ErrLockLost), and the observer saw each leader once, in
 // order.
 func TestPausedLeaderIsDeposed(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
@@ -229,6 +251,8 @@ func TestPausedLeaderIsDeposed(t *testing.T) {
 		if _, err := db.ExecContext(ctx, fenceCreateRow, "paused"); err != nil {
 			t.Fatal(err)
 		}
+		proxy := httptest.NewServer(correctness.NewFencingProxy(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
+		defer proxy.Close()
 		l := newLocker(t, b, correctness.WithAudit(false))
 		seen, err := l.Observe(ctx, "paused")
 		if err != nil {
@@ -236,7 +260,7 @@ func TestPausedLeaderIsDeposed(t *testing.T) {
 		}
 		none := next(t, seen)
 		const ttl = 500 * time.Millisecond
-		child, childTerm := startCandidate(t, b, candidateConfig{Name: "paused", TTL: ttl, Value: "child", DB: dbPath})
+		child, childTerm := startCandidate(t, b, candidateConfig{Name: "paused", TTL: ttl, Value: "child", DB: dbPath, Proxy: proxy.URL})
 		childLeader := observed(t, seen, none, "child")
 		c := campaign(ctx, l, "paused", time.Minute, "parent")
 		count.Await(t, "wait", 1)
@@ -253,10 +277,13 @@ func TestPausedLeaderIsDeposed(t *testing.T) {
 		if err := correctness.ExecFenced(ctx, db, fenceUpdate, "parent", term, "paused"); err != nil {
 			t.Fatalf("the leader's SQL write: %v", err)
 		}
+		if got := httpWrite(proxy.URL+"/paused", term); got != "200" {
+			t.Fatalf("the leader's write through the proxy: got %s, want 200", got)
+		}
 		child.Send("write") // read by the child only once it runs again
 		child.Continue()
 		said := map[string]bool{}
-		for len(said) < 3 {
+		for len(said) < 4 {
 			line := child.Line(electionWait)
 			word, _, _ := strings.Cut(line, " ")
 			said[word] = true
@@ -268,6 +295,10 @@ func TestPausedLeaderIsDeposed(t *testing.T) {
 			case "sql":
 				if line != "sql stale" {
 					t.Fatalf("the deposed leader's SQL write: got %q, want %q", line, "sql stale")
+				}
+			case "http":
+				if line != "http 409" {
+					t.Fatalf("the deposed leader's write through the proxy: got %q, want %q", line, "http 409")
 				}
 			case "lost":
 			default:
