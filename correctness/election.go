@@ -63,7 +63,9 @@ const cleanupTimeout = 5 * time.Second
 // the order they arrived, and nobody polls), takes office with value (at
 // most MaxLeaderValue bytes), which Leader and Observe report, and runs fn
 // with the term: the fencing token of its grant. fn must pass term to every
-// fenced write, so that a deposed leader's writes are refused.
+// fenced write, so that a deposed leader's writes are refused. The election
+// is the lock called name, with a leader key beside it: do not also acquire
+// that lock.
 //
 // While fn runs, the lease is refreshed every ttl/3, as Do does. fn's context
 // is cancelled, with a cause matching ErrLockLost, as soon as leadership can
