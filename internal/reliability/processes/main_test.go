@@ -1,4 +1,4 @@
-package pause_test
+package processes_test
 
 import (
 	"os"
@@ -10,7 +10,10 @@ import (
 
 func TestMain(m *testing.M) {
 	proc.Main(map[string]func() int{
-		"waiter": waiterChild,
+		"waiter":  waiterChild,
+		"give-up": giveUpChild,
+		"serve":   serveChild,
+		"worker":  workerChild,
 	})
 	os.Exit(redistest.Main(m))
 }
