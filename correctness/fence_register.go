@@ -120,32 +120,34 @@ func checkFence(resource string, token uint64) error {
 const ceilingAhead = 3600 * 1_000_000
 
 // fence runs script, register_write or register_claim, for token on the
-// register at key, and returns the items of its reply after 'ok', or the
-// refusal: a *StaleTokenError, or an *aheadError.
+// register at key, and returns the items of its reply after 'ok' (none for
+// a write's 1), or the refusal: a *StaleTokenError, or an *aheadError.
 func (r *Register) fence(ctx context.Context, script lease.Script, op, key, resource string, token uint64, args ...any) ([]any, error) {
 	args = append([]any{strconv.FormatUint(token, 10)}, args...)
-	reply, err := script.Run(ctx, r.client, []any{key}, args...).Slice()
+	reply, err := script.Run(ctx, r.client, []any{key}, args...).Result()
 	if err != nil {
 		return nil, lease.WrapRedis("correctness", op, resource, fmt.Errorf("key %s: %w", lease.Quote(key), err))
 	}
-	word := ""
-	if len(reply) > 0 {
-		word, _ = reply[0].(string)
+	if n, ok := reply.(int64); ok && n == 1 {
+		return nil, nil
 	}
-	if word == "ok" {
-		return reply[1:], nil
+	items, _ := reply.([]any)
+	var word string
+	if len(items) > 0 {
+		word, _ = items[0].(string)
 	}
-	var bound uint64
-	if len(reply) == 2 {
-		s, _ := reply[1].(string)
-		if bound, err = strconv.ParseUint(s, 10, 64); err != nil {
+	switch {
+	case word == "ok":
+		return items[1:], nil
+	case (word == "stale" || word == "ahead") && len(items) == 2:
+		s, _ := items[1].(string)
+		bound, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
 			return nil, fmt.Errorf("%w: fence of %s (key %s) holds token %q", ErrInvalidToken, lease.Quote(resource), lease.Quote(key), s)
 		}
-	}
-	switch word {
-	case "stale":
-		return nil, &StaleTokenError{Token: token, Highest: bound}
-	case "ahead":
+		if word == "stale" {
+			return nil, &StaleTokenError{Token: token, Highest: bound}
+		}
 		return nil, &aheadError{token: token, clock: bound - min(bound, ceilingAhead)}
 	}
 	return nil, fmt.Errorf("correctness: %s %s: unexpected reply %v", op, lease.Quote(resource), reply)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/leasekit/leasekit/correctness"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
+	"github.com/leasekit/leasekit/scripts"
 )
 
 func TestRegisterFences(t *testing.T) {
@@ -217,4 +219,79 @@ func TestRegisterClaimInput(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") || !strings.Contains(err.Error(), "leasekit:{r}:register") {
 		t.Errorf("a key of another type: got %v, want WRONGTYPE naming the key", err)
 	}
+}
+
+// BenchmarkRegisterServerTime reports what the Register's operations cost
+// the real redis-server, in µs of server time per op (INFO commandstats:
+// usec of the op's one command, EVALSHA or HMGET, over its calls), with the
+// clock ceiling on, on a register holding a 16-byte value. A holder's claim
+// draws a new token; its write then carries the same token, which the
+// ceiling does not check again (the claim before it is run as EVAL, out of
+// the EVALSHA count); a write with a new token is the old Write alone.
+//
+//	LEASEKIT_REQUIRE_REDIS=1 go test -run '^$' -bench RegisterServerTime -count 5 ./correctness
+func BenchmarkRegisterServerTime(b *testing.B) {
+	be := redistest.Real(b)
+	ctx := b.Context()
+	reg := correctness.NewRegister(be.Client)
+	value := []byte("0123456789abcdef")
+	token := uint64(time.Now().UnixMicro())
+	claimByEval := func(b *testing.B) {
+		b.StopTimer()
+		token++
+		err := scripts.RegisterClaim.Eval(ctx, be.Client, []string{"leasekit:{bench}:register"}, strconv.FormatUint(token, 10), "c").Err()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	ops := []struct {
+		name, command string
+		op            func(b *testing.B) error
+	}{
+		{"claim", "evalsha", func(*testing.B) error { token++; _, _, err := reg.Claim(ctx, "bench", token); return err }},
+		{"write-after-claim", "evalsha", func(b *testing.B) error { claimByEval(b); return reg.Write(ctx, "bench", token, value) }},
+		{"write-new-token", "evalsha", func(*testing.B) error { token++; return reg.Write(ctx, "bench", token, value) }},
+		{"read", "hmget", func(*testing.B) error { _, _, err := reg.Read(ctx, "bench"); return err }},
+	}
+	for _, o := range ops {
+		b.Run(o.name, func(b *testing.B) {
+			if err := o.op(b); err != nil { // loads the script
+				b.Fatal(err)
+			}
+			if err := be.Client.ConfigResetStat(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if err := o.op(b); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(serverUsecPerCall(b, be, o.command), "server-µs/op")
+		})
+	}
+}
+
+// serverUsecPerCall reads usec_per_call of command from INFO commandstats.
+func serverUsecPerCall(b *testing.B, be *redistest.Backend, command string) float64 {
+	b.Helper()
+	info, err := be.Client.Info(b.Context(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for l := range strings.Lines(info) {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(l), "cmdstat_"+command+":"); ok {
+			for f := range strings.SplitSeq(rest, ",") {
+				if v, ok := strings.CutPrefix(f, "usec_per_call="); ok {
+					n, err := strconv.ParseFloat(v, 64)
+					if err != nil {
+						b.Fatal(err)
+					}
+					return n
+				}
+			}
+		}
+	}
+	b.Fatalf("INFO commandstats has no usec_per_call for %s:\n%s", command, info)
+	return 0
 }

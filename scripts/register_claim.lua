@@ -8,10 +8,12 @@
 -- Reply: {'ok', writer, value} when the token was recorded as claimed, with
 -- the token that wrote the value ('0' and false if none); otherwise refused's
 -- reply ({'stale', highest} or {'ahead', ceiling}) and nothing changed.
-local no = refused(KEYS[1], ARGV[1], ARGV[2])
+local h = redis.call('HMGET', KEYS[1], 'token', 'claimed', 'value')
+local no = refused(h[1], h[2], ARGV[1], ARGV[2])
 if no then
   return no
 end
-redis.call('HSET', KEYS[1], 'claimed', ARGV[1])
-local h = redis.call('HMGET', KEYS[1], 'token', 'value')
-return {'ok', h[1] or '0', h[2]}
+if h[2] ~= ARGV[1] then
+  redis.call('HSET', KEYS[1], 'claimed', ARGV[1])
+end
+return {'ok', h[1] or '0', h[3]}

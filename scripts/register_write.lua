@@ -5,11 +5,12 @@
 -- ARGV[2]  the value to store
 -- ARGV[3]  'c' to refuse a token beyond the clock ceiling, '' not to
 --
--- Reply: {'ok'} when the value and token were stored; otherwise refused's
--- reply ({'stale', highest} or {'ahead', ceiling}) and nothing changed.
-local no = refused(KEYS[1], ARGV[1], ARGV[3])
+-- Reply: 1 when the value and token were stored; otherwise refused's reply
+-- ({'stale', highest} or {'ahead', ceiling}) and nothing changed.
+local h = redis.call('HMGET', KEYS[1], 'token', 'claimed')
+local no = refused(h[1], h[2], ARGV[1], ARGV[3])
 if no then
   return no
 end
 redis.call('HSET', KEYS[1], 'token', ARGV[1], 'value', ARGV[2])
-return {'ok'}
+return 1
