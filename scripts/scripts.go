@@ -5,8 +5,8 @@
 // Each .lua file's header comment names its KEYS, ARGV and reply; the three
 // that grant a lock (fenced_acquire, wait, release) have grant.lua, the
 // function they share, prepended, and the two of a register (register_write,
-// register_claim) register_fence.lua. The scripts are embedded at build time and
-// exported as *redis.Script values, for leasekit's packages and for tools
+// register_claim) register_fence.lua. The scripts are embedded at build time
+// and exported as *redis.Script values, for leasekit's packages and for tools
 // that must speak the same protocol on the same keys (a test, a repair
 // script); leasekit runs them with EVALSHA, and EVAL when the server does not
 // have one cached (internal/lease's Script.Run). The handoff's wire format,
