@@ -20,7 +20,7 @@ postgres_bindir() {
 		return
 	fi
 	local dir
-	dir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+	dir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true)
 	if [ -n "$dir" ] && [ -x "$dir/initdb" ] && [ -x "$dir/pg_ctl" ]; then
 		echo "$dir"
 		return
@@ -41,7 +41,10 @@ postgres_install() {
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
 	# The package may start a system cluster on 5432; the tests use their own.
 	systemctl stop postgresql >/dev/null 2>&1 || service postgresql stop >/dev/null 2>&1 || true
-	postgres_bindir >/dev/null
+	postgres_bindir >/dev/null || {
+		echo "postgres.sh: no initdb after installing postgresql" >&2
+		return 1
+	}
 }
 
 # postgres_user prints the user that runs the server: the caller, or when
