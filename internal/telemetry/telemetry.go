@@ -124,7 +124,7 @@ func New(cfg Config) *Telemetry {
 	t.lost = counter(m, "leasekit.lock.lost", "Leases lost while held.")
 	t.refreshFails = counter(m, "leasekit.lock.refresh.failures", "Refreshes that failed (the lease may still be confirmed by a later one).")
 	t.handoffs = counter(m, "leasekit.lock.handoffs", "Grants a release handed straight to a queued waiter.")
-	t.rejected = counter(m, "leasekit.fence.rejections", "Writes a fence rejected for carrying an older token.")
+	t.rejected = counter(m, "leasekit.fence.rejections", "Requests a fence refused: an older token (reason stale), or one beyond the clock ceiling (reason ahead).")
 	t.waiters = upDown(m, "leasekit.lock.waiters", "This Locker's acquires waiting now.")
 	t.held = upDown(m, "leasekit.lock.held", "Locks this Locker granted that have not been released or seen lost.")
 	for o := range outcomes {
@@ -364,10 +364,14 @@ func (t *Telemetry) RefreshFailed(ctx context.Context, lock string, err error) {
 	}
 }
 
-// Rejected counts a write that fence (register, sql, http) rejected.
-func (t *Telemetry) Rejected(ctx context.Context, fence string) {
+// FenceReasonKey is the attribute that says why a fence refused a request.
+const FenceReasonKey = attribute.Key("leasekit.fence.reason")
+
+// Rejected counts a request that fence (register, sql, http) refused, for
+// reason: "stale" (an older token) or "ahead" (beyond the clock ceiling).
+func (t *Telemetry) Rejected(ctx context.Context, fence, reason string) {
 	if t != nil {
-		t.rejected.Add(ctx, 1, metric.WithAttributes(t.kind, FenceKey.String(fence)))
+		t.rejected.Add(ctx, 1, metric.WithAttributes(t.kind, FenceKey.String(fence), FenceReasonKey.String(reason)))
 	}
 }
 
