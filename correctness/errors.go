@@ -97,3 +97,6 @@ func rejection(err error) string {
 	}
 	return ""
 }
+
+// nilFunc is the error of op (Do, Hold, Once) given a nil function.
+func nilFunc(op string) error { return fmt.Errorf("correctness: %s: fn is nil", op) }
