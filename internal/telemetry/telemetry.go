@@ -205,9 +205,10 @@ func (t *Telemetry) tracing() bool {
 // record nothing until an SDK is installed.
 const globalPkg = "go.opentelemetry.io/otel/internal/global"
 
-// start starts a span called name, if tracing, with the kind and the lock's
-// name attribute.
-func (t *Telemetry) start(ctx context.Context, name, lock string) (context.Context, trace.Span) {
+// Start begins a span called name (Do, Hold, Once, Release, an acquire) for
+// the lock called lock, if tracing, with the kind and the lock's name
+// attribute; End ends it.
+func (t *Telemetry) Start(ctx context.Context, name, lock string) (context.Context, trace.Span) {
 	if t == nil || !t.tracing() {
 		return ctx, nil
 	}
@@ -274,7 +275,7 @@ func (t *Telemetry) StartAcquire(ctx context.Context, op, lock string) (context.
 	if t == nil {
 		return ctx, Acquire{}
 	}
-	ctx, span := t.start(ctx, op, lock)
+	ctx, span := t.Start(ctx, op, lock)
 	return ctx, Acquire{t: t, ctx: ctx, lock: lock, start: time.Now(), span: span}
 }
 
@@ -327,7 +328,7 @@ func (a *Acquire) End(o Outcome, err error) {
 	if o == NotObtained {
 		err = nil
 	}
-	ended(a.span, err)
+	End(a.span, err)
 }
 
 // HoldEnded records a lease held since granted that was released, or lost
@@ -375,20 +376,11 @@ func (t *Telemetry) Rejected(ctx context.Context, fence, reason string) {
 	}
 }
 
-// Start begins a span called op (Do, Hold, Once, Release) for the lock
-// called lock, if tracing; End ends it.
-func (t *Telemetry) Start(ctx context.Context, op, lock string) (context.Context, trace.Span) {
-	return t.start(ctx, op, lock)
-}
-
-// End ends span (nil when not tracing) with err's status.
-func End(span trace.Span, err error) { ended(span, err) }
-
 // Since is the time since start in seconds, as the duration histograms take it.
 func Since(start time.Time) float64 { return time.Since(start).Seconds() }
 
-// ended closes span with err's status, if there is a span.
-func ended(span trace.Span, err error) {
+// End ends span (nil when not tracing) with err's status.
+func End(span trace.Span, err error) {
 	if span == nil {
 		return
 	}
