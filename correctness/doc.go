@@ -49,15 +49,11 @@
 // names up as it goes (one per user, per order) should read
 // WithExpiringCounter and NewRegister.
 //
-// A Locker's metrics and spans are efficiency's (see its package doc), with
-// leasekit.lock.kind correctness and spans named correctness.TryAcquire,
-// correctness.Acquire and so on; and every fence counts the claims, writes
-// and requests it refuses in leasekit.fence.rejections, by leasekit.fence
-// (register, sql, http) and leasekit.fence.reason (stale: an older token;
-// ahead: beyond the clock ceiling): a Register on its WithMeterProvider, a
-// FencingProxy on its WithProxyMeterProvider, ExecFenced and QueryRowFenced
-// on the global provider.
+// A Locker's metrics and spans are efficiency's, with leasekit.lock.kind
+// correctness; every fence counts what it refuses in
+// leasekit.fence.rejections. [docs/telemetry.md] lists them all.
 //
 // [docs/fencing.md]: https://github.com/leasekit/leasekit/blob/main/docs/fencing.md
+// [docs/telemetry.md]: https://github.com/leasekit/leasekit/blob/main/docs/telemetry.md
 // [docs/waiting.md]: https://github.com/leasekit/leasekit/blob/main/docs/waiting.md
 package correctness
