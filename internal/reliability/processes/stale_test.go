@@ -32,12 +32,13 @@ func giveUpChild() int {
 	defer client.Close()
 	l := newLocker(kind, client, &ownerLog{})
 	defer l.close()
-	ctx, cancel := context.Background(), context.CancelFunc(func() {})
+	var ctx context.Context
+	var cancel context.CancelFunc
 	if d, ok := strings.CutPrefix(mode, "deadline:"); ok {
 		timeout, _ := time.ParseDuration(d)
-		ctx, cancel = context.WithTimeout(ctx, timeout)
+		ctx, cancel = context.WithTimeout(context.Background(), timeout)
 	} else {
-		ctx, cancel = context.WithCancel(ctx)
+		ctx, cancel = context.WithCancel(context.Background())
 	}
 	defer cancel()
 	var wg sync.WaitGroup
