@@ -21,6 +21,7 @@ import (
 
 	"github.com/leasekit/leasekit/correctness"
 	"github.com/leasekit/leasekit/internal/testkit/pgtest"
+	testproc "github.com/leasekit/leasekit/internal/testkit/proc"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
 )
 
@@ -242,7 +243,9 @@ func run(t *testing.T, cfg workerConfig) result {
 				case held == nil && reads%everyNth == 0 && !l.p.stopped && active > 1:
 					held, heldToken = l.p, token
 					held.signal(t, syscall.SIGSTOP)
-					awaitStopped(t, held.cmd.Process.Pid)
+					if err := testproc.AwaitStopped(held.cmd.Process.Pid, 10*time.Second); err != nil {
+						t.Fatal(err)
+					}
 					held.goAhead(t) // read when it runs again
 				default:
 					l.p.goAhead(t)
@@ -352,26 +355,4 @@ func start(t *testing.T, cfg workerConfig) (<-chan line, []*proc) {
 		}()
 	}
 	return lines, procs
-}
-
-// awaitStopped waits until every thread of pid is stopped: SIGSTOP is
-// delivered asynchronously.
-func awaitStopped(t *testing.T, pid int) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		stats, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
-		stopped := len(stats) > 0
-		for _, p := range stats {
-			b, err := os.ReadFile(p)
-			// The state follows the parenthesised command name.
-			if i := strings.LastIndexByte(string(b), ')'); err != nil || i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
-				stopped = false
-				break
-			}
-		}
-		if stopped {
-			return
-		}
-	}
-	t.Fatalf("process %d did not stop", pid)
 }
