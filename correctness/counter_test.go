@@ -158,3 +158,27 @@ func TestExpiringCounter(t *testing.T) {
 		correctness.New(b.Client, correctness.WithExpiringCounter(true), correctness.WithClockFloor(false))
 	})
 }
+
+// TestExpiringCounterFollowsRefreshes: the counter of WithExpiringCounter
+// lives as long as the lease that drew from it, refreshes included (Do
+// refreshes the same way), so it never expires under a lease still held.
+func TestExpiringCounterFollowsRefreshes(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		l := newLocker(t, b, correctness.WithExpiringCounter(true), correctness.WithAudit(false))
+		fence := lease.CounterKey(lease.DefaultPrefix, "refreshed")
+		held, err := l.TryAcquire(ctx, "refreshed", 300*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := held.Refresh(ctx, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if left := b.Client.PTTL(ctx, fence).Val(); left <= 300*time.Millisecond {
+			t.Fatalf("counter ttl after a refresh to a minute: got %v, want it to follow the lease", left)
+		}
+		if err := held.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
