@@ -50,7 +50,7 @@ func TestCorruptCounter(t *testing.T) {
 			l := newLocker(t, b, append(opts, correctness.WithAudit(false))...)
 			for _, c := range corruptions {
 				name := fmt.Sprintf("corrupt-%s-%s", mode, c.name)
-				fence := lease.FenceKey(lease.DefaultPrefix, name)
+				fence := lease.CounterKey(lease.DefaultPrefix, name)
 				if c.list {
 					b.Client.RPush(ctx, fence, "x")
 				} else {
@@ -82,7 +82,7 @@ func TestReleaseWithCorruptCounter(t *testing.T) {
 		ctx := t.Context()
 		for _, c := range corruptions {
 			name := "handoff-" + strings.ReplaceAll(c.name, " ", "-")
-			fence := lease.FenceKey(lease.DefaultPrefix, name)
+			fence := lease.CounterKey(lease.DefaultPrefix, name)
 			count := redistest.Count(b.Client)
 			l := newLocker(t, b, correctness.WithAudit(false))
 			holder, err := l.TryAcquire(ctx, name, time.Hour)
@@ -125,7 +125,7 @@ func TestExpiringCounter(t *testing.T) {
 		ctx := t.Context()
 		l := newLocker(t, b, correctness.WithExpiringCounter(true), correctness.WithAudit(false))
 		const ttl = 200 * time.Millisecond
-		fence := lease.FenceKey(lease.DefaultPrefix, "order-1")
+		fence := lease.CounterKey(lease.DefaultPrefix, "order-1")
 		var last uint64
 		for i := range 2 {
 			lease, err := l.TryAcquire(ctx, "order-1", ttl)
@@ -156,5 +156,29 @@ func TestExpiringCounter(t *testing.T) {
 			}
 		}()
 		correctness.New(b.Client, correctness.WithExpiringCounter(true), correctness.WithClockFloor(false))
+	})
+}
+
+// TestExpiringCounterFollowsRefreshes: the counter of WithExpiringCounter
+// lives as long as the lease that drew from it, refreshes included (Do
+// refreshes the same way), so it never expires under a lease still held.
+func TestExpiringCounterFollowsRefreshes(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		l := newLocker(t, b, correctness.WithExpiringCounter(true), correctness.WithAudit(false))
+		fence := lease.CounterKey(lease.DefaultPrefix, "refreshed")
+		held, err := l.TryAcquire(ctx, "refreshed", 300*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := held.Refresh(ctx, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if left := b.Client.PTTL(ctx, fence).Val(); left <= 300*time.Millisecond {
+			t.Fatalf("counter ttl after a refresh to a minute: got %v, want it to follow the lease", left)
+		}
+		if err := held.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
 	})
 }

@@ -4,11 +4,17 @@
 //
 // A correctness lock is only as safe as the checks at the resource. A lease
 // can expire while its holder is paused (GC, VM migration, SIGSTOP); the
-// holder wakes up still believing it holds the lock. Only a resource that
-// remembers the highest token it has accepted, and refuses older ones in the
-// same atomic step as the write, makes that holder harmless. Every write path
-// must check: one unfenced path makes the whole system unfenced. Without such
-// a check this is only an efficiency lock.
+// holder wakes up still believing it holds the lock. A resource that
+// remembers the highest token that has touched it, and refuses older ones in
+// the same atomic step as the write, refuses that holder's late writes. What
+// it cannot refuse is a write computed from a read the successor made too: a
+// holder that reads, computes and writes back must claim the resource with
+// its token when it reads (Register.Claim, an UPDATE ... RETURNING through
+// QueryRowFenced, any request through FencingProxy), or a paused
+// predecessor's write, accepted before the successor writes, is lost under
+// the successor's. Every write path must check: one unfenced path makes the
+// whole system unfenced. Without such a check this is only an efficiency
+// lock.
 //
 // Tokens are only as monotonic as Redis keeps them. The counter lives in
 // Redis: a restart without AOF (appendfsync always), an eviction, or a failover
@@ -18,6 +24,10 @@
 // back further than the outage lasted. It is no substitute for a
 // consensus-backed store. Audit inspects the deployment and reports what
 // threatens these properties; the first Acquire of a Locker logs its findings.
+// The floor also bounds what a forged token can do: with it, a fence that
+// reads the Redis clock (Register, FencingProxy with WithProxyStore) refuses
+// a token more than an hour ahead of that clock in microseconds, which no
+// Locker issues, with ErrInvalidToken.
 //
 // Each grant is one script, and a retried one is the same grant: go-redis
 // sends a command again after a lost reply, and the acquire it resends gets
@@ -26,11 +36,11 @@
 // grant, which is why every fence accepts a token equal to the highest it has
 // seen: it is the same holder writing again.
 //
-// The fences: Register (a fenced value per resource in Redis), ExecFenced (a
-// conditional SQL UPDATE) and FencingProxy (an http.Handler that forwards a
-// request only with the newest Fencing-Token for its resource). How the
-// paused-holder failure plays out, and where fencing still breaks:
-// [docs/fencing.md].
+// The fences: Register (a fenced value per resource in Redis), ExecFenced and
+// QueryRowFenced (conditional SQL UPDATEs) and FencingProxy (an http.Handler
+// that forwards a request only with the newest Fencing-Token for its
+// resource). How the paused-holder failures play out, who may send tokens,
+// and where fencing still breaks: [docs/fencing.md].
 //
 // Campaign, Leader and Observe elect a leader on the same locks: a leader's
 // term is its grant's fencing token, which the fences check unchanged, so a
@@ -43,19 +53,13 @@
 // names up as it goes (one per user, per order) should read
 // WithExpiringCounter and NewRegister.
 //
-// A Locker's metrics and spans are efficiency's (see its package doc), with
-// leasekit.lock.kind correctness and spans named correctness.TryAcquire,
-// correctness.Acquire and so on; and every fence counts the writes it rejects
-// for an older token in leasekit.fence.rejections, by leasekit.fence
-// (register, sql, http): a Register on its WithMeterProvider, a FencingProxy
-// on its WithProxyMeterProvider, ExecFenced on the global provider. An
-// election adds leasekit.election.leader (up-down counter): the elections the
-// Locker leads now, 1 while it leads one, down as soon as a term is lost; and
-// a span correctness.Campaign per Campaign, with the attribute
-// leasekit.election.term and two children: correctness.Acquire, the wait,
-// and correctness.Lead, the term.
+// A Locker's metrics and spans are efficiency's, with leasekit.lock.kind
+// correctness; every fence counts what it refuses in
+// leasekit.fence.rejections, and an election adds leasekit.election.leader
+// and a span per Campaign. [docs/telemetry.md] lists them all.
 //
 // [docs/election.md]: https://github.com/leasekit/leasekit/blob/main/docs/election.md
 // [docs/fencing.md]: https://github.com/leasekit/leasekit/blob/main/docs/fencing.md
+// [docs/telemetry.md]: https://github.com/leasekit/leasekit/blob/main/docs/telemetry.md
 // [docs/waiting.md]: https://github.com/leasekit/leasekit/blob/main/docs/waiting.md
 package correctness

@@ -41,14 +41,16 @@ var (
 	ErrInvalidTTL = errors.New("correctness: invalid ttl")
 
 	// ErrInvalidToken means a fencing token was 0, which no grant carries, or
-	// could not be parsed; or that a lock's fence counter key holds something
-	// no token can be drawn from (another type, text, the largest 64-bit
-	// integer), which the error names.
+	// could not be parsed, or (with the clock floor) was more than an hour
+	// ahead of the fence's server clock, which no Locker issues; or that a
+	// lock's fence counter key holds something no token can be drawn from
+	// (another type, text, the largest 64-bit integer). The error says which.
 	ErrInvalidToken = errors.New("correctness: invalid token")
 
-	// ErrStaleToken means a fence rejected a write because it had already
-	// accepted a newer token: the writer's lease was superseded. The writer
-	// must stop; retrying with the same token cannot succeed.
+	// ErrStaleToken means a fence refused a write or claim because a newer
+	// token had claimed or written the resource: the caller's lease was
+	// superseded. The caller must stop; retrying with the same token cannot
+	// succeed.
 	ErrStaleToken = errors.New("correctness: stale fencing token")
 
 	// ErrNotReplicated means WithReplicas was set and fewer replicas than
@@ -56,9 +58,9 @@ var (
 	ErrNotReplicated = errors.New("correctness: grant not replicated")
 )
 
-// StaleTokenError is the error of a fence that rejected a write: Token is the
-// writer's token, Highest the newer one the fence had accepted. It matches
-// ErrStaleToken with errors.Is.
+// StaleTokenError is the error of a fence that refused a write or claim:
+// Token is the caller's token, Highest the newer one that had claimed or
+// written the resource. It matches ErrStaleToken with errors.Is.
 type StaleTokenError struct {
 	Token   uint64
 	Highest uint64
@@ -70,3 +72,31 @@ func (e *StaleTokenError) Error() string {
 
 // Is makes errors.Is(err, ErrStaleToken) hold.
 func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken }
+
+// aheadError is a fence's refusal of a token beyond the clock ceiling.
+type aheadError struct {
+	token, clock uint64 // clock: the server's, in µs
+}
+
+func (e *aheadError) Error() string {
+	return fmt.Sprintf("%v: token %d is more than an hour ahead of the server clock (%d µs), which no Locker issues (the clock ceiling of WithClockFloor)", ErrInvalidToken, e.token, e.clock)
+}
+
+func (e *aheadError) Is(target error) bool { return target == ErrInvalidToken }
+
+// rejection is the reason a fence refused with err, as
+// leasekit.fence.rejections counts it: "stale", "ahead", or "" for an error
+// that is no refusal.
+func rejection(err error) string {
+	var ahead *aheadError
+	switch {
+	case errors.As(err, &ahead):
+		return "ahead"
+	case errors.Is(err, ErrStaleToken):
+		return "stale"
+	}
+	return ""
+}
+
+// nilFunc is the error of op (Do, Hold, Once) given a nil function.
+func nilFunc(op string) error { return fmt.Errorf("correctness: %s: fn is nil", op) }

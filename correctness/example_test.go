@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -171,6 +172,136 @@ func pausedHolder(fenced bool) []string {
 	return log
 }
 
+// The read-modify-write story, where A comes first: A (token 33) reads the
+// counter and pauses past its lease; B (token 34) reads the same value; A
+// wakes up and writes, then B. With Read, no newer token has written when A
+// writes, so both writes are accepted and one acknowledged increment is
+// lost. With Claim, B's read raises the fence, so A's write is refused.
+func Example_readModifyWrite() {
+	for i, claim := range []bool{false, true} {
+		if i > 0 {
+			fmt.Println()
+		}
+		if claim {
+			fmt.Println("reads with Claim")
+		} else {
+			fmt.Println("reads with Read")
+		}
+		for _, line := range readModifyWrite(claim) {
+			fmt.Println("  " + line)
+		}
+	}
+	// Output:
+	// reads with Read
+	//   t= 0  A       acquires lease, token 33, expires t=10
+	//   t= 1  A       reads counter=41
+	//   t= 1  A       stop-the-world GC pause begins
+	//   t=11  B       acquires lease, token 34, expires t=21
+	//   t=12  B       reads counter=41
+	//   t=15  A       pause ends; writes 42 -> accepted
+	//   t=16  B       writes 42 -> accepted
+	//   t=17  result  counter=42 after 2 acknowledged increments: 1 LOST
+	//
+	// reads with Claim
+	//   t= 0  A       acquires lease, token 33, expires t=10
+	//   t= 1  A       claims, reads counter=41
+	//   t= 1  A       stop-the-world GC pause begins
+	//   t=11  B       acquires lease, token 34, expires t=21
+	//   t=12  B       claims, reads counter=41
+	//   t=15  A       pause ends; writes 42 -> REJECTED (token 33 < 34)
+	//   t=16  B       writes 42 -> accepted
+	//   t=17  result  counter=42 after 1 acknowledged increment: none lost
+}
+
+// readModifyWrite plays Example_readModifyWrite's story, reading with Claim
+// or with Read, and returns its timeline.
+func readModifyWrite(claim bool) []string {
+	env, err := leasetest.Start()
+	if err != nil {
+		panic(err)
+	}
+	defer env.Close()
+	ctx := context.Background()
+	locker := correctness.New(env.Client, correctness.WithClockFloor(false), correctness.WithAudit(false))
+	defer locker.Close()
+	env.Client.Set(ctx, "leasekit:{counter}:fence", 32, 0)
+	reg := correctness.NewRegister(env.Client)
+	_ = reg.Write(ctx, "counter", 1, []byte("41"))
+
+	tl := &timeline{env: env}
+	read := func(who string, l *correctness.Lease) int {
+		verb, v := "reads", []byte(nil)
+		if claim {
+			verb = "claims, reads"
+			v, _, _ = reg.Claim(ctx, "counter", l.Token())
+		} else {
+			v, _, _ = reg.Read(ctx, "counter")
+		}
+		n, _ := strconv.Atoi(string(v))
+		tl.say(who, fmt.Sprintf("%s counter=%d", verb, n))
+		return n
+	}
+	acked := 0
+	write := func(l *correctness.Lease, n int) string {
+		err := reg.Write(ctx, "counter", l.Token(), []byte(strconv.Itoa(n)))
+		var stale *correctness.StaleTokenError
+		if errors.As(err, &stale) {
+			return fmt.Sprintf("writes %d -> REJECTED (token %d < %d)", n, stale.Token, stale.Highest)
+		}
+		acked++
+		return fmt.Sprintf("writes %d -> accepted", n)
+	}
+	const ttl = 10 * time.Second
+
+	acquire := func(who string) *correctness.Lease {
+		l, _ := locker.TryAcquire(ctx, "counter", ttl)
+		left, _ := l.TTL(ctx)
+		tl.say(who, fmt.Sprintf("acquires lease, token %d, expires t=%d", l.Token(), tl.now+int(left/time.Second)))
+		return l
+	}
+	a := acquire("A")
+	tl.at(1)
+	nA := read("A", a)
+	tl.say("A", "stop-the-world GC pause begins")
+	tl.at(11)
+	b := acquire("B")
+	tl.at(12)
+	nB := read("B", b)
+	tl.at(15)
+	tl.say("A", "pause ends; "+write(a, nA+1))
+	tl.at(16)
+	tl.say("B", write(b, nB+1))
+	tl.at(17)
+	v, _, _ := reg.Read(ctx, "counter")
+	final, _ := strconv.Atoi(string(v))
+	lost := fmt.Sprintf("%d LOST", acked-(final-41))
+	if acked == final-41 {
+		lost = "none lost"
+	}
+	plural := "s"
+	if acked == 1 {
+		plural = ""
+	}
+	tl.say("result", fmt.Sprintf("counter=%d after %d acknowledged increment%s: %s", final, acked, plural, lost))
+	return tl.lines
+}
+
+// timeline is a story's log, on leasetest's clock counted in seconds.
+type timeline struct {
+	env   *leasetest.Env
+	now   int
+	lines []string
+}
+
+func (tl *timeline) at(t int) {
+	tl.env.Advance(time.Duration(t-tl.now) * time.Second)
+	tl.now = t
+}
+
+func (tl *timeline) say(who, what string) {
+	tl.lines = append(tl.lines, fmt.Sprintf("t=%2d  %-7s %s", tl.now, who, what))
+}
+
 func ExampleLocker_TryAcquire() {
 	env, err := leasetest.Start()
 	if err != nil {
@@ -215,4 +346,38 @@ func ExampleLocker_TryAcquire() {
 	// Output:
 	// balance=10 true
 	// released
+}
+
+// A holder that reads, computes and writes back: the README's snippet.
+func ExampleRegister_Claim() {
+	env, err := leasetest.Start()
+	if err != nil {
+		panic(err)
+	}
+	defer env.Close()
+	ctx := context.Background()
+	locker := correctness.New(env.Client, correctness.WithAudit(false))
+	defer locker.Close()
+	reg := correctness.NewRegister(env.Client)
+
+	deposit := func(amount int) error {
+		return locker.Do(ctx, "account-42", 10*time.Second, func(ctx context.Context, token uint64) error {
+			// Claim, not Read: from here on an older holder's write is
+			// refused, even before this holder writes.
+			old, _, err := reg.Claim(ctx, "account-42", token)
+			if err != nil {
+				return err // ErrStaleToken: a newer holder has claimed the account
+			}
+			balance, _ := strconv.Atoi(string(old))
+			// Fails with ErrStaleToken if a newer holder has claimed the
+			// account since: this holder's lease was lost while it worked.
+			return reg.Write(ctx, "account-42", token, []byte(strconv.Itoa(balance+amount)))
+		})
+	}
+	fmt.Println(deposit(10), deposit(5))
+	balance, _, _ := reg.Read(ctx, "account-42")
+	fmt.Println(string(balance))
+	// Output:
+	// <nil> <nil>
+	// 15
 }

@@ -1,15 +1,21 @@
 package correctness
 
 import (
+	"container/list"
 	"context"
+	"crypto/sha256"
+	"errors"
 	"fmt"
+	"hash/fnv"
 	"net/http"
 	"path"
 	"strconv"
 	"sync"
 	"sync/atomic"
 
+	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/telemetry"
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -20,7 +26,14 @@ const TokenHeader = "Fencing-Token"
 // FencingProxy is an http.Handler that fences a resource which cannot check
 // tokens itself: it forwards a request to the protected handler only when the
 // request's Fencing-Token is at least the highest token it has forwarded for
-// the request's resource.
+// the request's resource, and records it as the highest.
+//
+// So every request through it claims its resource, reads included: once a
+// holder's GET has passed, a paused predecessor's PUT is refused, even if
+// the holder has not written yet. A holder that reads, computes and writes
+// back sends its reads through the proxy with its token; a read that goes
+// around the proxy claims nothing, and the write built on it can lose an
+// update.
 //
 // For each resource, checking the token, recording it as the highest and
 // serving the request happen under one lock, so the backend sees a resource's
@@ -30,16 +43,19 @@ const TokenHeader = "Fencing-Token"
 // for each other. A request waiting for its resource gives up when its context
 // ends, with 503 Service Unavailable.
 //
-// The highest tokens live in the proxy's memory, one entry per resource ever
-// seen, and are never forgotten, since forgetting one would let an older
-// token through. So the proxy fences only if it is the only path to the
-// resource: one proxy, one process, every write through it. Every request it
-// receives needs a token, reads included; route reads, which need no fence,
-// around it if they should not queue behind writes. A restarted proxy
-// starts from 0 for every resource, so the first token it sees for a resource
-// is accepted however old it is: until the current holder has written again,
-// a paused, superseded holder can get through. After a restart, have each
-// current holder write (or send a no-op request) with its token first.
+// The proxy fences only if it is the only path to the resource: one proxy,
+// one process, every request through it. By default the highest tokens live
+// in its memory alone, and a restarted proxy starts from 0 for every
+// resource, so the first token it sees for a resource is accepted however old
+// it is. WithProxyStore keeps them in Redis, where a restarted proxy finds
+// them. Memory holds a bounded number of resources (WithProxyLimit).
+//
+// In memory the proxy cannot tell a forged token: a request whose
+// Fencing-Token is larger than any Locker issues is forwarded, and every
+// later request for its resource gets 409 until the proxy restarts. With
+// WithProxyStore and the clock floor on, such a token (more than an hour
+// ahead of the Redis server's clock in microseconds) gets 400 Bad Request.
+// Either way, only clients that hold leases may send tokens.
 //
 // To fence a remote service, make next a reverse proxy to it:
 //
@@ -49,12 +65,20 @@ const TokenHeader = "Fencing-Token"
 type FencingProxy struct {
 	next     http.Handler
 	resource func(*http.Request) string
+	store    *Register // nil: memory alone
+	limit    int
 
 	tel *telemetry.Telemetry // nil: fenceTelemetry's
 
 	mu     sync.Mutex
 	fences map[string]*fence
+	idle   list.List            // of *fence, most recently used first
+	floors [floorBuckets]uint64 // without a store: the highest token forgotten, by bucket
 }
+
+// floorBuckets is how many floors the resources a proxy forgot share, so
+// that one resource's token lifts the floor of few others.
+const floorBuckets = 1024
 
 // fence is the state of one resource. The channel is its lock, with room for
 // one holder, so that a waiting request can give up when its context ends.
@@ -63,6 +87,10 @@ type fence struct {
 	// highest changes only under lock; it is atomic so that Highest can read
 	// it without waiting for the request being served.
 	highest atomic.Uint64
+
+	name  string        // the key of FencingProxy.fences
+	users int           // requests holding or waiting for lock, under FencingProxy.mu
+	elem  *list.Element // in FencingProxy.idle
 }
 
 // ProxyOption configures a FencingProxy.
@@ -82,19 +110,57 @@ func WithResource(f func(*http.Request) string) ProxyOption {
 	}
 }
 
-// WithProxyMeterProvider sets where the proxy counts the requests it rejects
-// for an older token (leasekit.fence.rejections). Default: the global
-// provider.
+// WithProxyMeterProvider sets where the proxy counts the requests it refuses
+// (leasekit.fence.rejections). Default: the global provider.
 func WithProxyMeterProvider(mp metric.MeterProvider) ProxyOption {
 	return func(p *FencingProxy) {
 		p.tel = telemetry.New(telemetry.Config{Kind: "correctness", MeterProvider: mp})
 	}
 }
 
+// WithProxyStore keeps the highest token of each resource in Redis, through
+// client, at <prefix>{resource}:proxy, a key that leasekit never deletes: a
+// restarted proxy, or one that forgot a resource (WithProxyLimit), still
+// refuses a token older than one forwarded before. Of the options only
+// WithPrefix (default "leasekit:") and WithClockFloor (default true: refuse a
+// token more than an hour ahead of the server clock, as Register does)
+// apply. Each request that passes the proxy's memory costs one round trip to
+// Redis; while Redis cannot be reached, requests get 503 Service Unavailable.
+// Default: memory alone. WithProxyStore panics if client is nil.
+func WithProxyStore(client redis.UniversalClient, opts ...Option) ProxyOption {
+	if lease.IsNilClient(client) {
+		panic("correctness: WithProxyStore: nil redis client")
+	}
+	store := NewRegister(client, opts...)
+	return func(p *FencingProxy) { p.store = store }
+}
+
+// DefaultProxyLimit is the number of resources a FencingProxy keeps in
+// memory unless WithProxyLimit sets another.
+const DefaultProxyLimit = 10_000
+
+// WithProxyLimit sets how many resources the proxy keeps in memory, besides
+// those with requests under way. Each costs about 300 bytes, whatever the
+// length of its name (the default, about 3 MB). Past the limit the proxy forgets the resource used
+// least recently. A forgotten resource never lets an older token through:
+// with WithProxyStore, Redis still holds its highest token; without, the
+// proxy remembers the highest token of the resources it forgot, in one of
+// 1024 floors by the resource's name, and holds a resource it sees again to
+// its floor. A current holder whose token is below that floor gets 409, and
+// must acquire again to get a newer token. Default: DefaultProxyLimit; n < 1
+// means the default.
+func WithProxyLimit(n int) ProxyOption {
+	return func(p *FencingProxy) {
+		if n >= 1 {
+			p.limit = n
+		}
+	}
+}
+
 // NewFencingProxy returns a FencingProxy in front of next. A nil next answers
 // every accepted request with 502 Bad Gateway.
 func NewFencingProxy(next http.Handler, opts ...ProxyOption) *FencingProxy {
-	p := &FencingProxy{next: next, resource: pathResource, fences: make(map[string]*fence)}
+	p := &FencingProxy{next: next, resource: pathResource, limit: DefaultProxyLimit, fences: make(map[string]*fence)}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(p)
@@ -103,12 +169,12 @@ func NewFencingProxy(next http.Handler, opts ...ProxyOption) *FencingProxy {
 	return p
 }
 
-func (p *FencingProxy) rejected(ctx context.Context) {
+func (p *FencingProxy) rejected(ctx context.Context, reason string) {
 	tel := p.tel
 	if tel == nil {
 		tel = fenceTelemetry()
 	}
-	tel.Rejected(ctx, "http")
+	tel.Rejected(ctx, "http", reason)
 }
 
 func pathResource(r *http.Request) string {
@@ -121,8 +187,11 @@ func pathResource(r *http.Request) string {
 // ServeHTTP forwards r to the protected handler if its Fencing-Token is at
 // least the highest token forwarded for its resource, and records it as the
 // highest. Otherwise it answers without forwarding: 400 Bad Request for a
-// missing, repeated, malformed or zero token, or an empty resource name; 409
-// Conflict, with a body naming both tokens, for an older token.
+// missing, repeated, malformed or zero token, a token beyond the clock
+// ceiling (with WithProxyStore), or an empty resource name; 409 Conflict,
+// with a body naming both tokens, for an older token; 503 Service
+// Unavailable when the request's context ends while it waits for its
+// resource, or the store cannot be reached.
 func (p *FencingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	token, err := requestToken(r)
 	if err != nil {
@@ -135,6 +204,7 @@ func (p *FencingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f := p.fence(resource)
+	defer p.done(f)
 	select {
 	case f.lock <- struct{}{}:
 	case <-r.Context().Done():
@@ -145,10 +215,8 @@ func (p *FencingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// http.ErrAbortHandler), and the resource must not stay locked.
 	defer func() { <-f.lock }()
 
-	if highest := f.highest.Load(); token < highest {
-		err := &StaleTokenError{Token: token, Highest: highest}
-		p.rejected(r.Context())
-		http.Error(w, err.Error(), http.StatusConflict)
+	if status, err := p.check(r.Context(), f, resource, token); err != nil {
+		http.Error(w, err.Error(), status)
 		return
 	}
 	f.highest.Store(token)
@@ -159,29 +227,118 @@ func (p *FencingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.next.ServeHTTP(w, r)
 }
 
-// Highest returns the highest token the proxy has forwarded for resource (a
-// name as WithResource's function returns it; by default a cleaned path such
-// as "/ledger"), or 0 if it has forwarded none since it started. It does not
-// wait for a request being served.
-func (p *FencingProxy) Highest(resource string) uint64 {
-	p.mu.Lock()
-	f := p.fences[resource]
-	p.mu.Unlock()
-	if f == nil {
-		return 0
+// check decides, under f's lock, whether token may pass for resource, and
+// returns the status and error of a refusal.
+func (p *FencingProxy) check(ctx context.Context, f *fence, resource string, token uint64) (int, error) {
+	var err error
+	if highest := f.highest.Load(); token < highest {
+		err = &StaleTokenError{Token: token, Highest: highest}
+	} else if p.store != nil {
+		if err = checkFence(resource, token); err != nil {
+			return http.StatusBadRequest, err
+		}
+		key := lease.LockKey(p.store.prefix, resource) + ":proxy"
+		_, err = p.store.fence(ctx, registerClaim, "fencing proxy claim of", key, resource, token, p.store.check)
 	}
-	return f.highest.Load()
+	switch rejection(err) {
+	case "":
+		if err != nil {
+			return http.StatusServiceUnavailable, err
+		}
+		return 0, nil
+	case "ahead":
+		p.rejected(ctx, "ahead")
+		return http.StatusBadRequest, err
+	}
+	var stale *StaleTokenError
+	if errors.As(err, &stale) {
+		f.highest.Store(max(f.highest.Load(), stale.Highest)) // spare the store the next one
+	}
+	p.rejected(ctx, "stale")
+	return http.StatusConflict, err
 }
 
-func (p *FencingProxy) fence(resource string) *fence {
+// Highest returns the lowest token the proxy's memory now lets through for
+// resource (a name as WithResource's function returns it; by default a
+// cleaned path such as "/ledger"): the highest it has forwarded for it since
+// it started, or, for a resource it forgot or never saw, the floor it holds
+// it to (0 with WithProxyStore, whose Redis holds more). It does not wait
+// for a request being served.
+func (p *FencingProxy) Highest(resource string) uint64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	f := p.fences[resource]
-	if f == nil {
-		f = &fence{lock: make(chan struct{}, 1)}
-		p.fences[resource] = f
+	if f := p.fences[memoName(resource)]; f != nil {
+		return f.highest.Load()
 	}
+	return p.floor(memoName(resource))
+}
+
+// fence returns the state of resource, counting the caller among its users
+// until done.
+func (p *FencingProxy) fence(resource string) *fence {
+	name := memoName(resource)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	f := p.fences[name]
+	if f == nil {
+		f = &fence{lock: make(chan struct{}, 1), name: name}
+		f.highest.Store(p.floor(name))
+		p.fences[name] = f
+	} else if f.elem != nil {
+		p.idle.Remove(f.elem)
+		f.elem = nil
+	}
+	f.users++
+	p.trim()
 	return f
+}
+
+// done ends a user's turn with f, which becomes idle when it was the last.
+func (p *FencingProxy) done(f *fence) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if f.users--; f.users == 0 {
+		f.elem = p.idle.PushFront(f)
+		p.trim()
+	}
+}
+
+// trim forgets the least recently used idle resources beyond the limit;
+// without a store, the highest token of each lifts its floor. Under p.mu.
+func (p *FencingProxy) trim() {
+	for len(p.fences) > p.limit && p.idle.Len() > 0 {
+		f := p.idle.Remove(p.idle.Back()).(*fence)
+		delete(p.fences, f.name)
+		if p.store == nil {
+			b := bucket(f.name)
+			p.floors[b] = max(p.floors[b], f.highest.Load())
+		}
+	}
+}
+
+// floor is the lowest token the proxy lets through, from memory, for a
+// resource it does not hold. Under p.mu.
+func (p *FencingProxy) floor(name string) uint64 {
+	if p.store != nil {
+		return 0
+	}
+	return p.floors[bucket(name)]
+}
+
+func bucket(name string) int {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return int(h.Sum32() % floorBuckets)
+}
+
+// memoName is the name under which the proxy remembers resource: itself, or
+// for a long one its SHA-256, so that memory per resource is bounded.
+func memoName(resource string) string {
+	if len(resource) <= sha256.Size*2 {
+		return resource
+	}
+	sum := sha256.Sum256([]byte(resource))
+	return string(sum[:])
 }
 
 // requestToken parses the request's one Fencing-Token. Two values are refused

@@ -13,8 +13,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/leasekit/leasekit/correctness"
+	"github.com/leasekit/leasekit/internal/testkit/redistest"
 )
 
 // backendLog is a protected handler that records, in the order it served
@@ -403,4 +405,153 @@ func ExampleFencingProxy() {
 	// Output:
 	// 200 written
 	// 409 correctness: stale fencing token 33: 34 was accepted before
+}
+
+// TestFencingProxyReadsClaim is the read-modify-write story through the
+// proxy: A reads with its token, B reads with a newer one; A's write is
+// refused though B has not written yet.
+func TestFencingProxyReadsClaim(t *testing.T) {
+	backend := &backendLog{}
+	proxy := correctness.NewFencingProxy(backend)
+	steps := []struct {
+		method, token string
+		want          int
+	}{
+		{http.MethodGet, "33", http.StatusOK},       // A reads
+		{http.MethodGet, "34", http.StatusOK},       // B reads
+		{http.MethodPut, "33", http.StatusConflict}, // A writes back
+		{http.MethodPut, "34", http.StatusOK},       // B writes back
+	}
+	for _, s := range steps {
+		r := httptest.NewRequestWithContext(t.Context(), s.method, "/counter", nil)
+		r.Header.Set(correctness.TokenHeader, s.token)
+		if status, body := serve(proxy, r); status != s.want {
+			t.Fatalf("%s with token %s: got status %d, want %d (body %q)", s.method, s.token, status, s.want, body)
+		}
+	}
+	if got, want := backend.served(), []uint64{33, 34, 34}; !slices.Equal(got, want) {
+		t.Errorf("backend served %v, want %v", got, want)
+	}
+}
+
+// TestFencingProxyStoreSurvivesRestart restarts the proxy (a new
+// FencingProxy on the same Redis) between holders: the new one still
+// refuses the older token, whichever holder came first.
+func TestFencingProxyStoreSurvivesRestart(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		backend := &backendLog{}
+		start := func() *correctness.FencingProxy {
+			return correctness.NewFencingProxy(backend, correctness.WithProxyStore(b.Client))
+		}
+		steps := []struct {
+			restart bool
+			path    string
+			method  string
+			token   string
+			want    int
+		}{
+			// A claims first; B claims after a restart, and A's write after another is refused.
+			{false, "/a-first", http.MethodGet, "33", http.StatusOK},
+			{true, "/a-first", http.MethodGet, "34", http.StatusOK},
+			{true, "/a-first", http.MethodPut, "33", http.StatusConflict},
+			{false, "/a-first", http.MethodPut, "34", http.StatusOK},
+			// B writes; after the restart, paused A is refused at once.
+			{false, "/b-first", http.MethodPut, "34", http.StatusOK},
+			{true, "/b-first", http.MethodPut, "33", http.StatusConflict},
+			{false, "/b-first", http.MethodPut, "35", http.StatusOK},
+		}
+		proxy := start()
+		for i, s := range steps {
+			if s.restart {
+				proxy = start()
+			}
+			r := httptest.NewRequestWithContext(t.Context(), s.method, s.path, nil)
+			r.Header.Set(correctness.TokenHeader, s.token)
+			if status, body := serve(proxy, r); status != s.want {
+				t.Fatalf("step %d, %s %s with token %s: got status %d, want %d (body %q)", i, s.method, s.path, s.token, status, s.want, body)
+			}
+		}
+		if got, want := backend.served(), []uint64{33, 34, 34, 34, 35}; !slices.Equal(got, want) {
+			t.Errorf("backend served %v, want %v", got, want)
+		}
+		if got := b.Client.HGet(t.Context(), "leasekit:{/b-first}:proxy", "claimed").Val(); got != "35" {
+			t.Errorf("store: got %q, want the highest token, 35, at leasekit:{/b-first}:proxy", got)
+		}
+	})
+}
+
+// TestFencingProxyStoreRefusesForgedTokens: with the store and the clock
+// floor, a token more than an hour ahead of the Redis clock gets 400 and
+// leaves honest holders working; without the store the proxy cannot tell.
+func TestFencingProxyStoreRefusesForgedTokens(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		now := uint64(b.Client.Time(t.Context()).Val().UnixMicro())
+		forged := strconv.FormatUint(now+uint64(2*time.Hour/time.Microsecond), 10)
+		cases := []struct {
+			name       string
+			opts       []correctness.ProxyOption
+			wantForged int
+			wantAfter  int // an honest token, below the forged one, next
+		}{
+			{"store", []correctness.ProxyOption{correctness.WithProxyStore(b.Client)}, http.StatusBadRequest, http.StatusOK},
+			{"store without the clock floor", []correctness.ProxyOption{correctness.WithProxyStore(b.Client, correctness.WithClockFloor(false), correctness.WithPrefix("open:"))}, http.StatusOK, http.StatusConflict},
+			{"memory", nil, http.StatusOK, http.StatusConflict},
+		}
+		for _, tc := range cases {
+			proxy := correctness.NewFencingProxy(&backendLog{}, tc.opts...)
+			honest := strconv.FormatUint(now, 10)
+			for _, step := range []struct {
+				token string
+				want  int
+			}{{forged, tc.wantForged}, {"18446744073709551615", tc.wantForged}, {honest, tc.wantAfter}} {
+				status, body := serve(proxy, fencedRequest(t.Context(), "/ledger", step.token))
+				if status != step.want {
+					t.Fatalf("%s, token %s: got status %d, want %d (body %q)", tc.name, step.token, status, step.want, body)
+				}
+				if status == http.StatusBadRequest && !strings.Contains(body, "more than an hour ahead") {
+					t.Errorf("%s: got body %q, want it to name the clock ceiling", tc.name, body)
+				}
+			}
+		}
+	})
+}
+
+func TestFencingProxyStoreUnreachable(t *testing.T) {
+	b := redistest.Mini(t)
+	backend := &backendLog{}
+	proxy := correctness.NewFencingProxy(backend, correctness.WithProxyStore(b.Client))
+	b.Mini.Close()
+	status, body := serve(proxy, fencedRequest(t.Context(), "/ledger", "5"))
+	if status != http.StatusServiceUnavailable || !strings.Contains(body, "leasekit:{/ledger}:proxy") {
+		t.Errorf("got status %d (body %q), want %d naming the key", status, body, http.StatusServiceUnavailable)
+	}
+	if got := backend.served(); len(got) != 0 {
+		t.Errorf("backend served %v, want nothing", got)
+	}
+}
+
+// TestFencingProxyLimit: past its limit the proxy forgets the resource used
+// least recently, and then holds it to the highest token it forgot: never
+// an older token through. Other resources keep their own floor.
+func TestFencingProxyLimit(t *testing.T) {
+	proxy := correctness.NewFencingProxy(&backendLog{}, correctness.WithProxyLimit(2))
+	steps := []struct {
+		path, token string
+		want        int
+	}{
+		{"/a", "50", http.StatusOK},
+		{"/b", "10", http.StatusOK},
+		{"/c", "20", http.StatusOK}, // /a is forgotten
+		{"/a", "49", http.StatusConflict},
+		{"/a", "50", http.StatusOK},
+		{"/d", "1", http.StatusOK}, // a floor of its own
+	}
+	for _, s := range steps {
+		if status, body := serve(proxy, fencedRequest(t.Context(), s.path, s.token)); status != s.want {
+			t.Fatalf("%s with token %s: got status %d, want %d (body %q)", s.path, s.token, status, s.want, body)
+		}
+	}
+	if got := proxy.Highest("/b"); got != 10 {
+		t.Errorf("Highest of the forgotten /b: got %d, want its floor, 10", got)
+	}
 }

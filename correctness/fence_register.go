@@ -11,68 +11,161 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Register is a fence kept in Redis: a value per resource that only the
-// newest lease holder can overwrite. Each write checks the writer's token
-// against the highest token the resource has accepted and stores the value in
-// one atomic script: one round trip.
+// Register is a fence kept in Redis: a value per resource, the token that
+// wrote it, and the highest token that has claimed it. A Write or Claim with
+// a token older than the highest that has claimed or written the resource
+// is refused, in the same atomic script (one round trip) that would store it.
+//
+// A holder that reads, computes and writes back reads with Claim, not Read:
+// the claim raises the fence at once, so a paused predecessor that read the
+// same value cannot write after this holder read it. Write alone fences only
+// against holders that have already written.
+//
+// With the clock floor on (WithClockFloor, default true), a token more than
+// an hour ahead of the Redis server's clock in microseconds is refused with
+// ErrInvalidToken and changes nothing: no Locker issues such a token, and one
+// accepted would lock every honest holder out. So the register's server must
+// be the lock's, or keep its time within the hour.
 type Register struct {
 	client redis.UniversalClient
 	prefix string
+	check  string // "c": refuse tokens beyond the clock ceiling
 	tel    *telemetry.Telemetry
 }
 
 // NewRegister returns a Register over client. Of the options only WithPrefix
-// (default "leasekit:") and WithMeterProvider (for the count of rejected
-// writes) apply; the register of a resource lives at
-// <prefix>{resource}:register and is never deleted by leasekit: it is the
-// fence's memory of the highest token, and a register that vanished would
-// accept a superseded holder's write. Delete it yourself (DEL) when the
-// resource itself is gone for good. NewRegister panics if client is nil.
+// (default "leasekit:"), WithClockFloor (the clock ceiling, above) and
+// WithMeterProvider (for the count of rejections) apply; the register of a
+// resource lives at <prefix>{resource}:register and is never deleted by
+// leasekit: it is the fence's memory of the highest token, and a register
+// that vanished would accept a superseded holder's write. Delete it yourself
+// (DEL) when the resource itself is gone for good. NewRegister panics if
+// client is nil.
 func NewRegister(client redis.UniversalClient, opts ...Option) *Register {
 	if lease.IsNilClient(client) {
 		panic("correctness: NewRegister: nil redis client")
 	}
 	o := newOptions(opts)
 	o.tel.Kind = "correctness"
-	return &Register{client: client, prefix: o.prefix, tel: telemetry.New(o.tel)}
+	r := &Register{client: client, prefix: o.prefix, tel: telemetry.New(o.tel)}
+	if o.clockFloor {
+		r.check = "c"
+	}
+	return r
 }
 
-// Write stores value for resource if token is at least the highest token the
-// resource has accepted, and records token as the highest. An equal token is
-// accepted: a token belongs to one grant, so it is the same holder writing
-// again. An older token gets a *StaleTokenError (matching ErrStaleToken) and
-// changes nothing. Token 0 is ErrInvalidToken; an empty resource name is
-// ErrInvalidKey.
+// Write stores value for resource if token is at least the highest token
+// that has claimed or written the resource, and records token as the writer.
+// An equal token is accepted: a token belongs to one grant, so it is the same
+// holder writing again. An older token gets a *StaleTokenError (matching
+// ErrStaleToken) and changes nothing; so does a token beyond the clock
+// ceiling (see Register), with ErrInvalidToken. Token 0 is ErrInvalidToken;
+// an empty resource name is ErrInvalidKey.
 func (r *Register) Write(ctx context.Context, resource string, token uint64, value []byte) error {
+	if err := checkFence(resource, token); err != nil {
+		return err
+	}
+	key := lease.RegisterKey(r.prefix, resource)
+	_, err := r.fence(ctx, registerWrite, "register write of", key, resource, token, value, r.check)
+	return r.counted(ctx, err)
+}
+
+// Claim raises the fence of resource to token and returns the resource's
+// value and the token that wrote it (nil and 0 if none has). From then on a
+// Write or Claim with an older token is refused, whether or not this holder
+// ever writes. It is refused, changing nothing, as Write is: a
+// *StaleTokenError when a newer token has claimed or written the resource,
+// ErrInvalidToken for token 0 or a token beyond the clock ceiling,
+// ErrInvalidKey for an empty resource name. One round trip.
+func (r *Register) Claim(ctx context.Context, resource string, token uint64) (value []byte, writer uint64, err error) {
+	if err := checkFence(resource, token); err != nil {
+		return nil, 0, err
+	}
+	key := lease.RegisterKey(r.prefix, resource)
+	items, err := r.fence(ctx, registerClaim, "register claim of", key, resource, token, r.check)
+	if err != nil {
+		return nil, 0, r.counted(ctx, err)
+	}
+	if len(items) != 2 {
+		return nil, 0, fmt.Errorf("correctness: register claim of %s: unexpected reply %v", lease.Quote(resource), items)
+	}
+	w, _ := items[0].(string)
+	if writer, err = strconv.ParseUint(w, 10, 64); err != nil {
+		return nil, 0, fmt.Errorf("%w: register of %s (key %s) holds token %q", ErrInvalidToken, lease.Quote(resource), lease.Quote(key), w)
+	}
+	if v, ok := items[1].(string); ok {
+		value = []byte(v)
+	}
+	return value, writer, nil
+}
+
+var (
+	registerWrite = lease.NewScript(scripts.RegisterWrite)
+	registerClaim = lease.NewScript(scripts.RegisterClaim)
+)
+
+// checkFence checks the arguments every fence takes.
+func checkFence(resource string, token uint64) error {
 	if err := lease.CheckName(ErrInvalidKey, resource); err != nil {
 		return err
 	}
 	if token == 0 {
 		return fmt.Errorf("%w: 0 is no grant's token", ErrInvalidToken)
 	}
-	key := lease.RegisterKey(r.prefix, resource)
-	reply, err := registerWrite.Run(ctx, r.client, []any{key}, strconv.FormatUint(token, 10), value).Result()
-	if err != nil {
-		return lease.WrapRedis("correctness", "register write of", resource, err)
-	}
-	switch v := reply.(type) {
-	case int64:
-		return nil
-	case string:
-		highest, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			return fmt.Errorf("%w: register of %s (key %s) holds token %q", ErrInvalidToken, lease.Quote(resource), lease.Quote(key), v)
-		}
-		r.tel.Rejected(ctx, "register")
-		return &StaleTokenError{Token: token, Highest: highest}
-	}
-	return fmt.Errorf("correctness: register write of %s: unexpected reply %T", lease.Quote(resource), reply)
+	return nil
 }
 
-var registerWrite = lease.NewScript(scripts.RegisterWrite)
+// ceilingAhead is how far beyond the server clock the clock ceiling lies:
+// register_fence.lua's hour, in microseconds.
+const ceilingAhead = 3600 * 1_000_000
+
+// fence runs script, register_write or register_claim, for token on the
+// register at key, and returns the items of its reply after 'ok' (none for
+// a write's 1), or the refusal: a *StaleTokenError, or an *aheadError.
+func (r *Register) fence(ctx context.Context, script lease.Script, op, key, resource string, token uint64, args ...any) ([]any, error) {
+	args = append([]any{strconv.FormatUint(token, 10)}, args...)
+	reply, err := script.Run(ctx, r.client, []any{key}, args...).Result()
+	if err != nil {
+		return nil, lease.WrapRedis("correctness", op, resource, fmt.Errorf("key %s: %w", lease.Quote(key), err))
+	}
+	if n, ok := reply.(int64); ok && n == 1 {
+		return nil, nil
+	}
+	items, _ := reply.([]any)
+	var word string
+	if len(items) > 0 {
+		word, _ = items[0].(string)
+	}
+	switch {
+	case word == "ok":
+		return items[1:], nil
+	case (word == "stale" || word == "ahead") && len(items) == 2:
+		s, _ := items[1].(string)
+		bound, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%w: fence of %s (key %s) holds token %q", ErrInvalidToken, lease.Quote(resource), lease.Quote(key), s)
+		}
+		if word == "stale" {
+			return nil, &StaleTokenError{Token: token, Highest: bound}
+		}
+		return nil, &aheadError{token: token, clock: bound - min(bound, ceilingAhead)}
+	}
+	return nil, fmt.Errorf("correctness: %s %s: unexpected reply %v", op, lease.Quote(resource), reply)
+}
+
+// counted counts err in leasekit.fence.rejections if it is a refusal, and
+// returns it.
+func (r *Register) counted(ctx context.Context, err error) error {
+	if reason := rejection(err); reason != "" {
+		r.tel.Rejected(ctx, "register", reason)
+	}
+	return err
+}
 
 // Read returns the value of resource and the token that wrote it; a resource
-// never written has a nil value and token 0. One round trip.
+// never written has a nil value and token 0. One round trip. Read does not
+// claim: a holder that will write back what it computed from the value uses
+// Claim.
 func (r *Register) Read(ctx context.Context, resource string) (value []byte, token uint64, err error) {
 	if err := lease.CheckName(ErrInvalidKey, resource); err != nil {
 		return nil, 0, err

@@ -1,12 +1,11 @@
 package correctness
 
 import (
-	"sync"
-
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/leasekit/leasekit/internal/telemetry"
 )
@@ -25,11 +24,11 @@ var (
 )
 
 // ExecFenced runs query, a conditional UPDATE that writes only when the
-// writer's token is at least the token stored with the row, and returns nil
+// caller's token is at least the token stored with the row, and returns nil
 // only if it wrote. The check and the write are one statement, so the database
 // makes them atomic: no other writer can store a newer token between them.
 //
-// The protected row carries its highest accepted token:
+// The protected row carries the highest token that has claimed or written it:
 //
 //	CREATE TABLE protected_resource (
 //	    resource_id   TEXT PRIMARY KEY,
@@ -37,7 +36,22 @@ var (
 //	    fencing_token BIGINT NOT NULL DEFAULT 0
 //	);
 //
-// and every write to it goes through ExecFenced with the UPDATE:
+// A holder that reads the row and writes back what it computed claims the row
+// first: it raises the row's token to its own before it reads, so that from
+// then on a paused predecessor's write is refused, even before this holder
+// writes. Where the database has UPDATE ... RETURNING (PostgreSQL, SQLite
+// 3.35 and later), the claim is the read, through QueryRowFenced:
+//
+//	UPDATE protected_resource
+//	SET fencing_token = $1
+//	WHERE resource_id = $2
+//	  AND fencing_token <= $1
+//	RETURNING value;
+//
+//	err := correctness.QueryRowFenced(ctx, db, claim, lease.Token(), id).Scan(&value)
+//
+// Elsewhere, run that UPDATE without RETURNING through ExecFenced, then
+// SELECT the row. Every write then goes through ExecFenced with the UPDATE:
 //
 //	UPDATE protected_resource
 //	SET value = $1,
@@ -51,14 +65,16 @@ var (
 // holder writing again. When no row was affected, the error matches
 // ErrStaleToken: the token was older than the stored one or the row does not
 // exist, and the statement cannot tell which. So create the row, with
-// fencing_token 0, before the first fenced write (INSERT ... ON CONFLICT DO
+// fencing_token 0, before the first claim or write (INSERT ... ON CONFLICT DO
 // NOTHING), and never write fencing_token any other way: an upsert that resets
 // it, or one write path without the condition, lets a superseded holder write
 // again. A driver error is returned wrapped; so is a driver that cannot report
 // the rows affected, because then the fence cannot be checked.
 //
 // Pass the token as a uint64 or int64: database/sql, like a BIGINT column,
-// holds at most 1<<63 - 1, far above any token a Locker issues.
+// holds at most 1<<63 - 1, far above any token a Locker issues. A database
+// has no server clock leasekit can compare a token with: the clock ceiling
+// of Register and of FencingProxy's store does not apply here.
 func ExecFenced(ctx context.Context, db Execer, query string, args ...any) error {
 	if isNilExecer(db) {
 		return errors.New("correctness: fenced exec: nil Execer")
@@ -75,21 +91,70 @@ func ExecFenced(ctx context.Context, db Execer, query string, args ...any) error
 		return fmt.Errorf("correctness: fenced exec: rows affected unknown, the fence cannot be checked: %w", err)
 	}
 	if n == 0 {
-		fenceTelemetry().Rejected(ctx, "sql")
+		fenceTelemetry().Rejected(ctx, "sql", "stale")
 		return fmt.Errorf("%w: no row updated: the token is older than the stored one, or the row does not exist", ErrStaleToken)
 	}
 	return nil
 }
 
-// fenceTelemetry counts the writes that ExecFenced and a FencingProxy
-// without WithProxyMeterProvider reject, on the global meter provider.
+// Querier runs a statement that returns a row. *sql.DB, *sql.Tx and
+// *sql.Conn implement it.
+type Querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+var (
+	_ Querier = (*sql.DB)(nil)
+	_ Querier = (*sql.Tx)(nil)
+	_ Querier = (*sql.Conn)(nil)
+)
+
+// QueryRowFenced runs query, a conditional UPDATE ... RETURNING that changes
+// the row only when the caller's token is at least the token stored with it:
+// the claim that ExecFenced's doc shows, or a write that returns what it
+// wrote. The row's Scan reports whether it did.
+func QueryRowFenced(ctx context.Context, db Querier, query string, args ...any) *FencedRow {
+	if isNilExecer(db) {
+		return &FencedRow{err: errors.New("correctness: fenced query: nil Querier")}
+	}
+	return &FencedRow{ctx: ctx, row: db.QueryRowContext(ctx, query, args...)}
+}
+
+// FencedRow is the row of a QueryRowFenced.
+type FencedRow struct {
+	ctx context.Context
+	row *sql.Row
+	err error
+}
+
+// Scan copies the returned row's columns into dest, as sql.Row's Scan does.
+// When the statement returned no row, the error matches ErrStaleToken: the
+// token was older than the stored one, or the row does not exist. A driver
+// error is returned wrapped.
+func (r *FencedRow) Scan(dest ...any) error {
+	if r.err != nil {
+		return r.err
+	}
+	err := r.row.Scan(dest...)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		fenceTelemetry().Rejected(r.ctx, "sql", "stale")
+		return fmt.Errorf("%w: no row returned: the token is older than the stored one, or the row does not exist", ErrStaleToken)
+	case err != nil:
+		return fmt.Errorf("correctness: fenced query: %w", err)
+	}
+	return nil
+}
+
+// fenceTelemetry counts the refusals of ExecFenced, QueryRowFenced and a
+// FencingProxy without WithProxyMeterProvider, on the global meter provider.
 var fenceTelemetry = sync.OnceValue(func() *telemetry.Telemetry {
 	return telemetry.New(telemetry.Config{Kind: "correctness"})
 })
 
-// isNilExecer catches the nil pointers a caller can hold in an Execer, whose
-// methods would panic instead of returning an error.
-func isNilExecer(db Execer) bool {
+// isNilExecer catches the nil pointers a caller can hold in an Execer or a
+// Querier, whose methods would panic instead of returning an error.
+func isNilExecer(db any) bool {
 	switch v := db.(type) {
 	case nil:
 		return true

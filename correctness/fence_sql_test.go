@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/leasekit/leasekit/correctness"
+	"github.com/leasekit/leasekit/internal/testkit/pgtest"
 	_ "modernc.org/sqlite"
 )
 
@@ -29,6 +31,11 @@ SET value = $1,
     fencing_token = $2
 WHERE resource_id = $3
   AND fencing_token <= $2`
+	fenceClaim = `UPDATE protected_resource
+SET fencing_token = $1
+WHERE resource_id = $2
+  AND fencing_token <= $1
+RETURNING value`
 )
 
 // openFenceDB returns a file database with the schema, so that concurrent
@@ -60,6 +67,20 @@ func openFenceFile(path string) (*sql.DB, error) {
 	return db, err
 }
 
+// runSQL runs body on a SQLite file database and on a PostgreSQL schema,
+// each with the schema of ExecFenced's doc.
+func runSQL(t *testing.T, body func(t *testing.T, db *sql.DB)) {
+	t.Helper()
+	t.Run("sqlite", func(t *testing.T) { body(t, openFenceDB(t)) })
+	t.Run("postgres", func(t *testing.T) {
+		db, _ := pgtest.Open(t)
+		if _, err := db.ExecContext(t.Context(), fenceSchema); err != nil {
+			t.Fatalf("create table: %v", err)
+		}
+		body(t, db)
+	})
+}
+
 func createRow(t *testing.T, db *sql.DB, id string) {
 	t.Helper()
 	if _, err := db.ExecContext(t.Context(), fenceCreateRow, id); err != nil {
@@ -78,167 +99,245 @@ func readRow(t *testing.T, db *sql.DB, id string) (value string, token uint64) {
 }
 
 func TestExecFencedSequence(t *testing.T) {
-	db := openFenceDB(t)
-	createRow(t, db, "job")
+	runSQL(t, func(t *testing.T, db *sql.DB) {
+		createRow(t, db, "job")
 
-	// Each step runs on the row the previous steps left behind.
-	steps := []struct {
-		name      string
-		token     uint64
-		value     string
-		wantStale bool
-		wantValue string
-		wantToken uint64
-	}{
-		{name: "first token", token: 5, value: "a", wantValue: "a", wantToken: 5},
-		{name: "equal token", token: 5, value: "b", wantValue: "b", wantToken: 5},
-		{name: "newer token", token: 7, value: "c", wantValue: "c", wantToken: 7},
-		{name: "older token", token: 6, value: "d", wantStale: true, wantValue: "c", wantToken: 7},
-		{name: "much older token", token: 1, value: "e", wantStale: true, wantValue: "c", wantToken: 7},
-		{name: "newer after a rejection", token: 8, value: "f", wantValue: "f", wantToken: 8},
-	}
-	for _, s := range steps {
-		t.Run(s.name, func(t *testing.T) {
-			err := correctness.ExecFenced(t.Context(), db, fenceUpdate, s.value, s.token, "job")
-			if got := errors.Is(err, correctness.ErrStaleToken); got != s.wantStale {
-				t.Errorf("errors.Is(%v, ErrStaleToken) = %v, want %v", err, got, s.wantStale)
-			}
-			if !s.wantStale && err != nil {
-				t.Errorf("got %v, want nil", err)
-			}
-			value, token := readRow(t, db, "job")
-			if value != s.wantValue || token != s.wantToken {
-				t.Errorf("got row (%q, %d), want (%q, %d)", value, token, s.wantValue, s.wantToken)
-			}
-		})
-	}
+		// Each step runs on the row the previous steps left behind.
+		steps := []struct {
+			name      string
+			token     uint64
+			value     string
+			wantStale bool
+			wantValue string
+			wantToken uint64
+		}{
+			{name: "first token", token: 5, value: "a", wantValue: "a", wantToken: 5},
+			{name: "equal token", token: 5, value: "b", wantValue: "b", wantToken: 5},
+			{name: "newer token", token: 7, value: "c", wantValue: "c", wantToken: 7},
+			{name: "older token", token: 6, value: "d", wantStale: true, wantValue: "c", wantToken: 7},
+			{name: "much older token", token: 1, value: "e", wantStale: true, wantValue: "c", wantToken: 7},
+			{name: "newer after a rejection", token: 8, value: "f", wantValue: "f", wantToken: 8},
+		}
+		for _, s := range steps {
+			t.Run(s.name, func(t *testing.T) {
+				err := correctness.ExecFenced(t.Context(), db, fenceUpdate, s.value, s.token, "job")
+				if got := errors.Is(err, correctness.ErrStaleToken); got != s.wantStale {
+					t.Errorf("errors.Is(%v, ErrStaleToken) = %v, want %v", err, got, s.wantStale)
+				}
+				if !s.wantStale && err != nil {
+					t.Errorf("got %v, want nil", err)
+				}
+				value, token := readRow(t, db, "job")
+				if value != s.wantValue || token != s.wantToken {
+					t.Errorf("got row (%q, %d), want (%q, %d)", value, token, s.wantValue, s.wantToken)
+				}
+			})
+		}
+	})
 }
 
 func TestExecFencedMissingRow(t *testing.T) {
-	db := openFenceDB(t)
-	err := correctness.ExecFenced(t.Context(), db, fenceUpdate, "v", uint64(1), "never-created")
-	if !errors.Is(err, correctness.ErrStaleToken) {
-		t.Errorf("got %v, want ErrStaleToken", err)
-	}
-	var n int
-	if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM protected_resource`).Scan(&n); err != nil {
-		t.Fatalf("count: %v", err)
-	}
-	if n != 0 {
-		t.Errorf("got %d rows, want 0: a fenced UPDATE must not create the row", n)
-	}
+	runSQL(t, func(t *testing.T, db *sql.DB) {
+		err := correctness.ExecFenced(t.Context(), db, fenceUpdate, "v", uint64(1), "never-created")
+		if !errors.Is(err, correctness.ErrStaleToken) {
+			t.Errorf("got %v, want ErrStaleToken", err)
+		}
+		var n int
+		if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM protected_resource`).Scan(&n); err != nil {
+			t.Fatalf("count: %v", err)
+		}
+		if n != 0 {
+			t.Errorf("got %d rows, want 0: a fenced UPDATE must not create the row", n)
+		}
+	})
 }
 
 // TestExecFencedCreateRowKeepsToken shows why the row is created with ON
 // CONFLICT DO NOTHING: creating it again must not reset the stored token.
 func TestExecFencedCreateRowKeepsToken(t *testing.T) {
-	db := openFenceDB(t)
-	createRow(t, db, "job")
-	if err := correctness.ExecFenced(t.Context(), db, fenceUpdate, "new", uint64(9), "job"); err != nil {
-		t.Fatalf("fenced write: %v", err)
-	}
-	createRow(t, db, "job")
-	err := correctness.ExecFenced(t.Context(), db, fenceUpdate, "old", uint64(3), "job")
-	if !errors.Is(err, correctness.ErrStaleToken) {
-		t.Errorf("got %v, want ErrStaleToken", err)
-	}
-	if value, token := readRow(t, db, "job"); value != "new" || token != 9 {
-		t.Errorf("got row (%q, %d), want (%q, %d)", value, token, "new", 9)
-	}
+	runSQL(t, func(t *testing.T, db *sql.DB) {
+		createRow(t, db, "job")
+		if err := correctness.ExecFenced(t.Context(), db, fenceUpdate, "new", uint64(9), "job"); err != nil {
+			t.Fatalf("fenced write: %v", err)
+		}
+		createRow(t, db, "job")
+		err := correctness.ExecFenced(t.Context(), db, fenceUpdate, "old", uint64(3), "job")
+		if !errors.Is(err, correctness.ErrStaleToken) {
+			t.Errorf("got %v, want ErrStaleToken", err)
+		}
+		if value, token := readRow(t, db, "job"); value != "new" || token != 9 {
+			t.Errorf("got row (%q, %d), want (%q, %d)", value, token, "new", 9)
+		}
+	})
 }
 
 func TestExecFencedInTx(t *testing.T) {
-	db := openFenceDB(t)
-	createRow(t, db, "job")
-	if err := correctness.ExecFenced(t.Context(), db, fenceUpdate, "current", uint64(4), "job"); err != nil {
-		t.Fatalf("fenced write: %v", err)
-	}
+	runSQL(t, func(t *testing.T, db *sql.DB) {
+		createRow(t, db, "job")
+		if err := correctness.ExecFenced(t.Context(), db, fenceUpdate, "current", uint64(4), "job"); err != nil {
+			t.Fatalf("fenced write: %v", err)
+		}
 
-	tests := []struct {
-		name      string
-		token     uint64
-		wantStale bool
-		wantValue string
-	}{
-		{name: "stale rolls back", token: 3, wantStale: true, wantValue: "current"},
-		{name: "newer commits", token: 5, wantValue: "tx 5"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tx, err := db.BeginTx(t.Context(), nil)
-			if err != nil {
-				t.Fatalf("begin: %v", err)
-			}
-			defer tx.Rollback()
-			// The fenced write goes first: once it passes, the rest of the
-			// transaction runs under the newest token or not at all.
-			err = correctness.ExecFenced(t.Context(), tx, fenceUpdate, fmt.Sprintf("tx %d", tt.token), tt.token, "job")
-			if got := errors.Is(err, correctness.ErrStaleToken); got != tt.wantStale {
-				t.Fatalf("errors.Is(%v, ErrStaleToken) = %v, want %v", err, got, tt.wantStale)
-			}
-			if err == nil {
-				if err := tx.Commit(); err != nil {
-					t.Fatalf("commit: %v", err)
+		tests := []struct {
+			name      string
+			token     uint64
+			wantStale bool
+			wantValue string
+		}{
+			{name: "stale rolls back", token: 3, wantStale: true, wantValue: "current"},
+			{name: "newer commits", token: 5, wantValue: "tx 5"},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				tx, err := db.BeginTx(t.Context(), nil)
+				if err != nil {
+					t.Fatalf("begin: %v", err)
 				}
+				defer tx.Rollback()
+				// The fenced write goes first: once it passes, the rest of the
+				// transaction runs under the newest token or not at all.
+				err = correctness.ExecFenced(t.Context(), tx, fenceUpdate, fmt.Sprintf("tx %d", tt.token), tt.token, "job")
+				if got := errors.Is(err, correctness.ErrStaleToken); got != tt.wantStale {
+					t.Fatalf("errors.Is(%v, ErrStaleToken) = %v, want %v", err, got, tt.wantStale)
+				}
+				if err == nil {
+					if err := tx.Commit(); err != nil {
+						t.Fatalf("commit: %v", err)
+					}
+				}
+				if value, _ := readRow(t, db, "job"); value != tt.wantValue {
+					t.Errorf("got value %q, want %q", value, tt.wantValue)
+				}
+			})
+		}
+	})
+}
+
+func TestExecFencedConcurrentWriters(t *testing.T) {
+	runSQL(t, func(t *testing.T, db *sql.DB) {
+		const writers = 32
+		createRow(t, db, "job")
+
+		// Distinct tokens: two writers with one token would be one grant.
+		tokens := distinctTokens(writers)
+		maxToken := slices.Max(tokens)
+
+		type outcome struct {
+			token uint64
+			err   error
+		}
+		start := make(chan struct{})
+		results := make(chan outcome, writers)
+		var wg sync.WaitGroup
+		for _, token := range tokens {
+			wg.Go(func() {
+				<-start
+				err := correctness.ExecFenced(t.Context(), db, fenceUpdate, fmt.Sprintf("written by %d", token), token, "job")
+				results <- outcome{token, err}
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(results)
+
+		accepted := 0
+		for r := range results {
+			switch {
+			case r.err == nil:
+				accepted++
+			case errors.Is(r.err, correctness.ErrStaleToken):
+				// A rejection is only right if a newer token was stored first,
+				// and every stored token is at most the maximum.
+				if r.token >= maxToken {
+					t.Errorf("token %d rejected: got %v, want it accepted as the highest of %v", r.token, r.err, tokens)
+				}
+			default:
+				t.Errorf("token %d: got %v, want nil or ErrStaleToken", r.token, r.err)
 			}
-			if value, _ := readRow(t, db, "job"); value != tt.wantValue {
-				t.Errorf("got value %q, want %q", value, tt.wantValue)
+		}
+		if accepted == 0 {
+			t.Errorf("got 0 writes accepted, want at least 1")
+		}
+		value, token := readRow(t, db, "job")
+		if token != maxToken {
+			t.Errorf("got stored token %d, want %d (the highest of %v)", token, maxToken, tokens)
+		}
+		if want := fmt.Sprintf("written by %d", maxToken); value != want {
+			t.Errorf("got value %q, want %q", value, want)
+		}
+	})
+}
+
+// TestClaimAFirst is the read-modify-write story on a row: A claims and
+// reads, pauses; B claims and reads the same value. A's write must be
+// refused, though B has not written yet, and B's accepted. The claim runs
+// both ways the doc shows: UPDATE ... RETURNING through QueryRowFenced, and
+// a token-only UPDATE through ExecFenced before a SELECT.
+func TestClaimAFirst(t *testing.T) {
+	claims := map[string]func(ctx context.Context, db *sql.DB, token uint64, id string) (string, error){
+		"returning": func(ctx context.Context, db *sql.DB, token uint64, id string) (v string, err error) {
+			err = correctness.QueryRowFenced(ctx, db, fenceClaim, token, id).Scan(&v)
+			return v, err
+		},
+		"update then select": func(ctx context.Context, db *sql.DB, token uint64, id string) (v string, err error) {
+			if err := correctness.ExecFenced(ctx, db, strings.TrimSuffix(fenceClaim, "\nRETURNING value"), token, id); err != nil {
+				return "", err
 			}
+			err = db.QueryRowContext(ctx, `SELECT value FROM protected_resource WHERE resource_id = $1`, id).Scan(&v)
+			return v, err
+		},
+	}
+	for name, claim := range claims {
+		t.Run(name, func(t *testing.T) {
+			runSQL(t, func(t *testing.T, db *sql.DB) {
+				ctx := t.Context()
+				createRow(t, db, "counter")
+				if err := correctness.ExecFenced(ctx, db, fenceUpdate, "41", uint64(10), "counter"); err != nil {
+					t.Fatal(err)
+				}
+				const tA, tB = uint64(33), uint64(34)
+				for _, tok := range []uint64{tA, tB} {
+					if v, err := claim(ctx, db, tok, "counter"); err != nil || v != "41" {
+						t.Fatalf("claim by %d: got %q, %v, want %q", tok, v, err, "41")
+					}
+				}
+				if err := correctness.ExecFenced(ctx, db, fenceUpdate, "42 by A", tA, "counter"); !errors.Is(err, correctness.ErrStaleToken) {
+					t.Fatalf("A's write after B's claim: got %v, want ErrStaleToken", err)
+				}
+				if _, err := claim(ctx, db, tA, "counter"); !errors.Is(err, correctness.ErrStaleToken) {
+					t.Fatalf("A's claim again: got %v, want ErrStaleToken", err)
+				}
+				if err := correctness.ExecFenced(ctx, db, fenceUpdate, "42 by B", tB, "counter"); err != nil {
+					t.Fatalf("B's write: %v", err)
+				}
+				if v, tok := readRow(t, db, "counter"); v != "42 by B" || tok != tB {
+					t.Fatalf("row: got (%q, %d), want (%q, %d)", v, tok, "42 by B", tB)
+				}
+			})
 		})
 	}
 }
 
-func TestExecFencedConcurrentWriters(t *testing.T) {
-	const writers = 32
-	db := openFenceDB(t)
-	createRow(t, db, "job")
+func TestQueryRowFencedMissingRow(t *testing.T) {
+	runSQL(t, func(t *testing.T, db *sql.DB) {
+		var v string
+		err := correctness.QueryRowFenced(t.Context(), db, fenceClaim, uint64(1), "never-created").Scan(&v)
+		if !errors.Is(err, correctness.ErrStaleToken) {
+			t.Errorf("got %v, want ErrStaleToken", err)
+		}
+	})
+}
 
-	// Distinct tokens: two writers with one token would be one grant.
-	tokens := distinctTokens(writers)
-	maxToken := slices.Max(tokens)
-
-	type outcome struct {
-		token uint64
-		err   error
-	}
-	start := make(chan struct{})
-	results := make(chan outcome, writers)
-	var wg sync.WaitGroup
-	for _, token := range tokens {
-		wg.Go(func() {
-			<-start
-			err := correctness.ExecFenced(t.Context(), db, fenceUpdate, fmt.Sprintf("written by %d", token), token, "job")
-			results <- outcome{token, err}
-		})
-	}
-	close(start)
-	wg.Wait()
-	close(results)
-
-	accepted := 0
-	for r := range results {
-		switch {
-		case r.err == nil:
-			accepted++
-		case errors.Is(r.err, correctness.ErrStaleToken):
-			// A rejection is only right if a newer token was stored first,
-			// and every stored token is at most the maximum.
-			if r.token >= maxToken {
-				t.Errorf("token %d rejected: got %v, want it accepted as the highest of %v", r.token, r.err, tokens)
-			}
-		default:
-			t.Errorf("token %d: got %v, want nil or ErrStaleToken", r.token, r.err)
+func TestQueryRowFencedErrors(t *testing.T) {
+	var v string
+	for _, db := range []correctness.Querier{nil, (*sql.DB)(nil), (*sql.Tx)(nil), (*sql.Conn)(nil)} {
+		if err := correctness.QueryRowFenced(t.Context(), db, fenceClaim, uint64(1), "r").Scan(&v); err == nil || errors.Is(err, correctness.ErrStaleToken) {
+			t.Errorf("%T(nil): got %v, want an error that is not ErrStaleToken", db, err)
 		}
 	}
-	if accepted == 0 {
-		t.Errorf("got 0 writes accepted, want at least 1")
-	}
-	value, token := readRow(t, db, "job")
-	if token != maxToken {
-		t.Errorf("got stored token %d, want %d (the highest of %v)", token, maxToken, tokens)
-	}
-	if want := fmt.Sprintf("written by %d", maxToken); value != want {
-		t.Errorf("got value %q, want %q", value, want)
+	err := correctness.QueryRowFenced(t.Context(), openFenceDB(t), `UPDATE no_such_table SET fencing_token = $1 RETURNING value`, uint64(1)).Scan(&v)
+	if err == nil || errors.Is(err, correctness.ErrStaleToken) || !strings.Contains(err.Error(), "no_such_table") {
+		t.Errorf("SQL error: got %v, want the driver's error, not ErrStaleToken", err)
 	}
 }
 

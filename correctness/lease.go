@@ -86,7 +86,7 @@ func (l *Lease) Hold(ctx context.Context, fn func(ctx context.Context, token uin
 		return ErrNotHeld
 	}
 	if fn == nil {
-		return l.h.Hold(ctx, nil)
+		return nilFunc("Hold")
 	}
 	return l.h.Hold(ctx, func(ctx context.Context, h *lease.Held) error { return fn(ctx, h.Token()) })
 }

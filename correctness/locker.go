@@ -156,7 +156,7 @@ func (l *Locker) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 // an error, before anything is acquired.
 func (l *Locker) Do(ctx context.Context, name string, ttl time.Duration, fn func(ctx context.Context, token uint64) error) error {
 	if fn == nil {
-		return l.core.Do(ctx, name, ttl, nil)
+		return nilFunc("Do")
 	}
 	h, err := l.core.Obtain(ctx, name, ttl)
 	l.auditOnce(ctx, err)

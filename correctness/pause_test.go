@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/leasekit/leasekit/internal/testkit/proc"
 
 	"github.com/leasekit/leasekit/correctness"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
@@ -85,7 +86,9 @@ func TestPausedHolderSIGSTOP(t *testing.T) {
 		if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 			t.Fatal(err)
 		}
-		awaitStopped(t, cmd.Process.Pid)
+		if err := proc.AwaitStopped(cmd.Process.Pid, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
 		// The child may write as soon as it runs again.
 		if _, err := stdin.Write([]byte("go\n")); err != nil {
 			t.Fatal(err)
@@ -122,30 +125,6 @@ func TestPausedHolderSIGSTOP(t *testing.T) {
 		}
 		_ = lease.Release(t.Context())
 	}
-}
-
-// awaitStopped waits until every thread of pid is stopped: SIGSTOP is
-// delivered asynchronously.
-func awaitStopped(t *testing.T, pid int) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		stats, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
-		stopped := len(stats) > 0
-		for _, p := range stats {
-			b, err := os.ReadFile(p)
-			// The state follows the parenthesised command name.
-			if i := strings.LastIndexByte(string(b), ')'); err != nil || i < 0 || i+2 >= len(b) || b[i+2] != 'T' {
-				stopped = false
-				break
-			}
-		}
-		if stopped {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
-	t.Fatalf("process %d did not stop", pid)
 }
 
 func TestRestartWithoutPersistence(t *testing.T) {

@@ -3,6 +3,7 @@ package correctness_test
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -15,7 +16,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
 
-// rejections collects leasekit.fence.rejections from reader, by fence.
+// rejections collects leasekit.fence.rejections from reader, by fence and
+// reason ("register/stale").
 func rejections(t *testing.T, reader *sdkmetric.ManualReader) map[string]int64 {
 	t.Helper()
 	var rm metricdata.ResourceMetrics
@@ -30,17 +32,19 @@ func rejections(t *testing.T, reader *sdkmetric.ManualReader) map[string]int64 {
 			}
 			for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
 				fence, _ := p.Attributes.Value(attribute.Key("leasekit.fence"))
-				got[fence.AsString()] += p.Value
+				reason, _ := p.Attributes.Value(attribute.Key("leasekit.fence.reason"))
+				got[fence.AsString()+"/"+reason.AsString()] += p.Value
 			}
 		}
 	}
 	return got
 }
 
-// TestFenceRejectionsAreCounted: a write with an older token, rejected by the
-// Register, by ExecFenced or by the FencingProxy, counts in
-// leasekit.fence.rejections with the fence that rejected it; an accepted
-// write does not.
+// TestFenceRejectionsAreCounted: a write or claim with an older token,
+// refused by the Register, by ExecFenced, QueryRowFenced or the FencingProxy,
+// counts in leasekit.fence.rejections with the fence that refused it and the
+// reason stale; a token beyond the clock ceiling with the reason ahead; an
+// accepted write does not.
 func TestFenceRejectionsAreCounted(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
@@ -56,6 +60,9 @@ func TestFenceRejectionsAreCounted(t *testing.T) {
 		}
 		if err := reg.Write(ctx, "acct", 1, []byte("stale")); !errors.Is(err, correctness.ErrStaleToken) {
 			t.Fatalf("stale write: got %v", err)
+		}
+		if _, _, err := reg.Claim(ctx, "acct", math.MaxUint64); !errors.Is(err, correctness.ErrInvalidToken) {
+			t.Fatalf("forged claim: got %v", err)
 		}
 	})
 
@@ -76,12 +83,19 @@ func TestFenceRejectionsAreCounted(t *testing.T) {
 	if err := correctness.ExecFenced(ctx, db, fenceUpdate, "v", uint64(8), "acct"); !errors.Is(err, correctness.ErrStaleToken) {
 		t.Fatalf("stale exec: got %v", err)
 	}
+	var v string
+	if err := correctness.QueryRowFenced(ctx, db, fenceClaim, uint64(7), "acct").Scan(&v); !errors.Is(err, correctness.ErrStaleToken) {
+		t.Fatalf("stale claim: got %v", err)
+	}
 
 	got := rejections(t, reader)
-	want := map[string]int64{"register": backends, "http": 1, "sql": 1}
+	want := map[string]int64{"register/stale": backends, "register/ahead": backends, "http/stale": 1, "sql/stale": 2}
 	for fence, n := range want {
 		if got[fence] != n {
 			t.Errorf("rejections by %s: got %d, want %d (all: %v)", fence, got[fence], n, got)
 		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("rejections: got %v, want only %v", got, want)
 	}
 }

@@ -32,44 +32,9 @@
 // round trip, so that a go-redis retry after a lost reply is recognised as the
 // caller's own grant and never reported as "not obtained".
 //
-// # Telemetry
-//
-// A Locker records OpenTelemetry metrics and spans, through the API only
-// (WithMeterProvider, WithTracerProvider; default the global providers, which
-// cost an atomic load per operation until a program installs an SDK). The
-// instrumentation scope is github.com/leasekit/leasekit; durations are in
-// seconds; every metric has the attribute leasekit.lock.kind (efficiency or
-// correctness):
-//
-//   - leasekit.lock.acquire.duration (histogram): from an acquire's call to
-//     its return, waiting included; leasekit.lock.outcome (obtained,
-//     not_obtained, late, closed, error) and leasekit.lock.waited.
-//   - leasekit.lock.hold.duration (histogram): from a grant to its release
-//     or loss; leasekit.lock.outcome released or lost.
-//   - leasekit.lock.lost (counter): leases lost while held, by
-//     leasekit.lock.lost.reason: key_gone, another_owner, unreachable.
-//   - leasekit.lock.refresh.failures (counter): refreshes that failed; the
-//     lease may still be confirmed by a later one.
-//   - leasekit.lock.waiters, leasekit.lock.held (up-down counters): this
-//     Locker's acquires waiting now, and the locks it granted that have not
-//     been released or seen lost.
-//   - leasekit.lock.handoffs (counter): grants a release handed straight to
-//     a queued waiter.
-//
-// Spans: one per acquire (efficiency.TryObtain, efficiency.Obtain), with the
-// events queued, woken, handed over and late grant, and the attributes
-// leasekit.lock.outcome and leasekit.lock.waited; an acquire that ends
-// not_obtained (the lock is held, or ctx ended first) leaves the span's status
-// unset, since that is an outcome, not an error. One per Do, Hold and Once
-// around its function, with an event for each failed refresh and an error
-// status when the lease is lost; one per Release. No attribute or event
-// carries an owner id, and lock names appear only through
-// WithLockNameAttribute: names made up as you go would make a metric series
-// each. Telemetry never holds up or fails a lock operation: the SDK's
-// exporters run on their own goroutines (a batch span processor, a periodic
-// reader), so a slow or failing exporter drops data instead. A
-// SimpleSpanProcessor, which exports as each span ends, would make ending a
-// span wait for it: use it in tests only.
+// A Locker records OpenTelemetry metrics and spans (WithMeterProvider,
+// WithTracerProvider); [docs/telemetry.md] lists every one.
 //
 // [docs/waiting.md]: https://github.com/leasekit/leasekit/blob/main/docs/waiting.md
+// [docs/telemetry.md]: https://github.com/leasekit/leasekit/blob/main/docs/telemetry.md
 package efficiency

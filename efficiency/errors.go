@@ -1,6 +1,9 @@
 package efficiency
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 var (
 	// ErrNotObtained means the lock is held by another owner: TryObtain found
@@ -38,3 +41,6 @@ var (
 	// ErrInvalidTTL means a ttl or period was shorter than one millisecond.
 	ErrInvalidTTL = errors.New("efficiency: invalid ttl")
 )
+
+// nilFunc is the error of op (Do, Hold, Once) given a nil function.
+func nilFunc(op string) error { return fmt.Errorf("efficiency: %s: fn is nil", op) }

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"testing/iotest"
 	"time"
@@ -15,9 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/leasekit/leasekit/efficiency"
-	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
-	"github.com/leasekit/leasekit/scripts"
 )
 
 func TestBadInput(t *testing.T) {
@@ -90,98 +86,6 @@ func TestOwnerSourceFailure(t *testing.T) {
 	}
 }
 
-func TestScriptFlush(t *testing.T) {
-	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := t.Context()
-		l := newLocker(t, b)
-		flush := func() {
-			t.Helper()
-			if err := b.Client.ScriptFlush(ctx).Err(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		flush()
-		lock, err := l.TryObtain(ctx, "flush", time.Minute)
-		if err != nil {
-			t.Fatalf("TryObtain: %v", err)
-		}
-		flush()
-		if err := lock.Refresh(ctx, time.Minute); err != nil {
-			t.Fatalf("Refresh: %v", err)
-		}
-		flush()
-		if _, err := lock.TTL(ctx); err != nil {
-			t.Fatalf("TTL: %v", err)
-		}
-		flush()
-		if err := lock.Release(ctx); err != nil {
-			t.Fatalf("Release: %v", err)
-		}
-		flush()
-		if err := l.Do(ctx, "flush", time.Minute, func(context.Context) error { return nil }); err != nil {
-			t.Fatalf("Do: %v", err)
-		}
-	})
-}
-
-func TestRoundTrips(t *testing.T) {
-	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := t.Context()
-		l := newLocker(t, b)
-		// Warm the script cache: the first call of each script after a flush
-		// costs an extra EVAL.
-		lock, err := l.TryObtain(ctx, "budget", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := lock.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		count := redistest.Count(b.Client)
-		lock, err = l.TryObtain(ctx, "budget", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := lock.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if n := count.Total(); n != 2 {
-			t.Fatalf("uncontended TryObtain + Release: got %d round trips, want 2", n)
-		}
-
-		holder, err := l.TryObtain(ctx, "budget", time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		count.Reset()
-		done := make(chan error, 1)
-		go func() {
-			lock, err := l.Obtain(ctx, "budget", time.Minute)
-			if err == nil {
-				err = lock.Release(ctx)
-			}
-			done <- err
-		}()
-		count.Await(t, "wait", 1) // the waiter's probe, then its try once subscribed
-		if err := holder.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-		// Handing the lock to the waiter: its probe, its try once subscribed
-		// (which queues it, so no release slips between the two), and the
-		// holder's release, which hands the lock over. Then the waiter's own
-		// release, as in the uncontended case.
-		// (A first EVALSHA of a script the server has not cached yet is
-		// refused with NOSCRIPT and sent again as EVAL: once per server.)
-		all := count.Total() - count.Of("noscript")
-		if a, w, r := count.Of("acquire"), count.Of("wait"), count.Of("release"); a != 1 || w != 1 || r != 2 || all != 4 {
-			t.Fatalf("handoff to one waiter: got %d acquire, %d wait, %d release, %d round trips in all; want 1, 1, 2, 4", a, w, r, all)
-		}
-	})
-}
-
 // sameOwner yields the same owner id every time, as a resent acquire (a
 // go-redis retry after a lost reply) carries the first call's owner id.
 type sameOwner struct{}
@@ -193,214 +97,15 @@ func (sameOwner) Read(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func TestResentAcquireIsGranted(t *testing.T) {
-	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := t.Context()
-		l := newLocker(t, b, efficiency.WithOwnerSource(sameOwner{}))
-		if _, err := l.TryObtain(ctx, "resent", time.Minute); err != nil {
-			t.Fatal(err)
-		}
-		// The key now holds this owner id: a resent acquire must report the
-		// grant, never ErrNotObtained.
-		if _, err := l.TryObtain(ctx, "resent", time.Minute); err != nil {
-			t.Fatalf("resent TryObtain: got %v, want the grant", err)
-		}
-		if _, err := l.Obtain(ctx, "resent", time.Minute); err != nil {
-			t.Fatalf("resent Obtain: got %v, want the grant", err)
-		}
-		other := newLocker(t, b)
-		if _, err := other.TryObtain(ctx, "resent", time.Minute); !errors.Is(err, efficiency.ErrNotObtained) {
-			t.Fatalf("another owner: got %v, want ErrNotObtained", err)
-		}
-	})
-}
-
 // TestRecognisedGrantKeepsItsDeadline: an acquire that finds the key holding
 // its own owner id (a resent acquire, or another Locker drawing the same ids
 // from a shared source) must not report a Deadline that outlives the key:
 // here the grant has 300 ms left and the caller asks for an hour. (TryObtain
 // leaves the key's expiry as it is; a waiter's try restarts it.)
-func TestRecognisedGrantKeepsItsDeadline(t *testing.T) {
-	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := t.Context()
-		first := newLocker(t, b, efficiency.WithOwnerSource(sameOwner{}))
-		if _, err := first.TryObtain(ctx, "shared", 300*time.Millisecond); err != nil {
-			t.Fatal(err)
-		}
-		again := newLocker(t, b, efficiency.WithOwnerSource(sameOwner{}))
-		for _, op := range []struct {
-			name   string
-			obtain func() (*efficiency.Lock, error)
-		}{
-			{"TryObtain", func() (*efficiency.Lock, error) { return again.TryObtain(ctx, "shared", time.Hour) }},
-			{"Obtain", func() (*efficiency.Lock, error) { return again.Obtain(ctx, "shared", time.Hour) }},
-		} {
-			lock, err := op.obtain()
-			if err != nil {
-				t.Fatalf("%s: %v", op.name, err)
-			}
-			left := time.Until(lock.Deadline())
-			if pttl := b.Client.PTTL(ctx, "leasekit:{shared}").Val(); left > pttl {
-				t.Errorf("%s: Deadline %v from now, want at most the key's remaining %v", op.name, left, pttl)
-			}
-		}
-	})
-}
-
-func TestSpoiledAcquireLeavesNoGrant(t *testing.T) {
-	cases := []struct {
-		name  string
-		fault redistest.Fault
-		want  error // nil: any error
-	}{
-		{"lost reply", redistest.Fault{Err: io.ErrUnexpectedEOF}, io.ErrUnexpectedEOF},
-		{"reply after the deadline", redistest.Fault{After: func() { time.Sleep(60 * time.Millisecond) }}, efficiency.ErrLateGrant},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
-				l := newLocker(t, b)
-				fault := tc.fault
-				fault.Match = func(op string) bool { return op == "acquire" || op == "wait" }
-				redistest.Inject(b.Client, &fault)
-				for _, op := range []struct {
-					name string
-					call func() error
-				}{
-					{"TryObtain", func() error { _, err := l.TryObtain(t.Context(), "spoiled", 20*time.Millisecond); return err }},
-					{"Obtain", func() error {
-						// A late grant is released and Obtain tries again,
-						// until three in a row were late; a lost reply is
-						// retried until ctx ends.
-						ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
-						if tc.want == efficiency.ErrLateGrant {
-							ctx, cancel = context.WithCancel(t.Context())
-						}
-						defer cancel()
-						_, err := l.Obtain(ctx, "spoiled", 20*time.Millisecond)
-						return err
-					}},
-				} {
-					if err := op.call(); !errors.Is(err, tc.want) {
-						t.Errorf("%s: got %v, want %v", op.name, err, tc.want)
-					}
-					// Redis granted it; the caller was not told, so nobody
-					// may be left waiting out that grant.
-					if n := b.Client.Exists(t.Context(), "leasekit:{spoiled}").Val(); n != 0 {
-						t.Errorf("%s: the unreported grant is still in Redis", op.name)
-					}
-				}
-			})
-		})
-	}
-}
-
 // TestQueuedWaiterWithALostReplyLeavesNoEntry: a waiter whose queueing tries
 // take effect in Redis but whose replies are lost keeps trying until its
 // context ends, then returns the error, and leaves neither its queue entry
 // (which a release would hand the lock to) nor a grant behind.
-func TestQueuedWaiterWithALostReplyLeavesNoEntry(t *testing.T) {
-	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := t.Context()
-		holder, err := newLocker(t, b).TryObtain(ctx, "lost", time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Loaded first, so that the spoiled reply is the script's own and
-		// not the NOSCRIPT that would stop it from running.
-		if err := scripts.Wait.Load(ctx, b.Client).Err(); err != nil {
-			t.Fatal(err)
-		}
-		// The waiter gives up (its context ends) as its second try's reply
-		// is lost: it tried again after the first.
-		wctx, cancel := context.WithCancel(ctx)
-		defer cancel()
-		tries := 0
-		redistest.Inject(b.Client, &redistest.Fault{Match: func(op string) bool {
-			if op != "wait" {
-				return false
-			}
-			if tries++; tries == 2 {
-				cancel()
-			}
-			return true
-		}, Err: io.ErrUnexpectedEOF})
-		_, err = newLocker(t, b).Obtain(wctx, "lost", time.Minute)
-		if !errors.Is(err, io.ErrUnexpectedEOF) || !errors.Is(err, efficiency.ErrNotObtained) || !errors.Is(err, context.Canceled) {
-			t.Fatalf("Obtain: got %v, want the lost reply's error, ErrNotObtained and the context's end", err)
-		}
-		queue := lease.QueueKey(lease.LockKey(lease.DefaultPrefix, "lost"))
-		if n := b.Client.ZCard(ctx, queue).Val(); n != 0 {
-			t.Fatalf("queue: got %d entries, want the failed waiter's gone", n)
-		}
-		if err := holder.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if n := b.Client.Exists(ctx, "leasekit:{lost}").Val(); n != 0 {
-			t.Fatal("the release handed the lock to the waiter that had failed")
-		}
-	})
-}
-
-func TestWakeUpPassesOnWhenTheWokenWaiterFails(t *testing.T) {
-	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
-		ctx := t.Context()
-		count := redistest.Count(b.Client)
-		l := newWakeLocker(t, b)
-		holder, err := l.TryObtain(ctx, "pass", time.Hour)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The wait round trip after each waiter's try once subscribed is the
-		// first waiter's woken retry (counted by count, which, unlike the
-		// calls here, leaves out an EVALSHA the server answered NOSCRIPT):
-		// it fails before reaching Redis (so nothing is granted and nothing
-		// released), and that waiter gives up (its context ends as it fails).
-		firstCtx, giveUp := context.WithCancel(ctx)
-		defer giveUp()
-		var fired atomic.Bool
-		redistest.Inject(b.Client, &redistest.Fault{
-			Match: func(op string) bool {
-				if op == "wait" && count.Of("wait") == 2 && !fired.Swap(true) {
-					giveUp()
-					return true
-				}
-				return false
-			},
-			Err:  io.ErrUnexpectedEOF,
-			Drop: true,
-		})
-		first := make(chan error, 1)
-		go func() {
-			_, err := l.Obtain(firstCtx, "pass", time.Minute)
-			first <- err
-		}()
-		count.Await(t, "wait", 1) // the first waiter's try once subscribed
-		second := make(chan error, 1)
-		go func() {
-			// The holder's hour outlasts this: only a passed-on wake-up
-			// ends the wait in time.
-			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-			defer cancel()
-			lock, err := l.Obtain(wctx, "pass", time.Minute)
-			if err == nil {
-				err = lock.Release(ctx)
-			}
-			second <- err
-		}()
-		count.Await(t, "wait", 2)
-		if err := holder.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-first; !errors.Is(err, io.ErrUnexpectedEOF) || !errors.Is(err, context.Canceled) {
-			t.Fatalf("first waiter: got %v, want the lost reply and its context's end", err)
-		}
-		if err := <-second; err != nil {
-			t.Fatalf("second waiter: %v: the wake-up the first could not use was lost", err)
-		}
-	})
-}
-
 // TestNilClient: New refuses a nil client where it is passed, with a panic
 // that says so, rather than a nil dereference at the first lock.
 func TestNilClient(t *testing.T) {

@@ -67,7 +67,7 @@ func (l *Lock) Hold(ctx context.Context, fn func(ctx context.Context) error) err
 		return ErrNotHeld
 	}
 	if fn == nil {
-		return l.h.Hold(ctx, nil)
+		return nilFunc("Hold")
 	}
 	return l.h.Hold(ctx, func(ctx context.Context, _ *lease.Held) error { return fn(ctx) })
 }

@@ -100,7 +100,7 @@ func (l *Locker) Obtain(ctx context.Context, name string, ttl time.Duration) (*L
 // an error, before anything is acquired.
 func (l *Locker) Do(ctx context.Context, name string, ttl time.Duration, fn func(ctx context.Context) error) error {
 	if fn == nil {
-		return l.core.Do(ctx, name, ttl, nil)
+		return nilFunc("Do")
 	}
 	return l.core.Do(ctx, name, ttl, func(ctx context.Context, _ *lease.Held) error { return fn(ctx) })
 }
@@ -122,7 +122,7 @@ func (l *Locker) Do(ctx context.Context, name string, ttl time.Duration, fn func
 // acquired.
 func (l *Locker) Once(ctx context.Context, name string, period time.Duration, fn func(ctx context.Context) error) (ran bool, err error) {
 	if fn == nil {
-		return l.core.Once(ctx, name, period, nil)
+		return false, nilFunc("Once")
 	}
 	return l.core.Once(ctx, name, period, func(ctx context.Context, _ *lease.Held) error { return fn(ctx) })
 }

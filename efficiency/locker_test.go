@@ -318,7 +318,7 @@ func TestHandoffSkipsAVanishedWaiter(t *testing.T) {
 			t.Fatal(err)
 		}
 		queue := lease.QueueKey(lease.LockKey(lease.DefaultPrefix, "ghost"))
-		ghost := "ghostghostghostghostgh 3600000 e ticket " + lease.GrantChannel(lease.DefaultPrefix, "gone")
+		ghost := "ghostghostghostghostgh 3600000 e ticket " + lease.DefaultPrefix + "grants:gone"
 		if err := b.Client.ZAdd(ctx, queue, redis.Z{Score: 1, Member: ghost}).Err(); err != nil {
 			t.Fatal(err)
 		}

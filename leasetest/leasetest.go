@@ -176,7 +176,7 @@ const thief = "leasetest-thief"
 // a minute if it had none.
 func (e *Env) Steal(name string) (uint64, error) {
 	key := lease.LockKey(e.prefix, name)
-	fence := lease.FenceKey(e.prefix, name)
+	fence := lease.CounterKey(e.prefix, name)
 	ttl := e.Server.TTL(key)
 	if ttl <= 0 {
 		ttl = time.Minute

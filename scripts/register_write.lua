@@ -1,23 +1,16 @@
--- register_write: a fenced write. Store a value only if its token is at least
--- the highest token this register has accepted, and record that token.
+-- register_write: a fenced write. (register_fence.lua is prepended.)
 --
--- KEYS[1]  the register key (a hash with fields 'token' and 'value')
+-- KEYS[1]  the register key
 -- ARGV[1]  the writer's fencing token, a decimal string without leading zeros
 -- ARGV[2]  the value to store
+-- ARGV[3]  'c' to refuse a token beyond the clock ceiling, '' not to
 --
--- Reply: 1 when the write was accepted; otherwise the highest token accepted so
--- far, as a decimal string, and nothing is changed. An equal token is accepted:
--- it is the same grant writing again.
-local function greater(a, b)
-  if #a ~= #b then
-    return #a > #b
-  end
-  return a > b
-end
-
-local highest = redis.call('HGET', KEYS[1], 'token')
-if highest and greater(highest, ARGV[1]) then
-  return highest
+-- Reply: 1 when the value and token were stored; otherwise refused's reply
+-- ({'stale', highest} or {'ahead', ceiling}) and nothing changed.
+local h = redis.call('HMGET', KEYS[1], 'token', 'claimed')
+local no = refused(h[1], h[2], ARGV[1], ARGV[3])
+if no then
+  return no
 end
 redis.call('HSET', KEYS[1], 'token', ARGV[1], 'value', ARGV[2])
 return 1

@@ -4,8 +4,9 @@
 //
 // Each .lua file's header comment names its KEYS, ARGV and reply; the three
 // that grant a lock (fenced_acquire, wait, release) have grant.lua, the
-// function they share, prepended. The scripts are embedded at build time and
-// exported as *redis.Script values, for leasekit's packages and for tools
+// function they share, prepended, and the two of a register (register_write,
+// register_claim) register_fence.lua. The scripts are embedded at build time
+// and exported as *redis.Script values, for leasekit's packages and for tools
 // that must speak the same protocol on the same keys (a test, a repair
 // script); leasekit runs them with EVALSHA, and EVAL when the server does not
 // have one cached (internal/lease's Script.Run). The handoff's wire format,
@@ -39,8 +40,12 @@ var (
 	pttlSrc string
 	//go:embed fenced_acquire.lua
 	fencedAcquireSrc string
+	//go:embed register_fence.lua
+	registerFenceSrc string
 	//go:embed register_write.lua
 	registerWriteSrc string
+	//go:embed register_claim.lua
+	registerClaimSrc string
 	//go:embed wait.lua
 	waitSrc string
 	//go:embed election_announce.lua
@@ -72,8 +77,13 @@ var (
 	FencedAcquire = redis.NewScript(grantSrc + fencedAcquireSrc)
 
 	// RegisterWrite stores a value in a fenced register if the writer's token is
-	// at least the highest one accepted before. See register_write.lua.
-	RegisterWrite = redis.NewScript(registerWriteSrc)
+	// at least the highest one that claimed or wrote it. See register_write.lua.
+	RegisterWrite = redis.NewScript(registerFenceSrc + registerWriteSrc)
+
+	// RegisterClaim raises a fenced register's fence to the claimer's token,
+	// if no newer token claimed or wrote it, and returns its value. See
+	// register_claim.lua.
+	RegisterClaim = redis.NewScript(registerFenceSrc + registerClaimSrc)
 
 	// ElectionAnnounce makes the holder of an election's lock its leader: it
 	// stores the leader's value and tells the observers. See

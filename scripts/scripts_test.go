@@ -1,6 +1,7 @@
 package scripts_test
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
 	"github.com/leasekit/leasekit/scripts"
+	"github.com/redis/go-redis/v9"
 )
 
 // The scripts run on gopher-lua in miniredis and on Lua 5.1 in Redis, which
@@ -133,34 +135,93 @@ func TestFencedAcquireTokens(t *testing.T) {
 	}
 }
 
-func TestRegisterWrite(t *testing.T) {
+// TestRegisterFence runs register_write and register_claim in turn on one
+// register: each step sees what the steps before it left.
+func TestRegisterFence(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
-		write := func(token, value string) any {
-			t.Helper()
-			reply, err := scripts.RegisterWrite.Run(t.Context(), b.Client, []string{"reg"}, token, value).Result()
-			if err != nil {
-				t.Fatalf("register write: %v", err)
-			}
-			return reply
+		ctx := t.Context()
+		// Tokens near the server clock in µs, as the clock floor draws them.
+		now := b.Client.Time(ctx).Val().UnixMicro()
+		tok := func(d time.Duration) string { return strconv.FormatInt(now+d.Microseconds(), 10) }
+		write := func(token, check string) any {
+			return scripts.RegisterWrite.Run(ctx, b.Client, []string{"reg"}, token, "v"+token, check).Val()
 		}
+		claim := func(token, check string) any {
+			return scripts.RegisterClaim.Run(ctx, b.Client, []string{"reg"}, token, check).Val()
+		}
+		type reply = []any
 		steps := []struct {
-			token string
-			want  any
+			name string
+			run  func(token, check string) any
+			tok  string
+			chk  string
+			want any // nil: refused as ahead of the ceiling
 		}{
-			{"9", int64(1)},
-			{"9", int64(1)},  // equal: the same grant again
-			{"10", int64(1)}, // longer is larger, though "10" < "9" as text
-			{"9", "10"},
-			{"1795974129470712", int64(1)},
-			{"1795974129470711", "1795974129470712"},
+			{"claim of a new register", claim, "9", "c", reply{"ok", "0", nil}},
+			{"write by the claimer", write, "9", "c", int64(1)},
+			{"write again: the same grant", write, "9", "c", int64(1)},
+			{"claim by a newer token", claim, "10", "c", reply{"ok", "9", "v9"}}, // longer is larger, though "10" < "9" as text
+			{"write by the token it superseded", write, "9", "c", reply{"stale", "10"}},
+			{"claim by the token it superseded", claim, "9", "c", reply{"stale", "10"}},
+			{"write by the newer claimer", write, "10", "c", int64(1)},
+			{"a clock-floor token", claim, tok(0), "c", reply{"ok", "10", "v10"}},
+			{"59 minutes ahead", write, tok(59 * time.Minute), "c", int64(1)},
+			{"61 minutes ahead", write, tok(61 * time.Minute), "c", nil},
+			{"61 minutes ahead, claimed", claim, tok(61 * time.Minute), "c", nil},
+			{"the largest uint64", claim, "18446744073709551615", "c", nil},
+			{"one below the highest", claim, tok(59*time.Minute - time.Microsecond), "c", reply{"stale", tok(59 * time.Minute)}},
+			{"61 minutes ahead, no ceiling", claim, tok(61 * time.Minute), "", reply{"ok", tok(59 * time.Minute), "v" + tok(59*time.Minute)}},
+			{"written below a claim", write, tok(60 * time.Minute), "", reply{"stale", tok(61 * time.Minute)}},
+			// A token equal to the highest is the same grant: not checked again.
+			{"the claimer writes", write, tok(61 * time.Minute), "c", int64(1)},
 		}
 		for _, s := range steps {
-			if got := write(s.token, "v"+s.token); got != s.want {
-				t.Fatalf("write with token %s: got %v (%T), want %v (%T)", s.token, got, got, s.want, s.want)
+			got := s.run(s.tok, s.chk)
+			if s.want == nil { // refused as ahead of the ceiling
+				r, _ := got.(reply)
+				if len(r) != 2 || r[0] != "ahead" || !aheadBy(r[1], now, time.Hour) {
+					t.Fatalf("%s: got %v, want [ahead <server clock + 1h in µs>]", s.name, got)
+				}
+				continue
+			}
+			if fmt.Sprint(got) != fmt.Sprint(s.want) {
+				t.Fatalf("%s (token %s): got %v, want %v", s.name, s.tok, got, s.want)
 			}
 		}
-		if got := b.Client.HGetAll(t.Context(), "reg").Val(); got["token"] != "1795974129470712" || got["value"] != "v1795974129470712" {
-			t.Fatalf("register: got %v", got)
+		want := map[string]string{"token": tok(61 * time.Minute), "value": "v" + tok(61*time.Minute), "claimed": tok(61 * time.Minute)}
+		if got := b.Client.HGetAll(ctx, "reg").Val(); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("register: got %v, want %v", got, want)
+		}
+	})
+}
+
+// aheadBy reports whether the ceiling in a reply is the clock now plus d,
+// within the seconds a test can take.
+func aheadBy(ceiling any, now int64, d time.Duration) bool {
+	s, _ := ceiling.(string)
+	n, err := strconv.ParseInt(s, 10, 64)
+	off := time.Duration(n-now) * time.Microsecond
+	return err == nil && off >= d && off < d+time.Minute
+}
+
+// TestRegisterFenceReadsTheOldLayout: a register written before claims
+// existed (only 'token' and 'value') fences as it did.
+func TestRegisterFenceReadsTheOldLayout(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		b.Client.HSet(ctx, "reg", "token", "1795974129470712", "value", "old")
+		for _, tc := range []struct {
+			s    *redis.Script
+			args []any
+			want string
+		}{
+			{scripts.RegisterWrite, []any{"1795974129470711", "x", ""}, "[stale 1795974129470712]"},
+			{scripts.RegisterClaim, []any{"1795974129470711", ""}, "[stale 1795974129470712]"},
+			{scripts.RegisterClaim, []any{"1795974129470712", ""}, "[ok 1795974129470712 old]"},
+		} {
+			if got := fmt.Sprint(tc.s.Run(ctx, b.Client, []string{"reg"}, tc.args...).Val()); got != tc.want {
+				t.Fatalf("%v: got %s, want %s", tc.args, got, tc.want)
+			}
 		}
 	})
 }

@@ -22,6 +22,8 @@ if ! command -v redis-server >/dev/null 2>&1; then
 	fi
 fi
 redis-server --version >&2
+. scripts/postgres.sh
+postgres_start
 
 export LEASEKIT_REQUIRE_REDIS=1
 echo "test.sh: go vet ./..." >&2

@@ -52,9 +52,10 @@
 //	                fencing token, and exit (with -redis and -prefix)
 //
 // The command inherits lockrun's standard input, output and error and its
-// environment, plus LEASEKIT_KEY (the lock's NAME) and, with -fenced,
-// LEASEKIT_TOKEN (the lease's fencing token); inherited values of those two are
-// dropped.
+// environment, plus LEASEKIT_NAME (the lock's NAME) and, with -fenced,
+// LEASEKIT_TOKEN (the lease's fencing token); inherited values of those are
+// dropped. LEASEKIT_KEY is set to the NAME too, for commands written for
+// earlier versions; it is deprecated.
 //
 // In a crontab, use -once. A plain lock only stops runs from overlapping: a
 // job that takes 50 ms, started by the crons of two machines 200 ms apart,

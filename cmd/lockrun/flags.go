@@ -40,6 +40,9 @@ type config struct {
 // errUsage marks a command line lockrun cannot run.
 var errUsage = errors.New("usage")
 
+// minTTL is the shortest lease Redis can hold (PX takes milliseconds).
+const minTTL = time.Millisecond
+
 func usagef(format string, a ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{errUsage}, a...)...)
 }
@@ -111,8 +114,8 @@ func parseArgs(args, env []string, stderr io.Writer) (config, error) {
 // user wants, rather than ignoring one of them.
 func (c *config) checkFlags(set map[string]bool) error {
 	switch {
-	case c.ttl < lease.MinTTL:
-		return usagef("-ttl %v is shorter than %v", c.ttl, lease.MinTTL)
+	case c.ttl < minTTL:
+		return usagef("-ttl %v is shorter than %v", c.ttl, minTTL)
 	case c.wait < 0:
 		return usagef("-wait %v is negative", c.wait)
 	case c.grace < 0:
@@ -121,8 +124,8 @@ func (c *config) checkFlags(set map[string]bool) error {
 		return usagef("-audit applies only with -fenced: an efficiency lock has no audit")
 	case !set["once"]:
 		return nil
-	case c.once < lease.MinTTL:
-		return usagef("-once %v is shorter than %v", c.once, lease.MinTTL)
+	case c.once < minTTL:
+		return usagef("-once %v is shorter than %v", c.once, minTTL)
 	case c.fenced:
 		return usagef("-once cannot be combined with -fenced: a -once run keeps its lock after it ends, and a fencing token for it would guard nothing")
 	case set["wait"]:

@@ -13,10 +13,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Variables of the command's environment.
+// Variables of the command's environment. oldNameEnv is the name's former
+// variable, set as well for commands written before it was renamed (it held
+// a name, not a Redis key).
 const (
-	keyEnv   = "LEASEKIT_KEY"
-	tokenEnv = "LEASEKIT_TOKEN"
+	nameEnv    = "LEASEKIT_NAME"
+	oldNameEnv = "LEASEKIT_KEY"
+	tokenEnv   = "LEASEKIT_TOKEN"
 )
 
 // lockErrors are the sentinel errors of the kind of lock lockrun takes;
@@ -153,19 +156,19 @@ func ended(cfg config, errs lockErrors, logger *slog.Logger, code int, err error
 	return nil
 }
 
-// childEnv is the command's environment: lockrun's, with LEASEKIT_KEY set to
-// the lock's name and LEASEKIT_TOKEN to the fencing token when there is one.
-// Inherited values of both are dropped, so that a nested lockrun's command
-// never sees an outer lease's token as its own.
+// childEnv is the command's environment: lockrun's, with LEASEKIT_NAME set
+// to the lock's name and LEASEKIT_TOKEN to the fencing token when there is
+// one. Inherited values are dropped, so that a nested lockrun's command never
+// sees an outer lease's token as its own.
 func childEnv(env []string, name string, token uint64) []string {
-	out := make([]string, 0, len(env)+2)
+	out := make([]string, 0, len(env)+3)
 	for _, kv := range env {
 		k, _, _ := strings.Cut(kv, "=")
-		if k != keyEnv && k != tokenEnv {
+		if k != nameEnv && k != oldNameEnv && k != tokenEnv {
 			out = append(out, kv)
 		}
 	}
-	out = append(out, keyEnv+"="+name)
+	out = append(out, nameEnv+"="+name, oldNameEnv+"="+name)
 	if token != 0 {
 		out = append(out, tokenEnv+"="+strconv.FormatUint(token, 10))
 	}

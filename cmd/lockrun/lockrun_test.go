@@ -367,17 +367,17 @@ func closedPort(t *testing.T) string {
 func TestCommandEnvironment(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	const script = `printf '%s %s\n' "$LEASEKIT_KEY" "$LEASEKIT_TOKEN"`
+	const script = `printf '%s %s %s\n' "$LEASEKIT_NAME" "$LEASEKIT_TOKEN" "$LEASEKIT_KEY"`
 	// An inherited token (a nested lockrun, say) never reaches the command.
-	inherited := []string{"LEASEKIT_TOKEN=999", "LEASEKIT_KEY=outer"}
+	inherited := []string{"LEASEKIT_TOKEN=999", "LEASEKIT_NAME=outer", "LEASEKIT_KEY=outer"}
 	for i := range 2 {
 		r := h.start(inherited, "-fenced", "env", "--", "sh", "-c", script).wait(t)
 		wantCode(t, r, 0)
-		fence, err := h.client.Get(t.Context(), lease.FenceKey(lease.DefaultPrefix, "env")).Result()
+		fence, err := h.client.Get(t.Context(), lease.CounterKey(lease.DefaultPrefix, "env")).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := "env " + fence + "\n"; r.stdout != want {
+		if want := "env " + fence + " env\n"; r.stdout != want {
 			t.Fatalf("fenced run %d: the command saw %q, want %q", i, r.stdout, want)
 		}
 		// The audit's findings (this server has no AOF) go to stderr.
@@ -387,7 +387,7 @@ func TestCommandEnvironment(t *testing.T) {
 	}
 	r := h.start(inherited, "env", "--", "sh", "-c", script).wait(t)
 	wantCode(t, r, 0)
-	if want := "env \n"; r.stdout != want {
+	if want := "env  env\n"; r.stdout != want {
 		t.Fatalf("efficiency run: the command saw %q, want %q", r.stdout, want)
 	}
 }

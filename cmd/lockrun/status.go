@@ -29,7 +29,7 @@ type lockState struct {
 // writes, it says so and returns an error with status 65, so that a script
 // checking locks notices a key that blocks them.
 func printStatus(ctx context.Context, client *redis.Client, cfg config, out io.Writer) error {
-	s, err := readState(ctx, client, lease.LockKey(cfg.prefix, cfg.name), lease.FenceKey(cfg.prefix, cfg.name))
+	s, err := readState(ctx, client, lease.LockKey(cfg.prefix, cfg.name), lease.CounterKey(cfg.prefix, cfg.name))
 	if err != nil {
 		return unavailable(cfg.redis, err)
 	}

@@ -31,7 +31,7 @@ func TestStatusReportsForeignKeys(t *testing.T) {
 			h := h.with(t)
 			name := strings.ReplaceAll(tc.name, " ", "-")
 			h.put(lease.LockKey(lease.DefaultPrefix, name), tc.lock)
-			h.put(lease.FenceKey(lease.DefaultPrefix, name), tc.fence)
+			h.put(lease.CounterKey(lease.DefaultPrefix, name), tc.fence)
 			r := h.run("-status", name)
 			wantCode(t, r, tc.want)
 			if !strings.Contains(r.stdout, "\n"+tc.line) {
@@ -75,13 +75,13 @@ func TestStatusNeedsOnlyReads(t *testing.T) {
 	}
 	url := "redis://watcher:s3cret@" + h.addr
 	h.put(lease.LockKey(lease.DefaultPrefix, "watched"), "someone-else")
-	h.put(lease.FenceKey(lease.DefaultPrefix, "watched"), "7")
+	h.put(lease.CounterKey(lease.DefaultPrefix, "watched"), "7")
 	r := h.run("-redis", url, "-status", "watched")
 	wantCode(t, r, 0)
 	if !strings.Contains(r.stdout, "held: yes\n") || !strings.Contains(r.stdout, "last token: 7\n") {
 		t.Errorf("stdout: got %q, want held: yes and last token: 7", r.stdout)
 	}
-	h.put(lease.FenceKey(lease.DefaultPrefix, "listed"), []string{"7"})
+	h.put(lease.CounterKey(lease.DefaultPrefix, "listed"), []string{"7"})
 	r = h.run("-redis", url, "-status", "listed")
 	wantCode(t, r, exitDataErr)
 	if want := "last token: unknown: leasekit:{listed}:fence holds a non-string value, not a fencing counter"; !strings.Contains(r.stdout, want) {
@@ -111,7 +111,7 @@ func TestCorruptKeysExit65(t *testing.T) {
 			t.Parallel()
 			h := h.with(t)
 			h.put(lease.LockKey(lease.DefaultPrefix, tc.name), tc.lock)
-			h.put(lease.FenceKey(lease.DefaultPrefix, tc.name), tc.fence)
+			h.put(lease.CounterKey(lease.DefaultPrefix, tc.name), tc.fence)
 			r := h.run(append(tc.flags, tc.name, "--", "touch", "ran")...)
 			wantCode(t, r, exitDataErr)
 			if !strings.Contains(r.stderr, "does not write") {

@@ -111,8 +111,8 @@ func NewElector(locker *correctness.Locker, name string, opts ...ElectorOption) 
 	if err := lease.CheckName(correctness.ErrInvalidKey, name); err != nil {
 		return nil, fmt.Errorf("gocronlock: NewElector: %w", err)
 	}
-	if o.ttl < lease.MinTTL {
-		return nil, fmt.Errorf("gocronlock: NewElector: %w: %v is shorter than %v", correctness.ErrInvalidTTL, o.ttl, lease.MinTTL)
+	if o.ttl < time.Millisecond {
+		return nil, fmt.Errorf("gocronlock: NewElector: %w: %v is shorter than 1ms", correctness.ErrInvalidTTL, o.ttl)
 	}
 	if len(o.value) > correctness.MaxLeaderValue {
 		return nil, fmt.Errorf("gocronlock: NewElector: the value is %d bytes, over correctness.MaxLeaderValue (%d)", len(o.value), correctness.MaxLeaderValue)

@@ -15,7 +15,7 @@ import (
 type acquire struct {
 	c     *Core
 	ctx   context.Context
-	keys  *Keys
+	keys  *keySet
 	owner string
 	ttl   time.Duration
 }
@@ -200,7 +200,7 @@ func (a *acquire) granted(v string) (found, error) {
 	p, err := ParseValue(v, a.c.cfg.Fenced)
 	switch {
 	case err != nil:
-		return found{}, Named(fmt.Errorf("%w: lock %s: the grant holds %s (key %s)",
+		return found{}, namesLock(fmt.Errorf("%w: lock %s: the grant holds %s (key %s)",
 			a.c.cfg.Errors.InvalidToken, Quote(a.keys.name), errNoToken, Quote(a.keys.lock)))
 	case p.Owner != a.owner:
 		return found{}, errors.New("the grant holds another owner's id")
@@ -229,7 +229,7 @@ func (a *acquire) runGrant(s Script, read func(any) (found, error), args ...any)
 	if err != nil || !f.granted || c.cfg.Replicas == 0 || confirmed >= int64(c.cfg.Replicas) {
 		return f, err
 	}
-	return found{}, Named(fmt.Errorf("%w: lock %s: %d of %d replicas confirmed within %v",
+	return found{}, namesLock(fmt.Errorf("%w: lock %s: %d of %d replicas confirmed within %v",
 		c.cfg.Errors.NotReplicated, Quote(a.keys.name), confirmed, c.cfg.Replicas, c.cfg.ReplicaWait))
 }
 
@@ -243,7 +243,7 @@ func (a *acquire) release(value string, leaving *entry) error {
 	err := a.tryRelease(value, leaving)
 	if err != nil {
 		a.c.logger().Warn(a.c.cfg.Kind+": could not release a grant it cannot use (its reply was lost or late, or its waiter gave up)",
-			"lock", a.keys.name, "owner", Redact(a.owner), "ttl", a.ttl, "err", err)
+			"lock", a.keys.name, "owner", redact(a.owner), "ttl", a.ttl, "err", err)
 	}
 	return err
 }

@@ -81,7 +81,7 @@ type Core struct {
 	listen *listener
 	strays *strays
 	closed atomic.Bool
-	names  sync.Map     // lock name -> *Keys, for up to keyCacheSize names
+	names  sync.Map     // lock name -> *keySet, for up to keyCacheSize names
 	cached atomic.Int64 // entries in names
 	// kind is the lock's kind as the scripts name it (grant.lua): "e", "f",
 	// "c" or "t"; scriptKind is the same, boxed once as a script argument.

@@ -75,9 +75,9 @@ func IsServerReply(err error) bool {
 	return errors.As(err, &re) && !errors.Is(err, redis.ErrClosed)
 }
 
-// Named marks an error that names its lock already, so that the Core passes it
-// on unchanged.
-func Named(err error) error { return named{err} }
+// namesLock marks an error that names its lock already, so that the Core
+// passes it on unchanged.
+func namesLock(err error) error { return named{err} }
 
 type named struct{ error }
 
@@ -89,7 +89,7 @@ const badFence = "BADFENCE "
 
 // acquireErr names the lock in err, an acquire's failure. A corrupt fence
 // counter also matches InvalidToken.
-func (c *Core) acquireErr(lk *Keys, err error) error {
+func (c *Core) acquireErr(lk *keySet, err error) error {
 	var n named
 	if errors.As(err, &n) {
 		return err
@@ -102,15 +102,15 @@ func (c *Core) acquireErr(lk *Keys, err error) error {
 }
 
 // redisErr names the operation and the lock in err, a failure of Redis or of
-// its reply. A command refused by an ACL inside a script comes back as a
-// generic ERR; it is marked NOPERM here, as Redis marks the same refusal
-// outside a script, so that it reads as the permission problem it is.
-func (c *Core) redisErr(op string, lk *Keys, err error) error {
+// its reply.
+func (c *Core) redisErr(op string, lk *keySet, err error) error {
 	return WrapRedis(c.cfg.Kind, op+" lock", lk.name, err)
 }
 
 // WrapRedis is err of the operation op on the thing called name, in the form
-// "kind: op name: err".
+// "kind: op name: err". A command refused by an ACL inside a script comes
+// back as a generic ERR; it is marked NOPERM, as Redis marks the same refusal
+// outside a script, so that it reads as the permission problem it is.
 func WrapRedis(kind, op, name string, err error) error {
 	if strings.Contains(err.Error(), "user executing the script can't run this command") {
 		return fmt.Errorf("%s: %s %s: NOPERM: the ACL user may not run a command this operation's script needs "+

@@ -15,7 +15,7 @@ import (
 // Held is a granted lease.
 type Held struct {
 	core  *Core
-	keys  *Keys
+	keys  *keySet
 	value string
 	token uint64
 
@@ -58,9 +58,6 @@ func (h *Held) ttlSet() time.Duration {
 
 // Key is the lock's Redis key.
 func (h *Held) Key() string { return h.keys.lock }
-
-// Name is the lock's name.
-func (h *Held) Name() string { return h.keys.name }
 
 // Token is the grant's fencing token (0 for efficiency locks).
 func (h *Held) Token() uint64 { return h.token }
@@ -191,7 +188,7 @@ func (h *Held) TTL(ctx context.Context) (time.Duration, error) {
 // nodes disagree on its owner go-redis may give up on MOVED: the release
 // tries again, with a growing pause, while ctx lasts and for at most
 // migrationWait.
-func (c *Core) runRelease(ctx context.Context, lk *Keys, value string, leaving *entry) (any, error) {
+func (c *Core) runRelease(ctx context.Context, lk *keySet, value string, leaving *entry) (any, error) {
 	match := matchExact
 	if strings.HasSuffix(value, ":") {
 		match = matchPrefix

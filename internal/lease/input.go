@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// MinTTL is the shortest lease Redis can express (PX takes milliseconds).
-const MinTTL = time.Millisecond
+// minTTL is the shortest lease Redis can express (PX takes milliseconds).
+const minTTL = time.Millisecond
 
 // CheckName reports whether name can name a lock or resource. An empty name is
 // refused, and so is one starting with '}', which would give the key an empty
@@ -25,8 +25,8 @@ func CheckName(invalid error, name string) error {
 
 // checkTTL reports whether ttl is a lease length Redis can hold.
 func checkTTL(invalid error, ttl time.Duration) error {
-	if ttl < MinTTL {
-		return fmt.Errorf("%w: %v is shorter than %v", invalid, ttl, MinTTL)
+	if ttl < minTTL {
+		return fmt.Errorf("%w: %v is shorter than %v", invalid, ttl, minTTL)
 	}
 	return nil
 }

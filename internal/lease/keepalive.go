@@ -14,20 +14,12 @@ import (
 // is not left to expire.
 const releaseTimeout = 5 * time.Second
 
-// nilFunc is the error of Do, Hold and Once given a nil function.
-func (c *Core) nilFunc(op string) error {
-	return fmt.Errorf("%s: %s: fn is nil", c.cfg.Kind, op)
-}
-
 // Do obtains the lock called name (waiting), runs fn while keeping the lease
 // alive, and releases it. fn's context is cancelled with a cause matching
 // Errors.LockLost as soon as the lease can no longer be confirmed before its
-// deadline; Do's error then matches LockLost too. A nil fn is refused before
-// anything is acquired.
+// deadline; Do's error then matches LockLost too. fn must not be nil (the
+// faces refuse one with an error of their own).
 func (c *Core) Do(ctx context.Context, name string, ttl time.Duration, fn func(context.Context, *Held) error) error {
-	if fn == nil {
-		return c.nilFunc("Do")
-	}
 	h, err := c.Obtain(ctx, name, ttl)
 	if err != nil {
 		return err
@@ -47,9 +39,6 @@ func (h *Held) Hold(ctx context.Context, fn func(context.Context, *Held) error) 
 
 // HoldAs is Hold, traced as op: Do or Hold.
 func (h *Held) HoldAs(ctx context.Context, op string, fn func(context.Context, *Held) error) (err error) {
-	if fn == nil {
-		return h.core.nilFunc(op)
-	}
 	if h.isReleased() || !time.Now().Before(h.Deadline()) {
 		return fmt.Errorf("%w: lock %s: the lease was released or is past its deadline", h.core.cfg.Errors.NotHeld, Quote(h.keys.name))
 	}
@@ -84,9 +73,6 @@ func (h *Held) endHold(ctx context.Context, fnErr, lost error) error {
 // soon as such a long run ends. A panic in fn ends the run as a return would,
 // and goes on up the stack.
 func (c *Core) Once(ctx context.Context, name string, period time.Duration, fn func(context.Context, *Held) error) (ran bool, err error) {
-	if fn == nil {
-		return false, c.nilFunc("Once")
-	}
 	h, err := c.Try(ctx, name, period)
 	if errors.Is(err, c.cfg.Errors.NotObtained) && ctx.Err() == nil {
 		return false, nil
@@ -97,7 +83,7 @@ func (c *Core) Once(ctx context.Context, name string, period time.Duration, fn f
 	end := time.Now().Add(period)
 	// While fn runs, keep the key at least until the period ends, and at least
 	// half a period ahead once it has ended.
-	next := func(now time.Time) time.Duration { return max(end.Sub(now), period/2, MinTTL) }
+	next := func(now time.Time) time.Duration { return max(end.Sub(now), period/2, minTTL) }
 	ctx, span := c.cfg.Telemetry.Start(ctx, "Once", name)
 	var fnErr, lost error
 	defer func() {
@@ -117,7 +103,7 @@ func (h *Held) endOnce(ctx context.Context, end time.Time, fnErr, lost error) er
 	defer cancel()
 	var n int64
 	var err error
-	if left := time.Until(end); left >= MinTTL {
+	if left := time.Until(end); left >= minTTL {
 		n, err = h.refresh(ctx, left)
 		if err == nil {
 			h.recordEnd(ctx, n <= 0, lostReason(n == 0)) // the run is over: the hold too
@@ -170,7 +156,7 @@ func (c *Core) lost(h *Held, why string) error {
 // fn returns or panics.
 func (h *Held) run(ctx context.Context, interval time.Duration, next func(time.Time) time.Duration, fn func(context.Context, *Held) error) (fnErr, lost error) {
 	fnCtx, cancel := context.WithCancelCause(ctx)
-	k := &keeper{h: h, ctx: fnCtx, cancel: cancel, stop: make(chan struct{}), interval: max(interval, MinTTL), next: next}
+	k := &keeper{h: h, ctx: fnCtx, cancel: cancel, stop: make(chan struct{}), interval: max(interval, minTTL), next: next}
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
@@ -274,8 +260,8 @@ func (k *keeper) refreshed(r refreshed) (wait time.Duration, done bool) {
 		return 0, true
 	}
 	h.core.logger().Warn(h.core.cfg.Kind+": refresh failed; retrying until the lease deadline",
-		"lock", h.keys.name, "owner", Redact(h.value), "err", r.err)
-	return max(k.interval/4, MinTTL), false
+		"lock", h.keys.name, "owner", redact(h.value), "err", r.err)
+	return max(k.interval/4, minTTL), false
 }
 
 // lose ends the hold as lost for reason: fn's context is cancelled with a

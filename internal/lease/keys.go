@@ -8,66 +8,50 @@ const DefaultPrefix = "leasekit:"
 // and every key derived from it in one Redis Cluster slot.
 func LockKey(prefix, name string) string { return prefix + "{" + name + "}" }
 
-// FenceKey is the key of the fencing-token counter of the lock called name.
-func FenceKey(prefix, name string) string { return CounterKey(LockKey(prefix, name)) }
+// CounterKey is the key of the fencing-token counter of the lock called name.
+func CounterKey(prefix, name string) string { return counterKey(LockKey(prefix, name)) }
 
-// CounterKey is the key of the fencing-token counter of the lock at lockKey.
-func CounterKey(lockKey string) string { return lockKey + ":fence" }
+func counterKey(lockKey string) string { return lockKey + ":fence" }
 
-// WakeChannel is the pub/sub channel on which releases of the lock are
-// announced to waiters that do not queue. release.lua builds the same name.
-func WakeChannel(lockKey string) string { return lockKey + ":wake" }
-
-// QueueKey is the key of the lock's wait queue (see scripts/wait.lua).
+// QueueKey is the key of the lock's wait queue (see handoff.go).
 func QueueKey(lockKey string) string { return lockKey + ":queue" }
 
-// GrantChannel is the pub/sub channel on which the Locker whose id is id hears
-// the grants handed to its waiters.
-func GrantChannel(prefix, id string) string { return prefix + "grants:" + id }
+// wakeChannel is the pub/sub channel on which releases of the lock are
+// announced to waiters that do not queue. release.lua builds the same name.
+func wakeChannel(lockKey string) string { return lockKey + ":wake" }
 
-// ShardedGrantChannel is the sharded pub/sub channel on which the Locker whose
-// id is id hears the grants of the lock at lockKey handed to its waiters, in
-// Redis Cluster: it hashes to the lock's slot.
-func ShardedGrantChannel(lockKey, id string) string { return lockKey + ":grants:" + id }
+// grantChannel is the pub/sub channel on which the Locker whose id is id
+// hears the grants handed to its waiters.
+func grantChannel(prefix, id string) string { return prefix + "grants:" + id }
+
+// shardedGrantChannel is the sharded pub/sub channel on which the Locker
+// whose id is id hears the grants of the lock at lockKey handed to its
+// waiters, in Redis Cluster: it hashes to the lock's slot.
+func shardedGrantChannel(lockKey, id string) string { return lockKey + ":grants:" + id }
 
 // RegisterKey is the key of the fenced register of a resource.
 func RegisterKey(prefix, resource string) string { return LockKey(prefix, resource) + ":register" }
 
-// Keys are the Redis keys of one lock, boxed once as script arguments:
+// keySet is the Redis keys of one lock, boxed once as script arguments:
 // the lock, its wait queue and its fence counter, the KEYS of every script
 // that may grant it (a release may hand an efficiency lock to a waiter that
 // runs it as a correctness lock). Scripts that touch only the lock take the
 // first. Built once per name and kept (see Core.lockKeys), they spare every
 // acquire and release the allocations of building and boxing its keys.
-type Keys struct {
+type keySet struct {
 	name string // the lock's name, as the caller passed it
 	lock string
 	keys []any
 }
 
 // newKeys returns the keys of the lock called name whose key is key.
-func newKeys(name, key string) *Keys {
-	return &Keys{name: name, lock: key, keys: []any{key, QueueKey(key), CounterKey(key)}}
+func newKeys(name, key string) *keySet {
+	return &keySet{name: name, lock: key, keys: []any{key, QueueKey(key), counterKey(key)}}
 }
 
 // refreshKeys are the refresh script's keys where the counter expires with
 // the lease: the lock and its counter.
-func (k *Keys) refreshKeys() []any { return []any{k.keys[0], k.keys[2]} }
-
-// Lock is the lock's key.
-func (k *Keys) Lock() string { return k.lock }
-
-// Name is the lock's name.
-func (k *Keys) Name() string { return k.name }
-
-// Strings are the first n keys, as strings.
-func (k *Keys) Strings(n int) []string {
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i] = k.keys[i].(string)
-	}
-	return keys
-}
+func (k *keySet) refreshKeys() []any { return []any{k.keys[0], k.keys[2]} }
 
 // keyCacheSize bounds the lock names a Core keeps keys for. Locks are usually a
 // few names used again and again; a caller that locks ever new names builds
@@ -80,9 +64,9 @@ const keyCacheSize = 4096
 const keyCacheNameLen = 256
 
 // lockKeys returns the keys of the lock called name.
-func (c *Core) lockKeys(name string) *Keys {
+func (c *Core) lockKeys(name string) *keySet {
 	if lk, ok := c.names.Load(name); ok {
-		return lk.(*Keys)
+		return lk.(*keySet)
 	}
 	lk := newKeys(name, LockKey(c.cfg.Prefix, name))
 	if len(name) <= keyCacheNameLen && c.cached.Load() < keyCacheSize {

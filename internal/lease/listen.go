@@ -38,7 +38,7 @@ func newListener(c *Core) *listener {
 	l.notifier = notify.New(c.cfg.Client, c.strays.heard)
 	switch client := c.cfg.Client.(type) {
 	case *redis.Client:
-		l.grants = GrantChannel(c.cfg.Prefix, rand.Text())
+		l.grants = grantChannel(c.cfg.Prefix, rand.Text())
 	case *redis.ClusterClient:
 		l.channels = shardedChannels
 		o := client.Options()
@@ -58,18 +58,18 @@ func newListener(c *Core) *listener {
 // join subscribes a waiter for the lock at lk to what tells it of a release,
 // and returns its random id when it queues (its entry names it, and grant
 // messages for it carry it), or "" when it does not.
-func (l *listener) join(ctx context.Context, lk *Keys) (*notify.Waiter, string, error) {
-	channel, id := WakeChannel(lk.lock), ""
+func (l *listener) join(ctx context.Context, lk *keySet) (*notify.Waiter, string, error) {
+	channel, id := wakeChannel(lk.lock), ""
 	switch {
 	case l.grants != "":
 		channel, id = l.grants, rand.Text()
 	case l.sharded.Load():
-		channel, id = ShardedGrantChannel(lk.lock, l.id), rand.Text()
+		channel, id = shardedGrantChannel(lk.lock, l.id), rand.Text()
 	}
 	sub, err := l.notifier.Join(ctx, channel, id)
 	if err != nil && l.grants == "" && id != "" && strings.Contains(err.Error(), "unknown command") {
 		l.unshard(err)
-		sub, err = l.notifier.Join(ctx, WakeChannel(lk.lock), "")
+		sub, err = l.notifier.Join(ctx, wakeChannel(lk.lock), "")
 		id = ""
 	}
 	return sub, id, err

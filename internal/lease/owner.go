@@ -33,9 +33,9 @@ func newOwner(kind string, src io.Reader) (string, error) {
 	return string(id[:]), nil
 }
 
-// Redact shows the first characters of an owner id, enough to tell two apart
+// redact shows the first characters of an owner id, enough to tell two apart
 // in a log, never enough to release a lock with.
-func Redact(owner string) string {
+func redact(owner string) string {
 	if len(owner) <= 4 {
 		return "…"
 	}

@@ -297,7 +297,7 @@ func (w *waiter) leave(granted bool) {
 			w.c.strays.add(&w.acquire, w.entry)
 		} else if err != nil {
 			w.c.logger().Warn(w.c.cfg.Kind+": a waiter gave up and could not release what Redis may have granted it; that expires with its ttl",
-				"lock", w.keys.name, "owner", Redact(w.owner), "err", err)
+				"lock", w.keys.name, "owner", redact(w.owner), "err", err)
 		}
 	}
 	if w.sub == nil {
@@ -312,7 +312,7 @@ func (w *waiter) leave(granted bool) {
 }
 
 // closedWhileWaiting is the error of a wait that its Locker's Close ended.
-func (c *Core) closedWhileWaiting(lk *Keys) error {
+func (c *Core) closedWhileWaiting(lk *keySet) error {
 	return fmt.Errorf("%w: lock %s: the Locker was closed while waiting for it", c.cfg.Errors.Closed, Quote(lk.name))
 }
 
@@ -333,7 +333,7 @@ func (w *waiter) confirm(value string) (bool, error) {
 		return false, nil
 	}
 	if confirmed < int64(c.cfg.Replicas) {
-		return true, Named(fmt.Errorf("%w: lock %s: %d of %d replicas confirmed the handed grant within %v",
+		return true, namesLock(fmt.Errorf("%w: lock %s: %d of %d replicas confirmed the handed grant within %v",
 			c.cfg.Errors.NotReplicated, Quote(w.keys.name), confirmed, c.cfg.Replicas, c.cfg.ReplicaWait))
 	}
 	return true, nil

@@ -126,7 +126,7 @@ func New(cfg Config) *Telemetry {
 	t.lost = counter(m, "leasekit.lock.lost", "Leases lost while held.")
 	t.refreshFails = counter(m, "leasekit.lock.refresh.failures", "Refreshes that failed (the lease may still be confirmed by a later one).")
 	t.handoffs = counter(m, "leasekit.lock.handoffs", "Grants a release handed straight to a queued waiter.")
-	t.rejected = counter(m, "leasekit.fence.rejections", "Writes a fence rejected for carrying an older token.")
+	t.rejected = counter(m, "leasekit.fence.rejections", "Requests a fence refused: an older token (reason stale), or one beyond the clock ceiling (reason ahead).")
 	t.waiters = upDown(m, "leasekit.lock.waiters", "This Locker's acquires waiting now.")
 	t.held = upDown(m, "leasekit.lock.held", "Locks this Locker granted that have not been released or seen lost.")
 	t.leading = upDown(m, "leasekit.election.leader", "Elections this Locker leads now: 1 while it leads one.")
@@ -208,9 +208,10 @@ func (t *Telemetry) tracing() bool {
 // record nothing until an SDK is installed.
 const globalPkg = "go.opentelemetry.io/otel/internal/global"
 
-// start starts a span called name, if tracing, with the kind and the lock's
-// name attribute.
-func (t *Telemetry) start(ctx context.Context, name, lock string) (context.Context, trace.Span) {
+// Start begins a span called name (Do, Hold, Once, Release, an acquire) for
+// the lock called lock, if tracing, with the kind and the lock's name
+// attribute; End ends it.
+func (t *Telemetry) Start(ctx context.Context, name, lock string) (context.Context, trace.Span) {
 	if t == nil || !t.tracing() {
 		return ctx, nil
 	}
@@ -277,7 +278,7 @@ func (t *Telemetry) StartAcquire(ctx context.Context, op, lock string) (context.
 	if t == nil {
 		return ctx, Acquire{}
 	}
-	ctx, span := t.start(ctx, op, lock)
+	ctx, span := t.Start(ctx, op, lock)
 	return ctx, Acquire{t: t, ctx: ctx, lock: lock, start: time.Now(), span: span}
 }
 
@@ -330,7 +331,7 @@ func (a *Acquire) End(o Outcome, err error) {
 	if o == NotObtained {
 		err = nil
 	}
-	ended(a.span, err)
+	End(a.span, err)
 }
 
 // HoldEnded records a lease held since granted that was released, or lost
@@ -382,27 +383,22 @@ func (t *Telemetry) RefreshFailed(ctx context.Context, lock string, err error) {
 	}
 }
 
-// Rejected counts a write that fence (register, sql, http) rejected.
-func (t *Telemetry) Rejected(ctx context.Context, fence string) {
+// FenceReasonKey is the attribute that says why a fence refused a request.
+const FenceReasonKey = attribute.Key("leasekit.fence.reason")
+
+// Rejected counts a request that fence (register, sql, http) refused, for
+// reason: "stale" (an older token) or "ahead" (beyond the clock ceiling).
+func (t *Telemetry) Rejected(ctx context.Context, fence, reason string) {
 	if t != nil {
-		t.rejected.Add(ctx, 1, metric.WithAttributes(t.kind, FenceKey.String(fence)))
+		t.rejected.Add(ctx, 1, metric.WithAttributes(t.kind, FenceKey.String(fence), FenceReasonKey.String(reason)))
 	}
 }
-
-// Start begins a span called op (Do, Hold, Once, Release) for the lock
-// called lock, if tracing; End ends it.
-func (t *Telemetry) Start(ctx context.Context, op, lock string) (context.Context, trace.Span) {
-	return t.start(ctx, op, lock)
-}
-
-// End ends span (nil when not tracing) with err's status.
-func End(span trace.Span, err error) { ended(span, err) }
 
 // Since is the time since start in seconds, as the duration histograms take it.
 func Since(start time.Time) float64 { return time.Since(start).Seconds() }
 
-// ended closes span with err's status, if there is a span.
-func ended(span trace.Span, err error) {
+// End ends span (nil when not tracing) with err's status.
+func End(span trace.Span, err error) {
 	if span == nil {
 		return
 	}

@@ -383,7 +383,7 @@ func TestRingWaitersAreWoken(t *testing.T) {
 			// Subscribed where the release publishes: without it, the
 			// waiter would still find the lock free on its next check, a
 			// second on.
-			if n := shard.PubSubNumSub(ctx, lease.WakeChannel(key)).Val()[lease.WakeChannel(key)]; n != 1 {
+			if n := shard.PubSubNumSub(ctx, key+":wake").Val()[key+":wake"]; n != 1 {
 				t.Fatalf("%s: %d subscribers of the wake-up channel on the lock's shard, want 1", name, n)
 			}
 		})

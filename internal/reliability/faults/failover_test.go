@@ -64,7 +64,7 @@ func (r *replicated) prime(t *testing.T, l *correctness.Locker, name string) uin
 	if err := g.Release(t.Context()); err != nil {
 		t.Fatalf("release before the fault: %v", err)
 	}
-	counter := lease.FenceKey(lease.DefaultPrefix, name)
+	counter := lease.CounterKey(lease.DefaultPrefix, name)
 	want := strconv.FormatUint(g.Token(), 10)
 	level := func() bool {
 		return value(t, r.onReplica, counter) == want && value(t, r.onReplica, lockKey(name)) == ""

@@ -129,7 +129,7 @@ func TestFullServerGrantsNothing(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			name := fmt.Sprintf("full-%d", i)
-			keys := []string{lease.LockKey(lease.DefaultPrefix, name), lease.FenceKey(lease.DefaultPrefix, name),
+			keys := []string{lease.LockKey(lease.DefaultPrefix, name), lease.CounterKey(lease.DefaultPrefix, name),
 				lease.RegisterKey(lease.DefaultPrefix, name)}
 			// A waiting call must fail at once, not wait for its context:
 			// nobody holds the lock.

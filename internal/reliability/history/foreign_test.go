@@ -144,7 +144,7 @@ func newForeigner(value string) *foreigner {
 
 // call queues the n-th foreign call on pipe, and describes it.
 func (f *foreigner) call(ctx context.Context, pipe redis.Pipeliner, key string, n int) (string, *redis.Cmd) {
-	keys := []string{key, lease.QueueKey(key), lease.CounterKey(key)}
+	keys := []string{key, lease.QueueKey(key), key + ":fence"}
 	switch n % 4 {
 	case 0:
 		v := f.wrongValue()

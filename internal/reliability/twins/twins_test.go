@@ -8,7 +8,7 @@ import (
 	"go/doc"
 	"go/parser"
 	"go/token"
-	"io/fs"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -177,14 +177,24 @@ func quote(words []string) string { return `"` + strings.Join(words, " ") + `"` 
 func docs(t *testing.T, dir string) map[string]string {
 	t.Helper()
 	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool {
-		return !strings.HasSuffix(fi.Name(), "_test.go")
-	}, parser.ParseComments)
+	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pkgs) != 1 {
-		t.Fatalf("%s: got %d packages, want 1", dir, len(pkgs))
+	var files []*ast.File
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	d, err := doc.NewFromFiles(fset, files, "github.com/leasekit/leasekit/"+filepath.Base(dir))
+	if err != nil {
+		t.Fatal(err)
 	}
 	out := make(map[string]string)
 	values := func(vs []*doc.Value) {
@@ -199,23 +209,20 @@ func docs(t *testing.T, dir string) map[string]string {
 			}
 		}
 	}
-	for _, p := range pkgs {
-		d := doc.New(p, dir, 0)
-		values(d.Consts)
-		values(d.Vars)
-		for _, f := range d.Funcs {
+	values(d.Consts)
+	values(d.Vars)
+	for _, f := range d.Funcs {
+		out[f.Name] = f.Doc
+	}
+	for _, typ := range d.Types {
+		out[typ.Name] = typ.Doc
+		values(typ.Consts)
+		values(typ.Vars)
+		for _, f := range typ.Funcs {
 			out[f.Name] = f.Doc
 		}
-		for _, typ := range d.Types {
-			out[typ.Name] = typ.Doc
-			values(typ.Consts)
-			values(typ.Vars)
-			for _, f := range typ.Funcs {
-				out[f.Name] = f.Doc
-			}
-			for _, m := range typ.Methods {
-				out[typ.Name+"."+m.Name] = m.Doc
-			}
+		for _, m := range typ.Methods {
+			out[typ.Name+"."+m.Name] = m.Doc
 		}
 	}
 	return out

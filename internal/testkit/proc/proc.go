@@ -84,6 +84,16 @@ func Start(t testing.TB, role string, env ...string) *Child {
 // Pid is the child's process id.
 func (c *Child) Pid() int { return c.cmd.Process.Pid }
 
+// Lines is the child's output, line by line; it is closed when the output
+// ends. A test that reads it does not also call Line.
+func (c *Child) Lines() <-chan string { return c.lines }
+
+// Kill ends the child with SIGKILL and waits for it.
+func (c *Child) Kill() {
+	_ = c.cmd.Process.Kill()
+	_ = c.cmd.Wait()
+}
+
 // Line waits up to d for the child's next line of output and returns it;
 // the test fails when none comes.
 func (c *Child) Line(d time.Duration) string {
@@ -127,6 +137,9 @@ func (c *Child) Continue() {
 		c.t.Fatal(err)
 	}
 }
+
+// Close closes the child's stdin.
+func (c *Child) Close() { _ = c.stdin.Close() }
 
 // Wait waits for the child to exit and returns its exit error.
 func (c *Child) Wait() error { return c.cmd.Wait() }

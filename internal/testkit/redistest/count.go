@@ -41,6 +41,7 @@ var scriptNames = map[string]string{
 	scripts.PTTL.Hash():          "pttl",
 	scripts.FencedAcquire.Hash(): "fenced_acquire",
 	scripts.RegisterWrite.Hash(): "register_write",
+	scripts.RegisterClaim.Hash(): "register_claim",
 }
 
 func opName(cmd redis.Cmder) string {
@@ -62,7 +63,7 @@ func opName(cmd redis.Cmder) string {
 	case "eval", "eval_ro":
 		if len(args) > 1 {
 			if s, ok := args[1].(string); ok {
-				for _, sc := range []*redis.Script{scripts.Release, scripts.Wait, scripts.Refresh, scripts.PTTL, scripts.FencedAcquire, scripts.RegisterWrite} {
+				for _, sc := range []*redis.Script{scripts.Release, scripts.Wait, scripts.Refresh, scripts.PTTL, scripts.FencedAcquire, scripts.RegisterWrite, scripts.RegisterClaim} {
 					if hashOf(sc, s) {
 						return scriptNames[sc.Hash()]
 					}

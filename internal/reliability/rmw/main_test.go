@@ -1,16 +1,15 @@
-package pause_test
+package rmw_test
 
 import (
 	"os"
 	"testing"
 
-	"github.com/leasekit/leasekit/internal/testkit/proc"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
 )
 
 func TestMain(m *testing.M) {
-	proc.Main(map[string]func() int{
-		"waiter": waiterChild,
-	})
+	if cfg := os.Getenv(workerEnv); cfg != "" {
+		os.Exit(work(cfg))
+	}
 	os.Exit(redistest.Main(m))
 }

@@ -1,11 +1,13 @@
-package pause_test
+package processes_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -126,4 +128,17 @@ func tokenOf(v string) string {
 		return strings.TrimSuffix(v[i+1:], "*")
 	}
 	return "-"
+}
+
+// lines returns the lines read from stdin, and is closed at its end.
+func lines() <-chan string {
+	c := make(chan string)
+	go func() {
+		defer close(c)
+		s := bufio.NewScanner(os.Stdin)
+		for s.Scan() {
+			c <- s.Text()
+		}
+	}()
+	return c
 }

@@ -1,4 +1,4 @@
-package pause_test
+package processes_test
 
 import (
 	"bufio"

@@ -1,0 +1,19 @@
+package processes_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/leasekit/leasekit/internal/testkit/proc"
+	"github.com/leasekit/leasekit/internal/testkit/redistest"
+)
+
+func TestMain(m *testing.M) {
+	proc.Main(map[string]func() int{
+		"waiter":  waiterChild,
+		"give-up": giveUpChild,
+		"serve":   serveChild,
+		"worker":  workerChild,
+	})
+	os.Exit(redistest.Main(m))
+}
