@@ -191,7 +191,7 @@ func (e election) lead(ctx context.Context, h *lease.Held, fn func(context.Conte
 			}
 		})
 		defer stop()
-		return fn(lease.WithHeld(ctx, h), h.Token())
+		return fn(ctx, h.Token())
 	})
 }
 

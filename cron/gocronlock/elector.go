@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-co-op/gocron/v2"
 	"github.com/leasekit/leasekit/correctness"
-	"github.com/leasekit/leasekit/internal/lease"
 )
 
 // Elector is a gocron.Elector on a leasekit election: of the schedulers
@@ -22,7 +22,8 @@ import (
 // a leader that is closed hands over at once, and one that dies is replaced
 // within its ttl plus about a second. IsLeader answers from what the Elector
 // knows, without a round trip, and stops answering nil as soon as the lease
-// can no longer be confirmed before its deadline. Term is the leader's
+// can no longer be confirmed before its deadline (when Campaign cancels the
+// term's context). Term is the leader's
 // fencing token: a job that writes anything that matters should pass it to
 // a fence (correctness.Register, ExecFenced, a FencingProxy), because a
 // leader that pauses past its lease can still be running a job while its
@@ -54,12 +55,11 @@ var _ gocron.Elector = (*Elector)(nil)
 // ErrNotLeader is IsLeader's error when the Elector does not lead.
 var ErrNotLeader = errors.New("gocronlock: not the leader")
 
-// term is one leadership: its fencing token, the context Campaign gave fn,
-// and its lease.
+// term is one leadership: its fencing token, and the context Campaign gave
+// fn, which ends with the term.
 type term struct {
 	token uint64
 	ctx   context.Context
-	held  *lease.Held
 }
 
 // ElectorOption configures an Elector.
@@ -108,8 +108,9 @@ func NewElector(locker *correctness.Locker, name string, opts ...ElectorOption) 
 	if o.logger == nil {
 		o.logger = slog.New(slog.DiscardHandler)
 	}
-	if err := lease.CheckName(correctness.ErrInvalidKey, name); err != nil {
-		return nil, fmt.Errorf("gocronlock: NewElector: %w", err)
+	if name == "" || strings.HasPrefix(name, "}") {
+		// the rule of correctness's names: see its ErrInvalidKey
+		return nil, fmt.Errorf("gocronlock: NewElector: %w: %q is empty or starts with '}'", correctness.ErrInvalidKey, name)
 	}
 	if o.ttl < time.Millisecond {
 		return nil, fmt.Errorf("gocronlock: NewElector: %w: %v is shorter than 1ms", correctness.ErrInvalidTTL, o.ttl)
@@ -129,7 +130,7 @@ func NewElector(locker *correctness.Locker, name string, opts ...ElectorOption) 
 // makes no round trip.
 func (e *Elector) IsLeader(context.Context) error {
 	if e.Term() == 0 {
-		return fmt.Errorf("%w of election %s", ErrNotLeader, lease.Quote(e.name))
+		return fmt.Errorf("%w of election %q", ErrNotLeader, e.name)
 	}
 	return nil
 }
@@ -141,7 +142,7 @@ func (e *Elector) Term() uint64 {
 	e.mu.Lock()
 	t := e.term
 	e.mu.Unlock()
-	if t == nil || t.ctx.Err() != nil || t.held != nil && !time.Now().Before(t.held.Deadline()) {
+	if t == nil || t.ctx.Err() != nil {
 		return 0
 	}
 	return t.token
@@ -187,9 +188,8 @@ func (e *Elector) campaign(ctx context.Context) {
 
 // lead is the Elector's fn for Campaign: it holds leadership until ctx ends.
 func (e *Elector) lead(ctx context.Context, token uint64) error {
-	held, _ := lease.HeldFrom(ctx)
 	e.mu.Lock()
-	e.term = &term{token: token, ctx: ctx, held: held}
+	e.term = &term{token: token, ctx: ctx}
 	e.mu.Unlock()
 	defer func() {
 		e.mu.Lock()

@@ -1,15 +1,10 @@
 package lease
 
-import (
-	"context"
-
-	"github.com/leasekit/leasekit/internal/telemetry"
-)
+import "github.com/leasekit/leasekit/internal/telemetry"
 
 // What an election (correctness.Locker.Campaign) needs of the engine beyond
 // a lock: the grant's stored value, for the scripts that check that the
-// candidate still holds it; the Core's telemetry and state; and the lease
-// behind a leader's context, for gocronlock's Elector.
+// candidate still holds it, and the Core's telemetry and state.
 
 // LeaderKey is the key of the leader of the election whose lock is at
 // lockKey: its value and the grant that wrote it.
@@ -24,17 +19,3 @@ func (c *Core) Telemetry() *telemetry.Telemetry { return c.cfg.Telemetry }
 
 // Closed reports whether Close has been called.
 func (c *Core) Closed() bool { return c.closed.Load() }
-
-type heldKey struct{}
-
-// WithHeld returns ctx carrying h, the lease under which the code given ctx
-// runs.
-func WithHeld(ctx context.Context, h *Held) context.Context {
-	return context.WithValue(ctx, heldKey{}, h)
-}
-
-// HeldFrom returns the lease that WithHeld put in ctx, if any.
-func HeldFrom(ctx context.Context) (*Held, bool) {
-	h, ok := ctx.Value(heldKey{}).(*Held)
-	return h, ok
-}
