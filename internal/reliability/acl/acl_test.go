@@ -98,6 +98,18 @@ func TestEveryOperationUnderLeastPrivilege(t *testing.T) {
 	must("Register.Read", err)
 	must("Lease.Release", lease.Release(ctx))
 	must("Do", cl.Do(ctx, "account", time.Minute, func(context.Context, uint64) error { return nil }))
+	octx, stop := context.WithCancel(ctx)
+	defer stop()
+	leaders, err := cl.Observe(octx, "leader")
+	must("Observe", err)
+	<-leaders // none yet
+	must("Campaign", cl.Campaign(ctx, "leader", time.Minute, []byte("v"), func(ctx context.Context, _ uint64) error {
+		_, err := cl.Leader(ctx, "leader")
+		return err
+	}))
+	if v, w := <-leaders, <-leaders; string(v.Value) != "v" || w.Term != 0 {
+		t.Fatalf("Observe under the ACL: got %q then term %d, want the leader then none", v.Value, w.Term)
+	}
 	fs, err := cl.Audit(ctx)
 	must("Audit", err)
 	for _, f := range fs {
