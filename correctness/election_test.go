@@ -447,3 +447,26 @@ func TestObserveRedisDown(t *testing.T) {
 		t.Fatalf("Observe without Redis: got %v, want an error naming the election", err)
 	}
 }
+
+// TestCloseEndsObserve: a Locker's Close ends the Observe calls under way,
+// whose channels close.
+func TestCloseEndsObserve(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		l := correctness.New(b.Client, correctness.WithAudit(false))
+		changes, err := l.Observe(t.Context(), "closing")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := <-changes; got.Term != 0 {
+			t.Fatalf("first: got term %d, want the zero Leader", got.Term)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for range changes {
+		}
+		if _, err := l.Observe(t.Context(), "closing"); !errors.Is(err, correctness.ErrClosed) {
+			t.Fatalf("Observe after Close: got %v, want ErrClosed", err)
+		}
+	})
+}

@@ -19,6 +19,10 @@ type Locker struct {
 
 	audit   sync.Mutex
 	audited bool
+
+	// closing ends with Close, and with it the Observe calls under way.
+	closing  context.Context
+	closeAll context.CancelFunc
 }
 
 // New returns a Locker that runs its locks through client, which may be a
@@ -32,6 +36,7 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 		panic("correctness: New: nil redis client")
 	}
 	l := &Locker{client: client, opts: newOptions(opts)}
+	l.closing, l.closeAll = context.WithCancel(context.Background())
 	if l.opts.expiringCounter && !l.opts.clockFloor {
 		panic("correctness: New: WithExpiringCounter needs the clock floor, and WithClockFloor(false) turns it off")
 	}
@@ -69,8 +74,12 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 // Close makes every later TryAcquire, Acquire and Do fail with ErrClosed, ends
 // the Acquire calls still waiting with ErrClosed, and stops the Locker's
 // wake-up subscription. Leases already held are not released, and can still
-// be refreshed and released. Close does not close the client.
-func (l *Locker) Close() error { return l.core.Close() }
+// be refreshed and released. Close does not close the client. It also ends
+// the Observe calls under way: their channels close.
+func (l *Locker) Close() error {
+	l.closeAll()
+	return l.core.Close()
+}
 
 // auditOnce runs Audit after the first acquire that reached Redis, and logs
 // what is not OK. An acquire that could not reach Redis leaves it to the

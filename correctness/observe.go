@@ -24,9 +24,10 @@ import (
 // behind holds up the changes after the one it has not taken.
 //
 // Each Observe keeps a subscription connection of its own until ctx ends.
-// It returns ErrInvalidKey for a bad name, ErrClosed after Close (a Close
-// does not end the Observe calls under way), and a Redis failure naming the
-// election when it cannot subscribe or read the leader.
+// It returns ErrInvalidKey for a bad name, ErrClosed after Close (which
+// also ends the Observe calls under way, closing their channels), and a
+// Redis failure naming the election when it cannot subscribe or read the
+// leader.
 func (l *Locker) Observe(ctx context.Context, name string) (<-chan Leader, error) {
 	e, err := l.electionOf("observe", name)
 	if err != nil {
@@ -45,8 +46,15 @@ func (l *Locker) Observe(ctx context.Context, name string) (<-chan Leader, error
 	}
 	o.timer.Stop()
 	o.apply(ctx, first, true) // into the channel's buffer: it cannot block
+	// The Locker's Close ends the observer as ctx does.
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(l.closing, cancel)
 	go o.receive()
-	go o.run(ctx)
+	go func() {
+		defer cancel()
+		defer stop()
+		o.run(ctx)
+	}()
 	return o.out, nil
 }
 

@@ -66,6 +66,7 @@ var intended = []difference{
 	{"Locker.Do", "", " fn must pass token to every fenced write.", "the token protects only through the fences"},
 	{"Locker.Do", "", ", and the fence is what rejects a write made after the lease was lost", "the fence closes the window"},
 	{"Locker.Close", "TryObtain, Obtain, Do and Once", "TryAcquire, Acquire and Do", "correctness has no Once"},
+	{"Locker.Close", "", " It also ends the Observe calls under way: their channels close.", "only correctness has elections"},
 	{"Lock.Hold", "", " with the lease's token", "a correctness fn takes the token"},
 	{"Lock.Hold", "", " Only the fence makes a write after that harmless.", "the fence closes the window"},
 	{"Lock.Refresh", "", "; the token does not change", "a correctness grant carries a token"},
