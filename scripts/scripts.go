@@ -2,10 +2,11 @@
 // file per operation, and the shell commands its README runs (test.sh,
 // bench.sh).
 //
-// Each .lua file's header comment names its KEYS, ARGV and reply; the three
+// Each .lua file's header comment names its KEYS, ARGV and reply. The three
 // that grant a lock (fenced_acquire, wait, release) have grant.lua, the
-// function they share, prepended, and the two of a register (register_write,
-// register_claim) register_fence.lua. The scripts are embedded at build time
+// function they share, prepended; the ones that queue waiters or hand a
+// grant to one (wait, release), queue.lua; and the two of a register
+// (register_write, register_claim), register_fence.lua. The scripts are embedded at build time
 // and exported as *redis.Script values, for leasekit's packages and for tools
 // that must speak the same protocol on the same keys (a test, a repair
 // script); leasekit runs them with EVALSHA, and EVAL when the server does not
@@ -48,17 +49,19 @@ var (
 	registerClaimSrc string
 	//go:embed wait.lua
 	waitSrc string
+	//go:embed queue.lua
+	queueSrc string
 )
 
 var (
 	// Release ends a grant the caller holds: it hands the lock to the first
 	// live waiter in the lock's queue, or deletes it and publishes a wake-up.
 	// See release.lua.
-	Release = redis.NewScript(grantSrc + releaseSrc)
+	Release = redis.NewScript(grantSrc + queueSrc + releaseSrc)
 
 	// Wait is a waiter's attempt: it takes a free lock or joins the lock's
 	// queue. See wait.lua.
-	Wait = redis.NewScript(grantSrc + waitSrc)
+	Wait = redis.NewScript(grantSrc + queueSrc + waitSrc)
 
 	// Refresh restarts the ttl of a lock the caller holds. See refresh.lua.
 	Refresh = redis.NewScript(refreshSrc)
