@@ -43,6 +43,10 @@ type Errors struct {
 	// NotReplicated is for a grant fewer replicas confirmed than Replicas
 	// asks (fenced kinds).
 	NotReplicated error
+	// InvalidLimit is for a semaphore whose limit is below 1, and
+	// LimitMismatch for an acquire of a semaphore whose live permits were
+	// granted under another limit (kinds with semaphores).
+	InvalidLimit, LimitMismatch error
 }
 
 // Config configures a Core: what kind of lock, on which client, named how,
@@ -78,6 +82,7 @@ type Config struct {
 // Core runs locks of one kind for one Locker.
 type Core struct {
 	cfg    Config
+	lock   *ops // of every lock
 	listen *listener
 	strays *strays
 	closed atomic.Bool
@@ -96,6 +101,7 @@ func New(cfg Config) *Core {
 	}
 	c := &Core{cfg: cfg, kind: scriptKind(cfg)}
 	c.scriptKind = c.kind
+	c.lock = lockOps(c)
 	c.strays = &strays{c: c, m: make(map[string]*stray), done: make(chan struct{})}
 	c.listen = newListener(c)
 	return c
@@ -155,9 +161,10 @@ func (c *Core) logger() *slog.Logger {
 	return c.cfg.Logger
 }
 
-// closedErr is the error of a new operation of a closed Core.
-func (c *Core) closedErr(name string) error {
-	return fmt.Errorf("%w: cannot acquire lock %s", c.cfg.Errors.Closed, Quote(name))
+// closedErr is the error of a new acquire of the lock or semaphore at lk by a
+// closed Core.
+func (c *Core) closedErr(lk *keySet) error {
+	return fmt.Errorf("%w: cannot acquire %s", c.cfg.Errors.Closed, lk.label())
 }
 
 // IsNilClient reports whether client is nil, or a nil pointer of one of

@@ -26,6 +26,11 @@ var (
 	refreshScript       = NewScript(scripts.Refresh)
 	pttlScript          = NewScript(scripts.PTTL)
 	fencedAcquireScript = NewScript(scripts.FencedAcquire)
+	semAcquireScript    = NewScript(scripts.SemAcquire)
+	semWaitScript       = NewScript(scripts.SemWait)
+	semReleaseScript    = NewScript(scripts.SemRelease)
+	semRefreshScript    = NewScript(scripts.SemRefresh)
+	semPTTLScript       = NewScript(scripts.SemPTTL)
 )
 
 // Arguments of the release script chosen at run time, boxed once: boxing a
