@@ -3,6 +3,7 @@ package efficiency_test
 import (
 	"context"
 	"errors"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +14,8 @@ import (
 	"github.com/leasekit/leasekit/efficiency"
 	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
+	"github.com/leasekit/leasekit/scripts"
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -511,4 +514,88 @@ func gauge(t *testing.T, reader *sdkmetric.ManualReader, name string, want ...at
 		}
 	}
 	return total
+}
+
+// failLeaving is a go-redis hook that fails, as a cut connection would,
+// every release that takes a queue entry out (ARGV[3] not empty: a waiter
+// leaving, or its Locker's sweep), and lets the other commands through.
+type failLeaving struct{}
+
+func (failLeaving) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (failLeaving) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		// evalsha sha 3 key key key ARGV[1] ARGV[2] ARGV[3] ..., or eval
+		// with the script's source
+		args := cmd.Args()
+		script, _ := args[min(1, len(args)-1)].(string)
+		release := script == scripts.SemRelease.Hash() || cmd.Name() == "eval" && redis.NewScript(script).Hash() == scripts.SemRelease.Hash()
+		if release && len(args) > 8 && args[8] != "" {
+			cmd.SetErr(io.ErrUnexpectedEOF)
+			return io.ErrUnexpectedEOF
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (failLeaving) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestSemaphoreStrayIsReleasedAtOnce: a waiter that gave up while Redis
+// could not take its entry out of the queue is still handed a permit by
+// the next release; its Locker releases that permit at once, and it goes on
+// to the next waiter, rather than stay held for the stray's hour.
+func TestSemaphoreStrayIsReleasedAtOnce(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		holder, err := newLocker(t, b).Semaphore("stray", 1).TryAcquire(ctx, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		strayClient := redis.NewClient(b.Client.Options())
+		t.Cleanup(func() { _ = strayClient.Close() })
+		strayClient.AddHook(failLeaving{})
+		strays := redistest.Count(strayClient)
+		wctx, cancel := context.WithCancel(ctx)
+		gaveUp := make(chan error, 1)
+		stray := efficiency.New(strayClient)
+		t.Cleanup(func() { _ = stray.Close() })
+		go func() { _, err := stray.Semaphore("stray", 1).Acquire(wctx, time.Hour); gaveUp <- err }()
+		strays.Await(t, "sem_wait", 1)
+		cancel()
+		if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+			t.Fatalf("the stray: got %v, want Canceled", err)
+		}
+		queue := lease.QueueKey(permitsKey("stray"))
+		if n := b.Client.ZCard(ctx, queue).Val(); n != 1 {
+			t.Fatalf("queue after the stray gave up: %d entries, want its entry left behind", n)
+		}
+		next := redistest.Count(b.Client)
+		got := obtainPermitInBackground(ctx, newLocker(t, b).Semaphore("stray", 1))
+		next.Await(t, "sem_wait", 1)
+		if err := holder.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			t.Fatalf("the waiter behind the stray: %v", err)
+		}
+	})
+}
+
+// obtainPermitInBackground acquires a permit of s for a minute in a
+// goroutine, giving up after 30 seconds, and releases it. The channel
+// receives the first error, or nil.
+func obtainPermitInBackground(ctx context.Context, s *efficiency.Semaphore) <-chan error {
+	got := make(chan error, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		lock, err := s.Acquire(wctx, time.Minute)
+		if err == nil {
+			err = lock.Release(ctx)
+		}
+		got <- err
+	}()
+	return got
 }
