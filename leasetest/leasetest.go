@@ -34,7 +34,6 @@ import (
 	"io"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -253,7 +252,7 @@ func (e *Env) Permits(name string) Permits {
 	}
 	if len(p.TTLs) > 0 {
 		v, _ := e.Server.Get(lease.LimitKey(key))
-		p.Limit, _ = strconv.Atoi(strings.TrimSuffix(v, "*"))
+		p.Limit, _ = lease.HeaderLimit(v)
 	}
 	queue, _ := e.Server.ZMembers(lease.QueueKey(key))
 	p.Queued = len(queue)
@@ -271,9 +270,6 @@ func (e *Env) ExpirePermits(name string) int {
 	live := e.livePermits(key)
 	for _, p := range live {
 		e.Server.ZRem(key, p.owner)
-	}
-	if len(live) > 0 && !e.Server.Exists(key) {
-		e.Server.Del(lease.LimitKey(key))
 	}
 	return len(live)
 }

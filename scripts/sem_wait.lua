@@ -5,7 +5,7 @@
 -- (queue.lua and semaphore.lua are prepended.) The queue entry is specified
 -- in internal/lease/handoff.go.
 --
--- KEYS     the permits, the wait queue and the limit (see semaphore.lua)
+-- KEYS     the permits, the wait queue and the header (see semaphore.lua)
 -- ARGV[1]  the caller's owner id
 -- ARGV[2]  the permit's ttl in milliseconds
 -- ARGV[3]  the semaphore's limit, in decimal
@@ -23,8 +23,9 @@ local s, err = enter(ARGV[3], ARGV[7])
 if not s then
   return redis.error_reply(err)
 end
+prune(s)
 local code, place, now = 0, '', ''
-if renew(s) then
+if s.count > 0 and renew(s) then
   redis.call('ZREM', KEYS[2], ARGV[4], ARGV[6])
   return {2, ARGV[1]}
 elseif ARGV[4] ~= '' then
@@ -37,13 +38,11 @@ end
 local ttl = first(s)
 if ARGV[4] == '' then
   if not s.marked then
-    redis.call('SET', KEYS[3], s.limit .. '*', 'KEEPTTL')
+    redis.call('SET', KEYS[3], s.limit .. '* ' .. string.format('%d', s.expiry), 'KEEPTTL')
   end
   return {0, ttl, '', ''}
 end
 -- The queue outlives the first permit by 10 s; every attempt of a waiter
 -- extends it.
-if redis.call('PTTL', KEYS[2]) < ttl + 10000 then
-  redis.call('PEXPIRE', KEYS[2], ttl + 10000)
-end
+redis.call('PEXPIRE', KEYS[2], ttl + 10000)
 return {code, ttl, place, now}

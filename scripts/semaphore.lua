@@ -2,79 +2,80 @@
 -- after queue.lua to each of them. Every one has the same KEYS:
 --
 -- KEYS[1]  the permits: a sorted set of owner ids, each scored by its
---          permit's expiry (the server clock in ms); every script drops the
---          expired ones first
+--          permit's expiry (the server clock in ms); an expired one counts
+--          for nothing, and the next release or waiter drops it
 -- KEYS[2]  the wait queue (entries as in internal/lease/handoff.go)
--- KEYS[3]  the limit the live permits were granted under, in decimal, with
---          a trailing '*' once a waiter that does not queue has waited (its
---          releases then publish a wake-up on KEYS[1] .. ':wake')
+-- KEYS[3]  the header: the limit the live permits were granted under, and
+--          when it and the permits expire (internal/lease/handoff.go); one
+--          left when no permit is live any more means nothing
 --
--- The permits and the limit expire with the permit that expires last. The
--- owner id and the ttl of the caller are ARGV[1] and ARGV[2] of every script
--- that grants.
+-- The owner id and the ttl of the caller are ARGV[1] and ARGV[2] of every
+-- script that grants.
 
--- open(sharded) reads the clock and drops the expired permits. It returns
--- the semaphore's state: now (the TIME reply), ms (the clock in ms), count
--- (the live permits), limit (their limit as text, nil when none is live),
--- marked, and the pub/sub commands of the grant channels (sharded: '1').
+-- open(sharded) reads the clock and returns the semaphore's state: now (the
+-- TIME reply), ms (the clock in ms), and the pub/sub commands of the grant
+-- channels (sharded: '1').
 local function open(sharded)
-  local s = {now = redis.call('TIME'), numsub = 'NUMSUB', publish = 'PUBLISH'}
+  local s = {now = redis.call('TIME'), numsub = 'NUMSUB', publish = 'PUBLISH', expiry = 0}
   if sharded == '1' then
     s.numsub, s.publish = 'SHARDNUMSUB', 'SPUBLISH'
   end
   s.ms = tonumber(s.now[1]) * 1000 + math.floor(tonumber(s.now[2]) / 1000)
-  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', s.ms))
-  s.count = redis.call('ZCARD', KEYS[1])
-  s.limit = redis.call('GET', KEYS[3])
-  if s.count == 0 and s.limit then
-    redis.call('DEL', KEYS[3])
-    s.limit = nil
-  end
-  s.marked = s.limit and string.byte(s.limit, -1) == 42
-  if s.marked then
-    s.limit = string.sub(s.limit, 1, -2)
-  end
   return s
 end
 
--- enter(limit, sharded) is open for an acquire with limit: it returns nil
--- and the error text 'LIMIT n' when the live permits were granted under
--- another limit n, and records limit when none is live.
+-- header reads the header into s: limit (as text, nil without a header),
+-- marked, and expiry.
+local function header(s)
+  local h = redis.call('GET', KEYS[3])
+  local limit, expiry = string.match(h or '', '^(%d+%*?) (%d+)$')
+  if limit then
+    s.marked = string.byte(limit, -1) == 42
+    s.limit = s.marked and string.sub(limit, 1, -2) or limit
+    s.expiry = tonumber(expiry)
+  end
+end
+
+-- enter(limit, sharded) is open for an acquire with limit: it counts the
+-- live permits, and returns nil and the error text 'LIMIT n' when they were
+-- granted under another limit n. With none live, limit is the semaphore's.
 local function enter(limit, sharded)
   local s = open(sharded)
-  if s.limit and s.limit ~= limit then
+  header(s)
+  s.count = redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%d', s.ms), '+inf')
+  if s.count == 0 then
+    s.limit, s.marked, s.expiry = limit, false, 0
+  elseif s.limit ~= limit then
     return nil, 'LIMIT ' .. s.limit
-  elseif not s.limit then
-    redis.call('SET', KEYS[3], limit)
-    s.limit = limit
   end
   return s
-end
-
--- keep sets the expiry of the permits and the limit to that of the permit
--- that expires last.
-local function keep(s)
-  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
-  if last[2] then
-    local left = string.format('%d', tonumber(last[2]) - s.ms)
-    redis.call('PEXPIRE', KEYS[1], left)
-    redis.call('PEXPIRE', KEYS[3], left)
-  end
 end
 
 -- admit grants owner a permit for ttl ms (a string of digits), or restarts
--- the one it holds.
+-- the one it holds. The permits and the header expire a ttl after the
+-- permit that expires last, so that they are kept alive once per ttl.
 local function admit(s, owner, ttl)
-  redis.call('ZADD', KEYS[1], string.format('%d', s.ms + tonumber(ttl)), owner)
+  local expiry = s.ms + tonumber(ttl)
+  redis.call('ZADD', KEYS[1], string.format('%d', expiry), owner)
+  if expiry <= s.expiry then
+    return
+  end
+  s.expiry = expiry + tonumber(ttl)
+  local left = string.format('%d', s.expiry - s.ms)
+  if s.limit then
+    redis.call('SET', KEYS[3], s.limit .. (s.marked and '*' or '') .. ' ' .. string.format('%d', s.expiry), 'PX', left)
+  end
+  redis.call('PEXPIRE', KEYS[1], left)
 end
 
--- renew restarts the caller's permit and reports true, if it holds one.
+-- renew restarts the caller's permit and reports true, if it holds a live
+-- one.
 local function renew(s)
-  if not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+  local expiry = redis.call('ZSCORE', KEYS[1], ARGV[1])
+  if not expiry or tonumber(expiry) <= s.ms then
     return false
   end
   admit(s, ARGV[1], ARGV[2])
-  keep(s)
   return true
 end
 
@@ -104,14 +105,17 @@ local function serve(s, mine1, mine2, take)
     admit(s, ARGV[1], ARGV[2])
     s.count, self = s.count + 1, true
   end
-  if self or handed > 0 then
-    keep(s)
-  end
   return self, handed
 end
 
--- first is the ms until the first live permit expires (at least 1).
+-- first is the ms until the first permit expires, at least 1, once the
+-- expired ones are pruned.
 local function first(s)
   local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
   return math.max(tonumber(head[2] or s.ms + 1) - s.ms, 1)
+end
+
+-- prune drops the expired permits.
+local function prune(s)
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', s.ms))
 end

@@ -90,9 +90,12 @@ func readSemaphore(ctx context.Context, client *redis.Client, key string) (semap
 			return semaphoreState{}, err
 		}
 	}
+	n, parsed := lease.HeaderLimit(limit.Val())
 	switch err := limit.Err(); {
+	case err == nil && !parsed:
+		s.foreign = append(s.foreign, fmt.Sprintf("%s holds %q, not a semaphore's header", lease.Quote(limitKey), limit.Val()))
 	case err == nil && len(s.holders) > 0:
-		s.limit = strings.TrimSuffix(limit.Val(), "*")
+		s.limit = strconv.Itoa(n)
 	case err == nil, errors.Is(err, redis.Nil):
 	case redis.HasErrorPrefix(err, "WRONGTYPE"):
 		s.foreign = append(s.foreign, lease.Quote(limitKey)+" holds a value of another type, not a limit")

@@ -117,6 +117,8 @@ func (a *acquire) once(probe bool) (*Held, found, error) {
 	var f found
 	var err error
 	switch {
+	case a.keys.ops.sem && probe:
+		f, err = a.runGrant(semAcquireScript, a.readWait, a.owner, Millis(a.ttl), a.keys.ops.arg, a.c.listen.channels, isProbe)
 	case a.keys.ops.sem:
 		f, err = a.runGrant(semAcquireScript, a.readWait, a.owner, Millis(a.ttl), a.keys.ops.arg, a.c.listen.channels)
 	case a.c.cfg.Fenced:

@@ -38,7 +38,8 @@ func RegisterKey(prefix, resource string) string { return LockKey(prefix, resour
 // resource.
 func PermitsKey(prefix, name string) string { return LockKey(prefix, name) + ":permits" }
 
-// LimitKey is the key that records the limit of a semaphore's live permits.
+// LimitKey is the key of a semaphore's header, which records the limit of
+// its live permits (handoff.go).
 func LimitKey(permitsKey string) string { return permitsKey + ":limit" }
 
 // keySet is the Redis keys of one lock or semaphore, boxed once as script
