@@ -25,10 +25,9 @@ import (
 // with semLimit permits, in this process (C goroutines, for each of
 // -contenders) and across processes (P workers of -per-proc contenders,
 // for each of -procs). As in convoy-procs, the bench holds every permit
-// while the contenders arrive one at a time, -stagger apart; then it
-// releases its permits hold/N apart, as holders in a steady state would,
-// and the contenders drain: each takes a permit, holds it for -hold and
-// releases it.
+// while the contenders arrive one at a time, 2 ms apart; then it releases
+// them, and the contenders drain: each takes a permit, holds it for -hold
+// and releases it.
 //
 // makespan runs from the first of those releases to the last contender's;
 // the ideal is acquisitions × hold ÷ N (the measured hold). max holders is
@@ -249,7 +248,6 @@ func (b *bench) runSemaphore(ctx context.Context, l *efficiency.Locker, res *sem
 	t0 := time.Now()
 	own := make([]procContender, len(blockers)) // the bench's permits, as holders
 	for i, permit := range blockers {
-		time.Sleep(time.Until(t0.Add(time.Duration(i) * b.cfg.hold / semLimit)))
 		own[i] = procContender{Granted: runStart.UnixNano(), Releasing: time.Now().UnixNano()}
 		if err := permit.Release(ctx); err != nil {
 			stopWorkers(ws)
