@@ -82,6 +82,13 @@ func runSemaphoreWorker(in io.Reader, out io.Writer) error {
 	defer l.Close()
 	ctx := context.Background()
 	warmUpSemaphore(ctx, l, wc.Name+":warm")
+	// A connection per contender, dialled now: a handshake in the timed
+	// run would count among its commands.
+	var dials sync.WaitGroup
+	for range wc.PerProc {
+		dials.Go(func() { _ = t.client.Ping(ctx).Err() })
+	}
+	dials.Wait()
 	fmt.Fprintln(out, `{"ready":true}`)
 	line, err := bufio.NewReader(in).ReadString('\n')
 	if err != nil {
