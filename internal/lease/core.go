@@ -1,8 +1,9 @@
-// Package lease is the engine behind leasekit's two kinds of lock. A Core
-// acquires a lock in one round trip, or waits in the lock's queue for a
-// release to hand it over; a Held is a granted lease, with its deadline on
-// the monotonic clock, refresh, release, and Hold (a function run while the
-// lease is kept alive). Packages efficiency and correctness configure a Core
+// Package lease is the engine behind leasekit's two kinds of lock, and
+// efficiency's semaphores. A Core acquires a lock in one round trip, or
+// waits in the lock's queue for a release to hand it over; a Semaphore does
+// the same for a permit; a Held is a granted lease (a lock or a permit),
+// with its deadline on the monotonic clock, refresh, release, and Hold (a
+// function run while the lease is kept alive). Packages efficiency and correctness configure a Core
 // with a Config and wrap its results in their own types; leasetest reads
 // and writes the same keys through the names exported here.
 //
@@ -88,6 +89,7 @@ type Core struct {
 	closed atomic.Bool
 	names  sync.Map     // lock name -> *keySet, for up to keyCacheSize names
 	cached atomic.Int64 // entries in names
+	semTel sync.Map     // a semaphore's limit -> its *telemetry.Telemetry
 	// kind is the lock's kind as the scripts name it (grant.lua): "e", "f",
 	// "c" or "t"; scriptKind is the same, boxed once as a script argument.
 	kind       string

@@ -71,7 +71,7 @@ type Semaphore struct {
 // limit no semaphore can have fails every acquire with InvalidKey or
 // InvalidLimit.
 func (c *Core) Semaphore(name string, limit int) *Semaphore {
-	o := &ops{what: "semaphore", sem: true, limit: limit, tel: c.cfg.Telemetry.Semaphore(limit),
+	o := &ops{what: "semaphore", sem: true, limit: limit, tel: c.semaphoreTelemetry(limit),
 		tryOp: "TryAcquire", waitOp: "Acquire", arg: strconv.Itoa(limit),
 		wait: semWaitScript, release: semReleaseScript, refresh: semRefreshScript, pttl: semPTTLScript}
 	key := PermitsKey(c.cfg.Prefix, name)
@@ -98,4 +98,14 @@ func (s *Semaphore) Do(ctx context.Context, ttl time.Duration, fn func(context.C
 		return err
 	}
 	return h.HoldAs(ctx, "Do", fn)
+}
+
+// semaphoreTelemetry is the Telemetry of the Core's semaphores of limit
+// permits, built once per limit.
+func (c *Core) semaphoreTelemetry(limit int) *telemetry.Telemetry {
+	if t, ok := c.semTel.Load(limit); ok {
+		return t.(*telemetry.Telemetry)
+	}
+	t, _ := c.semTel.LoadOrStore(limit, c.cfg.Telemetry.Semaphore(limit))
+	return t.(*telemetry.Telemetry)
 }
