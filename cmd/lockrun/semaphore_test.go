@@ -119,3 +119,20 @@ func await(t *testing.T, what string, cond func() bool) {
 		}
 	}
 }
+
+// TestSemaphoreStatusReportsForeignKeys: -n -status on a semaphore whose
+// keys hold what leasekit does not write says so, and exits 65.
+func TestSemaphoreStatusReportsForeignKeys(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	permits := lease.PermitsKey(lease.DefaultPrefix, "odd")
+	h.put(permits, "a string")
+	h.put(lease.LimitKey(lease.PermitsKey(lease.DefaultPrefix, "odd2")), "four")
+	for name, want := range map[string]string{"odd": "not a sorted set", "odd2": "not a semaphore's header"} {
+		r := h.run("-n", "2", "-status", name)
+		wantCode(t, r, exitDataErr)
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("%s: stderr %q, want it to say %q", name, r.stderr, want)
+		}
+	}
+}
