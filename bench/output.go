@@ -109,11 +109,14 @@ type row struct {
 	// convoy-procs: processes, contenders per process, acquisitions that
 	// succeeded, the wait p99 (as p99_ns), grants out of arrival order, and
 	// the server's cost per acquisition as above.
-	Procs             int      `json:"procs,omitempty"`
-	Contenders        int      `json:"contenders,omitempty"`
-	Acquired          int      `json:"acquired,omitempty"`
-	WaitP99           int64    `json:"wait_p99_ns,omitempty"`
-	OutOfOrder        *int     `json:"out_of_order,omitempty"`
+	Procs      int   `json:"procs,omitempty"`
+	Contenders int   `json:"contenders,omitempty"`
+	Acquired   int   `json:"acquired,omitempty"`
+	WaitP99    int64 `json:"wait_p99_ns,omitempty"`
+	OutOfOrder *int  `json:"out_of_order,omitempty"`
+	// semaphore: the limit, and the most holders seen at once.
+	Limit             int      `json:"limit,omitempty"`
+	MaxHolders        int      `json:"max_holders,omitempty"`
 	ServerCallsPerAcq *float64 `json:"server_calls_per_acq,omitempty"`
 	ServerUsecPerAcq  *float64 `json:"server_usec_per_acq,omitempty"`
 }
@@ -151,7 +154,14 @@ type column struct {
 	value func(r row) string
 }
 
+// extraColumns are the tables of the scenarios that files of their own
+// register (semaphore.go).
+var extraColumns = map[string]func() []column{}
+
 func columnsOf(scenario string) []column {
+	if cols, ok := extraColumns[scenario]; ok {
+		return append([]column{{"lib", func(r row) string { return r.Lib }}}, cols()...)
+	}
 	lib := column{"lib", func(r row) string {
 		if r.Reference {
 			return r.Lib + " (ref)"

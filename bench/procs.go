@@ -22,6 +22,10 @@ import (
 // processes a run starts: a convoy-procs worker or a spinner.
 const roleEnv = "LEASEKIT_BENCH_ROLE"
 
+// extraRoles are the worker roles that files of their own register
+// (semaphore.go): each runs with the process's stdin and stdout.
+var extraRoles = map[string]func(in io.Reader, out io.Writer) error{}
+
 // workerEnv carries a worker's workerConfig, as JSON.
 const workerEnv = "LEASEKIT_BENCH_WORKER"
 
@@ -36,7 +40,11 @@ func runRole(role string) int {
 	case "candidate":
 		err = runCandidate(os.Stdin, os.Stdout)
 	default:
-		err = fmt.Errorf("unknown %s %q", roleEnv, role)
+		if run, ok := extraRoles[role]; ok {
+			err = run(os.Stdin, os.Stdout)
+		} else {
+			err = fmt.Errorf("unknown %s %q", roleEnv, role)
+		}
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench worker:", err)

@@ -79,6 +79,10 @@ const keysParallelCell, keysParallelQuickCell = 50 * time.Millisecond, 20 * time
 // convoy of each -contenders count.
 var scenarioNames = []string{"ping", "uncontended", "convoy", "convoy-procs", "keys-parallel"}
 
+// extraScenarios are the scenarios that files of their own register
+// (semaphore.go), run after the others.
+var extraScenarios []scenario
+
 // selectScenarios returns the scenarios names asks for, in run order.
 func selectScenarios(names []string, contenders []int) ([]scenario, error) {
 	var out []scenario
@@ -95,6 +99,7 @@ func selectScenarios(names []string, contenders []int) ([]scenario, error) {
 	}
 	all = append(all, scenario{name: "convoy-procs", run: (*bench).convoyProcs},
 		scenario{name: "keys-parallel", run: (*bench).keysParallel}, scenario{name: "election", run: (*bench).election})
+	all = append(all, extraScenarios...)
 	for _, s := range all {
 		if want(s.name) {
 			out = append(out, s)

@@ -24,8 +24,18 @@
 // function's context when the lease is lost; Once runs a function at most once
 // per period across replicas.
 //
+// A Semaphore lets up to N holders in at once: its permits are Locks, its
+// waiters queue and are handed released permits in arrival order, and a
+// dead holder's permit frees itself at its ttl ([docs/semaphore.md]).
+// Semaphores are efficiency locks only. A fencing token works because the
+// resource can refuse every token older than the newest it has seen: with N
+// holders at once, N tokens are current, and that rule would refuse all but
+// one of them, while any weaker rule would also accept a holder whose permit
+// was lost.
+//
 // Every key of a lock (the lock at <prefix>{name}, its wait queue) carries the
-// hash tag {name}, so that a lock's keys stay in one Redis Cluster slot.
+// hash tag {name}, so that a lock's keys stay in one Redis Cluster slot; so
+// do a semaphore's.
 //
 // An uncontended TryObtain and Release cost two round trips to Redis, the
 // minimum. A TryObtain that finds the lock held reads the holder in a second
@@ -36,5 +46,6 @@
 // WithTracerProvider); [docs/telemetry.md] lists every one.
 //
 // [docs/waiting.md]: https://github.com/leasekit/leasekit/blob/main/docs/waiting.md
+// [docs/semaphore.md]: https://github.com/leasekit/leasekit/blob/main/docs/semaphore.md
 // [docs/telemetry.md]: https://github.com/leasekit/leasekit/blob/main/docs/telemetry.md
 package efficiency

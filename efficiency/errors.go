@@ -7,8 +7,9 @@ import (
 
 var (
 	// ErrNotObtained means the lock is held by another owner: TryObtain found
-	// it taken, or the context of TryObtain or Obtain ended first (then the
-	// error also matches ctx.Err()).
+	// it taken (or a Semaphore's TryAcquire found every permit held), or the
+	// context of TryObtain or Obtain ended first (then the error also matches
+	// ctx.Err()).
 	ErrNotObtained = errors.New("efficiency: lock not obtained")
 
 	// ErrLateGrant means Redis granted the lock, but its reply came after the
@@ -30,8 +31,8 @@ var (
 	ErrLockLost = errors.New("efficiency: lock lost")
 
 	// ErrClosed means the Locker was closed: every TryObtain, Obtain, Do and
-	// Once after Close fails with it, and so does an Obtain waiting when
-	// Close was called. Locks already held can still be refreshed and
+	// Once after Close fails with it (and every acquire of its Semaphores),
+	// and so does an Obtain waiting when Close was called. Locks already held can still be refreshed and
 	// released.
 	ErrClosed = errors.New("efficiency: locker closed")
 
@@ -40,6 +41,14 @@ var (
 
 	// ErrInvalidTTL means a ttl or period was shorter than one millisecond.
 	ErrInvalidTTL = errors.New("efficiency: invalid ttl")
+
+	// ErrInvalidLimit means a Semaphore's limit was below 1.
+	ErrInvalidLimit = errors.New("efficiency: invalid semaphore limit")
+
+	// ErrLimitMismatch means a Semaphore's acquire found permits of the
+	// semaphore live under another limit; the error names both. Every
+	// process must use one limit for a name while its permits are live.
+	ErrLimitMismatch = errors.New("efficiency: semaphore limit mismatch")
 )
 
 // nilFunc is the error of op (Do, Hold, Once) given a nil function.

@@ -99,3 +99,40 @@ func ExampleLocker_Once() {
 	// replica 2 ran: false err: <nil>
 	// replica 3 ran: false err: <nil>
 }
+
+func ExampleLocker_Semaphore() {
+	client, done := newClient()
+	defer done()
+	locker := efficiency.New(client)
+	defer locker.Close()
+	ctx := context.Background()
+
+	// At most 2 imports at once, across every process sharing the Redis.
+	imports := locker.Semaphore("imports", 2)
+	var held []*efficiency.Lock
+	for i := 1; i <= 3; i++ {
+		permit, err := imports.TryAcquire(ctx, time.Minute)
+		if err != nil {
+			fmt.Println("import", i, "waits:", errors.Is(err, efficiency.ErrNotObtained))
+			continue
+		}
+		fmt.Println("import", i, "runs")
+		held = append(held, permit)
+	}
+	for _, permit := range held {
+		_ = permit.Release(ctx)
+	}
+
+	// Do waits for a permit, keeps it while fn runs, and releases it.
+	err := imports.Do(ctx, time.Minute, func(ctx context.Context) error {
+		fmt.Println("import 3 runs")
+		return nil
+	})
+	fmt.Println("done:", err)
+	// Output:
+	// import 1 runs
+	// import 2 runs
+	// import 3 waits: true
+	// import 3 runs
+	// done: <nil>
+}

@@ -7,13 +7,14 @@ import (
 	"github.com/leasekit/leasekit/internal/lease"
 )
 
-// Lock is a granted efficiency lock. Its methods are safe on a nil *Lock, which
-// holds nothing.
+// Lock is a granted efficiency lock, or a permit of a Semaphore. Its methods
+// are safe on a nil *Lock, which holds nothing.
 type Lock struct {
 	h *lease.Held
 }
 
-// Key returns the lock's Redis key, <prefix>{name}.
+// Key returns the lock's Redis key, <prefix>{name}; a permit's is its
+// semaphore's, <prefix>{name}:permits.
 func (l *Lock) Key() string {
 	if l == nil || l.h == nil {
 		return ""

@@ -36,19 +36,22 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 		Owners:      o.owners,
 		Logger:      o.logger,
 		Errors: lease.Errors{
-			NotObtained: ErrNotObtained,
-			NotHeld:     ErrNotHeld,
-			LockLost:    ErrLockLost,
-			InvalidKey:  ErrInvalidKey,
-			InvalidTTL:  ErrInvalidTTL,
-			Closed:      ErrClosed,
-			Late:        ErrLateGrant,
+			NotObtained:   ErrNotObtained,
+			NotHeld:       ErrNotHeld,
+			LockLost:      ErrLockLost,
+			InvalidKey:    ErrInvalidKey,
+			InvalidTTL:    ErrInvalidTTL,
+			Closed:        ErrClosed,
+			Late:          ErrLateGrant,
+			InvalidLimit:  ErrInvalidLimit,
+			LimitMismatch: ErrLimitMismatch,
 		},
 	})}
 }
 
-// Close makes every later TryObtain, Obtain, Do and Once fail with ErrClosed,
-// ends the Obtain calls still waiting with ErrClosed, and stops the Locker's
+// Close makes every later TryObtain, Obtain, Do and Once fail with ErrClosed
+// (and every acquire of its Semaphores), ends the Obtain calls still waiting
+// with ErrClosed, and stops the Locker's
 // wake-up subscription. Locks already held are not released, and can still
 // be refreshed and released. Close does not close the client.
 func (l *Locker) Close() error { return l.core.Close() }

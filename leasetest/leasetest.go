@@ -10,6 +10,9 @@
 //	...
 //	env.Steal("nightly-report") // as if our holder paused past its ttl
 //
+// A semaphore's permits have their own controls: Permits, ExpirePermits and
+// StealPermit.
+//
 // Lock names are the names your code passes to Obtain, Acquire, Do or Once,
 // not Redis keys; give New the same WithPrefix as your Lockers if they use one
 // (Env.Efficiency and Env.Correctness pass it on).
@@ -25,9 +28,11 @@
 package leasetest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -54,6 +59,7 @@ type Env struct {
 	mu      sync.Mutex
 	now     time.Time
 	lockers []io.Closer // built by Efficiency and Correctness
+	thefts  int         // permits StealPermit took
 }
 
 // Option configures an Env.
@@ -221,4 +227,93 @@ func (e *Env) Holder(name string) Holding {
 		h.Token = p.Token
 	}
 	return h
+}
+
+// Permits is what Permits reports about a semaphore; nothing in it lets
+// anyone release a permit.
+type Permits struct {
+	// Limit is the limit the live permits were granted under; 0 when none
+	// is live.
+	Limit int
+	// TTLs are the remaining ttls of the live permits, soonest first.
+	TTLs []time.Duration
+	// Queued is how many entries the semaphore's wait queue holds: its
+	// waiters, and entries of waiters gone that the next release skips.
+	Queued int
+}
+
+// Permits reports the live permits of the semaphore called name and its
+// queue.
+func (e *Env) Permits(name string) Permits {
+	key := lease.PermitsKey(e.prefix, name)
+	var p Permits
+	for _, left := range e.livePermits(key) {
+		p.TTLs = append(p.TTLs, left.ttl)
+	}
+	if len(p.TTLs) > 0 {
+		v, _ := e.Server.Get(lease.LimitKey(key))
+		p.Limit, _ = lease.HeaderLimit(v)
+	}
+	queue, _ := e.Server.ZMembers(lease.QueueKey(key))
+	p.Queued = len(queue)
+	return p
+}
+
+// ExpirePermits makes every permit of the semaphore called name lapse now,
+// as if each holder had paused past its ttl, and returns how many there
+// were. The holders are not told: their next Refresh or Release returns
+// ErrNotHeld, and Do cancels its function at its next refresh. Waiters find
+// the permits free at their next attempt (within their timer, at most a
+// second), as after a holder died.
+func (e *Env) ExpirePermits(name string) int {
+	key := lease.PermitsKey(e.prefix, name)
+	live := e.livePermits(key)
+	for _, p := range live {
+		e.Server.ZRem(key, p.owner)
+	}
+	return len(live)
+}
+
+// StealPermit hands the permit of the semaphore called name that expires
+// first to another owner now, keeping its ttl, as if its holder had paused
+// past its ttl and someone else had taken its place. It reports whether a
+// permit was live. The holder is not told, as with ExpirePermits.
+func (e *Env) StealPermit(name string) bool {
+	key := lease.PermitsKey(e.prefix, name)
+	live := e.livePermits(key)
+	if len(live) == 0 {
+		return false
+	}
+	score, _ := e.Server.ZScore(key, live[0].owner)
+	e.Server.ZRem(key, live[0].owner)
+	e.mu.Lock()
+	e.thefts++
+	thief := thief + "-" + strconv.Itoa(e.thefts)
+	e.mu.Unlock()
+	e.Server.ZAdd(key, score, thief)
+	return true
+}
+
+// permit is a live permit: its owner and remaining ttl.
+type permit struct {
+	owner string
+	ttl   time.Duration
+}
+
+// livePermits are the permits at key whose expiry (server ms) is after Now,
+// soonest first.
+func (e *Env) livePermits(key string) []permit {
+	members, err := e.Server.SortedSet(key)
+	if err != nil {
+		return nil
+	}
+	now := e.Now().UnixMilli()
+	var live []permit
+	for owner, expiry := range members {
+		if ms := int64(expiry) - now; ms > 0 {
+			live = append(live, permit{owner, time.Duration(ms) * time.Millisecond})
+		}
+	}
+	slices.SortFunc(live, func(a, b permit) int { return cmp.Compare(a.ttl, b.ttl) })
+	return live
 }

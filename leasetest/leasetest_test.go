@@ -2,8 +2,10 @@ package leasetest_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -141,5 +143,86 @@ func TestCorrectnessLockerWithoutAuditNoise(t *testing.T) {
 				t.Fatalf("log lines over two acquires: got %d, want %d:\n%s", got, tc.want, log.String())
 			}
 		})
+	}
+}
+
+// TestPermits: Permits reports the live permits soonest first and the
+// limit; StealPermit takes the one that expires first from its holder;
+// ExpirePermits ends them all; Advance expires them as Redis would.
+func TestPermits(t *testing.T) {
+	env := leasetest.New(t, leasetest.WithPrefix("app:"))
+	ctx := t.Context()
+	s := env.Efficiency().Semaphore("pool", 3)
+	short, err := s.TryAcquire(ctx, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, err := s.TryAcquire(ctx, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := leasetest.Permits{Limit: 3, TTLs: []time.Duration{10 * time.Second, 30 * time.Second}}
+	if got := env.Permits("pool"); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Permits: got %+v, want %+v", got, want)
+	}
+	if !env.StealPermit("pool") {
+		t.Fatal("StealPermit: got false, want a permit taken")
+	}
+	if got := env.Permits("pool"); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Permits after StealPermit: got %+v, want %+v (the thief keeps the ttl)", got, want)
+	}
+	if err := short.Refresh(ctx, time.Minute); !errors.Is(err, efficiency.ErrNotHeld) {
+		t.Fatalf("the robbed holder's Refresh: got %v, want ErrNotHeld", err)
+	}
+	if err := long.Refresh(ctx, 30*time.Second); err != nil {
+		t.Fatalf("the other holder's Refresh: %v", err)
+	}
+	if n := env.ExpirePermits("pool"); n != 2 {
+		t.Fatalf("ExpirePermits: got %d, want 2", n)
+	}
+	if got := env.Permits("pool"); !reflect.DeepEqual(got, leasetest.Permits{}) {
+		t.Fatalf("Permits after ExpirePermits: got %+v, want none", got)
+	}
+	if err := long.Release(ctx); !errors.Is(err, efficiency.ErrNotHeld) {
+		t.Fatalf("Release after ExpirePermits: got %v, want ErrNotHeld", err)
+	}
+	if env.StealPermit("pool") || env.ExpirePermits("pool") != 0 {
+		t.Fatal("StealPermit or ExpirePermits of a semaphore with no permit reported one")
+	}
+	// A new limit is taken once none is live.
+	one := env.Efficiency().Semaphore("pool", 1)
+	if _, err := one.TryAcquire(ctx, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	gaveUp := make(chan error, 1)
+	go func() { _, err := one.Acquire(wctx, time.Second); gaveUp <- err }()
+	for env.Permits("pool").Queued != 1 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the waiter: got %v, want Canceled", err)
+	}
+	if got := env.Permits("pool"); got.Limit != 1 || got.Queued != 0 {
+		t.Fatalf("Permits after the waiter left: got %+v, want limit 1 and nobody queued", got)
+	}
+	env.Advance(2 * time.Second)
+	if got := env.Permits("pool"); len(got.TTLs) != 0 {
+		t.Fatalf("Permits after Advance past the ttl: got %+v, want none", got)
+	}
+}
+
+// TestStealPermitStopsDo: Do cancels its function's context once its
+// permit is stolen.
+func TestStealPermitStopsDo(t *testing.T) {
+	env := leasetest.New(t)
+	err := env.Efficiency().Semaphore("imports", 4).Do(t.Context(), time.Second, func(ctx context.Context) error {
+		env.StealPermit("imports")
+		<-ctx.Done()
+		return nil
+	})
+	if !errors.Is(err, efficiency.ErrLockLost) {
+		t.Fatalf("got %v, want ErrLockLost", err)
 	}
 }

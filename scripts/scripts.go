@@ -2,10 +2,12 @@
 // file per operation, and the shell commands its README runs (test.sh,
 // bench.sh).
 //
-// Each .lua file's header comment names its KEYS, ARGV and reply; the three
+// Each .lua file's header comment names its KEYS, ARGV and reply. The three
 // that grant a lock (fenced_acquire, wait, release) have grant.lua, the
-// function they share, prepended, and the two of a register (register_write,
-// register_claim) register_fence.lua. The scripts are embedded at build time
+// function they share, prepended; the ones that queue waiters or hand a
+// grant to one (wait, release and the semaphore's), queue.lua; the
+// semaphore's (sem_*), semaphore.lua after it; and the two of a register
+// (register_write, register_claim), register_fence.lua. The scripts are embedded at build time
 // and exported as *redis.Script values, for leasekit's packages and for tools
 // that must speak the same protocol on the same keys (a test, a repair
 // script); leasekit runs them with EVALSHA, and EVAL when the server does not
@@ -54,17 +56,32 @@ var (
 	electionLeaderSrc string
 	//go:embed election_resign.lua
 	electionResignSrc string
+
+	//go:embed queue.lua
+	queueSrc string
+	//go:embed semaphore.lua
+	semaphoreSrc string
+	//go:embed sem_acquire.lua
+	semAcquireSrc string
+	//go:embed sem_wait.lua
+	semWaitSrc string
+	//go:embed sem_release.lua
+	semReleaseSrc string
+	//go:embed sem_refresh.lua
+	semRefreshSrc string
+	//go:embed sem_pttl.lua
+	semPTTLSrc string
 )
 
 var (
 	// Release ends a grant the caller holds: it hands the lock to the first
 	// live waiter in the lock's queue, or deletes it and publishes a wake-up.
 	// See release.lua.
-	Release = redis.NewScript(grantSrc + releaseSrc)
+	Release = redis.NewScript(grantSrc + queueSrc + releaseSrc)
 
 	// Wait is a waiter's attempt: it takes a free lock or joins the lock's
 	// queue. See wait.lua.
-	Wait = redis.NewScript(grantSrc + waitSrc)
+	Wait = redis.NewScript(grantSrc + queueSrc + waitSrc)
 
 	// Refresh restarts the ttl of a lock the caller holds. See refresh.lua.
 	Refresh = redis.NewScript(refreshSrc)
@@ -98,4 +115,26 @@ var (
 	// tells the observers when nobody holds the lock. See
 	// election_resign.lua.
 	ElectionResign = redis.NewScript(electionResignSrc)
+
+	// SemAcquire takes a permit of a semaphore if one is free once the
+	// waiters queued first are served, or replies with the ms until the
+	// first live permit expires. See sem_acquire.lua.
+	SemAcquire = redis.NewScript(queueSrc + semaphoreSrc + semAcquireSrc)
+
+	// SemWait is a waiter's attempt for a permit: it keeps its place in the
+	// semaphore's queue and hands free permits out in queue order. See
+	// sem_wait.lua.
+	SemWait = redis.NewScript(queueSrc + semaphoreSrc + semWaitSrc)
+
+	// SemRelease ends a permit the caller holds and hands free permits to
+	// the first live waiters. See sem_release.lua.
+	SemRelease = redis.NewScript(queueSrc + semaphoreSrc + semReleaseSrc)
+
+	// SemRefresh restarts the ttl of a permit the caller holds. See
+	// sem_refresh.lua.
+	SemRefresh = redis.NewScript(queueSrc + semaphoreSrc + semRefreshSrc)
+
+	// SemPTTL reports the remaining ttl of a permit the caller holds. See
+	// sem_pttl.lua.
+	SemPTTL = redis.NewScript(queueSrc + semaphoreSrc + semPTTLSrc)
 )

@@ -1,7 +1,7 @@
 -- wait: one attempt of a waiting acquire: take the lock if it is free (or
 -- the caller's already), else queue the caller, or only mark the lock for a
--- waiter that does not queue. (grant.lua is prepended.) The queue entry and
--- the mark are specified in internal/lease/handoff.go.
+-- waiter that does not queue. (grant.lua and queue.lua are prepended.) The
+-- queue entry and the mark are specified in internal/lease/handoff.go.
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the lock's wait queue (a sorted set of entries by place)
@@ -53,23 +53,7 @@ end
 if ARGV[4] == '' then
   return {0, ttl, '', ''}
 end
-local now = redis.call('TIME')
-now = now[1] .. string.rep('0', 6 - #now[2]) .. now[2]
-local code, place = 3, ARGV[5]
-if place ~= '' and redis.call('ZSCORE', KEYS[2], ARGV[6]) then
-  code = 0
-elseif place == '' then
-  -- Arrival order: the clock, or just after the last entry when the clock
-  -- has not moved past it. Scores below 2^53 print in full: compare as text.
-  place = now
-  local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
-  if last[2] and (#last[2] > #place or #last[2] == #place and last[2] >= place) then
-    place = string.format('%d', tonumber(last[2]) + 1)
-  end
-end
-if code == 3 and redis.call('ZADD', KEYS[2], 'NX', place, ARGV[4]) == 0 then
-  place = redis.call('ZSCORE', KEYS[2], ARGV[4]) -- queued by an earlier send of this call
-end
+local code, place, now = enqueue(KEYS[2], redis.call('TIME'), ARGV[4], ARGV[5], ARGV[6])
 -- The queue outlives the holder by 10 s; every attempt of a waiter extends it.
 if ttl < 0 then
   redis.call('PERSIST', KEYS[2])

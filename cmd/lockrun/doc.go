@@ -2,7 +2,7 @@
 // etcdctl lock and consul lock:
 //
 //	lockrun [flags] NAME -- COMMAND [ARGS...]
-//	lockrun [-redis URL] [-prefix P] [-fenced] -status NAME
+//	lockrun [-redis URL] [-prefix P] [-fenced | -n N] -status NAME
 //
 // Every machine that runs the same NAME against the same Redis takes turns: the
 // command, and every process it starts, runs only while this lockrun holds the
@@ -19,6 +19,14 @@
 // to the command as LEASEKIT_TOKEN; it is only safe if every write the command
 // makes carries the token and the resource rejects an older one.
 //
+// With -n N, NAME is a semaphore (package efficiency's Semaphore): up to N
+// runs of NAME go at once, on any machines, each holding a permit, and the
+// others wait (-wait) in arrival order or are skipped. A permit is an
+// efficiency lease, with the same guarantee and the same limit as the lock.
+// Every run of NAME must pass the same N while permits are held: a run with
+// another N is refused (64), so that two crontabs cannot disagree on the
+// limit unnoticed; once none is held, the next run's N takes effect.
+//
 // Flags:
 //
 //	-redis URL      Redis to lock on (default $LEASEKIT_REDIS_URL, else
@@ -30,6 +38,8 @@
 //	-ttl D          lease length (default 30s), refreshed every ttl/3
 //	-wait D         wait up to D for the lock (default 0: try once)
 //	-fenced         take a correctness lease; the command gets its token
+//	-n N            run while holding one of N permits of the semaphore NAME
+//	                rather than the lock NAME (not with -fenced or -once)
 //	-audit          with -fenced: check the Redis settings fencing relies on
 //	                (persistence, eviction, replication) at the first acquire,
 //	                and warn on stderr (default true). -audit=false silences the warnings,
@@ -49,7 +59,8 @@
 //	                terminal or in a journal a silent skip looks like a run
 //	                that did nothing, while a crontab says -quiet once.
 //	-status NAME    print whether NAME is held, its remaining ttl and its last
-//	                fencing token, and exit (with -redis and -prefix)
+//	                fencing token, and exit (with -redis and -prefix); with
+//	                -n, the semaphore's limit, holders and waiters
 //
 // The command inherits lockrun's standard input, output and error and its
 // environment, plus LEASEKIT_NAME (the lock's NAME) and, with -fenced,
@@ -109,18 +120,22 @@
 //	77              Redis refused the credentials of -redis (WRONGPASS,
 //	                NOAUTH) or a command to its user (NOPERM): fix the URL or
 //	                the ACL, retrying will not help
-//	75              the lock was held by another owner (or, with -once, the
-//	                command already ran this period)
+//	75              the lock was held by another owner (with -n, all N
+//	                permits were; with -once, the command already ran this
+//	                period)
 //	74              the lease was lost while the command ran, or was found
 //	                gone at release
 //	69              Redis could not be reached (or failed while locking)
 //	65              a key of the lock holds what leasekit does not write
 //	                (a value of another type, a fence counter that holds no
 //	                token), found by a run or by -status
-//	64              bad usage
+//	64              bad usage, or an -n other than the N the semaphore's
+//	                held permits were granted under
 //
 // -status prints key: value lines (lock, key, held, ttl, last token) and exits
-// 0. It never prints the holder's owner id: that id is what releases the lock.
+// 0. With -n it prints the semaphore's (semaphore, key, limit, held, a
+// "holder: ttl D" line per permit, waiting, a "waiter: queued D ago" line per
+// queue entry) instead. It never prints the holder's owner id: that id is what releases the lock.
 // When the lock's key is not a string, or the fence counter is not a string
 // holding a non-negative integer below the largest 64-bit one, the held or
 // last token line says what is there ("held: unknown: the key holds a list,

@@ -19,7 +19,7 @@ const redisURLEnv = "LEASEKIT_REDIS_URL"
 const defaultRedisURL = "redis://127.0.0.1:6379"
 
 const usageLine = `usage: lockrun [flags] NAME -- COMMAND [ARGS...]
-       lockrun [-redis URL] [-prefix P] [-fenced] -status NAME`
+       lockrun [-redis URL] [-prefix P] [-fenced | -n N] -status NAME`
 
 // config is what the command line asks for.
 type config struct {
@@ -30,6 +30,7 @@ type config struct {
 	once    time.Duration
 	grace   time.Duration
 	fenced  bool
+	limit   int      // -n: hold one of limit permits of a semaphore; 0 for a lock
 	audit   bool     // with -fenced: run the correctness audit and log its warnings
 	quiet   bool     // say nothing when the run is skipped (exit 75)
 	name    string   // the lock's name (or -status's)
@@ -65,6 +66,7 @@ func parseArgs(args, env []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.ttl, "ttl", 30*time.Second, "lease length, refreshed every ttl/3 while the command runs")
 	fs.DurationVar(&c.wait, "wait", 0, "how long to wait for the lock; 0 tries once")
 	fs.BoolVar(&c.fenced, "fenced", false, "take a correctness lease and pass its fencing token as LEASEKIT_TOKEN")
+	fs.IntVar(&c.limit, "n", 0, "run while holding one of `N` permits of the semaphore NAME, rather than the lock NAME")
 	fs.DurationVar(&c.once, "once", 0, "run at most once per `PERIOD` per NAME across all machines")
 	fs.DurationVar(&c.grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when stopping the command's processes (the lease was lost, or the command left them behind)")
 	fs.StringVar(&status, "status", "", "print the state of the lock called `NAME` and exit")
@@ -94,6 +96,9 @@ func parseArgs(args, env []string, stderr io.Writer) (config, error) {
 	}
 	c.redis = opts
 
+	if err := c.checkLimit(set); err != nil {
+		return c, err
+	}
 	if set["status"] {
 		c.name, c.status = status, true
 		if fs.NArg() > 0 {
@@ -108,6 +113,22 @@ func parseArgs(args, env []string, stderr io.Writer) (config, error) {
 		return c, err
 	}
 	return c, checkName(c.name)
+}
+
+// checkLimit refuses an -n that no semaphore can have, and the flags that
+// cannot go with a semaphore.
+func (c *config) checkLimit(set map[string]bool) error {
+	switch {
+	case !set["n"]:
+		return nil
+	case c.limit < 1:
+		return usagef("-n %d: a semaphore has at least 1 permit", c.limit)
+	case c.fenced:
+		return usagef("-n cannot be combined with -fenced: a semaphore's N holders cannot be fenced by one newest-token rule, so its permits carry no token")
+	case set["once"]:
+		return usagef("-once cannot be combined with -n: -once keeps a lock for the whole period so that one run happens per period; it has no permits to share")
+	}
+	return nil
 }
 
 // checkFlags refuses values and combinations that cannot mean what the

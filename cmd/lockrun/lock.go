@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -38,8 +39,11 @@ var (
 // fence counter that holds no token), as -status reports it; else what
 // unavailable says.
 func failed(cfg config, errs lockErrors, err error) error {
-	if redis.HasErrorPrefix(err, "WRONGTYPE") || errs.corrupt != nil && errors.Is(err, errs.corrupt) {
-		return exitf(exitDataErr, "lock %q: a key of the lock holds what leasekit does not write (see lockrun -status): %w", cfg.name, err)
+	switch {
+	case redis.HasErrorPrefix(err, "WRONGTYPE") || errs.corrupt != nil && errors.Is(err, errs.corrupt):
+		return exitf(exitDataErr, "%s: a key of the %s holds what leasekit does not write (see lockrun -status): %w", cfg.subject(), cfg.kind(), err)
+	case errors.Is(err, efficiency.ErrLimitMismatch):
+		return exitf(exitUsage, "-n %d: %w: every run of %q must pass the same -n while its permits are held", cfg.limit, err, cfg.name)
 	}
 	return unavailable(cfg.redis, err)
 }
@@ -54,6 +58,17 @@ func lockAndRun(ctx context.Context, client *redis.Client, cfg config, env []str
 		l := efficiency.New(client, efficiency.WithPrefix(cfg.prefix), efficiency.WithLogger(logger))
 		defer l.Close()
 		return runOnce(ctx, l, cfg, cmd, logger)
+	case cfg.limit > 0:
+		l := efficiency.New(client, efficiency.WithPrefix(cfg.prefix), efficiency.WithLogger(logger))
+		defer l.Close()
+		s := l.Semaphore(cfg.name, cfg.limit)
+		try := func(ctx context.Context, _ string, ttl time.Duration) (*efficiency.Lock, error) {
+			return s.TryAcquire(ctx, ttl)
+		}
+		wait := func(ctx context.Context, _ string, ttl time.Duration) (*efficiency.Lock, error) {
+			return s.Acquire(ctx, ttl)
+		}
+		return takeAndRun(ctx, cfg, cmd, efficiencyErrors, logger, try, wait, nil, (*efficiency.Lock).Hold)
 	case cfg.fenced:
 		// The audit's findings go to stderr: they are the warnings a fenced
 		// user must see, once; -audit=false stops them being mailed by cron
@@ -95,9 +110,9 @@ func takeAndRun[L any](ctx context.Context, cfg config, cmd command, errs lockEr
 	}
 	switch {
 	case errors.Is(err, errs.notObtained) && cfg.wait > 0:
-		return skipped(cfg, "lock %q is still held by another owner after waiting %v", cfg.name, cfg.wait)
+		return skipped(cfg, "%s after waiting %v", cfg.busy("still "), cfg.wait)
 	case errors.Is(err, errs.notObtained):
-		return skipped(cfg, "lock %q is held by another owner", cfg.name)
+		return skipped(cfg, "%s", cfg.busy(""))
 	case err != nil:
 		return 0, failed(cfg, errs, err)
 	}
@@ -148,7 +163,7 @@ func ended(cfg config, errs lockErrors, logger *slog.Logger, code int, err error
 	case err == nil:
 		return nil
 	case errors.Is(err, errs.lost):
-		return exitf(exitLost, "lock %q was lost while the command ran; the command exited with status %d: %w", cfg.name, code, err)
+		return exitf(exitLost, "%s was lost while the command ran; the command exited with status %d: %w", cfg.subject(), code, err)
 	case cannotRun:
 		return err
 	}
@@ -173,4 +188,29 @@ func childEnv(env []string, name string, token uint64) []string {
 		out = append(out, tokenEnv+"="+strconv.FormatUint(token, 10))
 	}
 	return out
+}
+
+// subject names what the run holds: the lock, or a permit of the
+// semaphore.
+func (c config) subject() string {
+	if c.limit > 0 {
+		return fmt.Sprintf("a permit of semaphore %q", c.name)
+	}
+	return fmt.Sprintf("lock %q", c.name)
+}
+
+// kind is "semaphore" or "lock".
+func (c config) kind() string {
+	if c.limit > 0 {
+		return "semaphore"
+	}
+	return "lock"
+}
+
+// busy says why a run found no room: still, "" or "still ".
+func (c config) busy(still string) string {
+	if c.limit > 0 {
+		return fmt.Sprintf("all %d permits of semaphore %q are %sheld", c.limit, c.name, still)
+	}
+	return fmt.Sprintf("lock %q is %sheld by another owner", c.name, still)
 }

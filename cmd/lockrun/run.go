@@ -33,7 +33,10 @@ func run(args, env []string, std stdio) int {
 		return fail(std.err, err)
 	}
 	defer client.Close()
-	if cfg.status {
+	switch {
+	case cfg.status && cfg.limit > 0:
+		return fail(std.err, printSemaphoreStatus(ctx, client, cfg, std.out))
+	case cfg.status:
 		return fail(std.err, printStatus(ctx, client, cfg, std.out))
 	}
 	code, err := lockAndRun(ctx, client, cfg, env, std)

@@ -48,33 +48,42 @@ type found struct {
 // otherwise grant and release in a loop until ctx ends.
 const maxLateGrants = 3
 
-// begin checks what every acquire must check before it touches Redis, and
-// draws the caller's owner id. (A value: an uncontended acquire allocates
-// nothing for it.)
-func (c *Core) begin(ctx context.Context, name string, ttl time.Duration) (acquire, error) {
+// begin checks what every acquire of the lock or semaphore at lk must check
+// before it touches Redis, and draws the caller's owner id. (A value: an
+// uncontended acquire allocates nothing for it.)
+func (c *Core) begin(ctx context.Context, lk *keySet, ttl time.Duration) (acquire, error) {
 	if c.closed.Load() {
-		return acquire{}, c.closedErr(name)
+		return acquire{}, c.closedErr(lk)
 	}
-	if err := CheckName(c.cfg.Errors.InvalidKey, name); err != nil {
+	if err := CheckName(c.cfg.Errors.InvalidKey, lk.name); err != nil {
+		return acquire{}, err
+	}
+	if err := lk.ops.checkLimit(c.cfg.Errors.InvalidLimit); err != nil {
 		return acquire{}, err
 	}
 	if err := checkTTL(c.cfg.Errors.InvalidTTL, ttl); err != nil {
 		return acquire{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return acquire{}, c.notObtained(name, err)
+		return acquire{}, c.notObtained(lk, err)
 	}
 	owner, err := newOwner(c.cfg.Kind, c.cfg.Owners)
 	if err != nil {
 		return acquire{}, err
 	}
-	return acquire{c: c, ctx: ctx, keys: c.lockKeys(name), owner: owner, ttl: ttl}, nil
+	return acquire{c: c, ctx: ctx, keys: lk, owner: owner, ttl: ttl}, nil
 }
 
 // Try makes one attempt to acquire the lock called name.
 func (c *Core) Try(ctx context.Context, name string, ttl time.Duration) (*Held, error) {
-	ctx, t := c.cfg.Telemetry.StartAcquire(ctx, c.cfg.TryOp, name)
-	a, err := c.begin(ctx, name, ttl)
+	return c.try(ctx, c.lockKeys(name), ttl)
+}
+
+// try makes one attempt to acquire the lock or a permit of the semaphore at
+// lk.
+func (c *Core) try(ctx context.Context, lk *keySet, ttl time.Duration) (*Held, error) {
+	ctx, t := lk.ops.tel.StartAcquire(ctx, lk.ops.tryOp, lk.name)
+	a, err := c.begin(ctx, lk, ttl)
 	var h *Held
 	if err == nil {
 		h, err = a.try()
@@ -91,7 +100,7 @@ func (a *acquire) try() (*Held, error) {
 	case err != nil:
 		return nil, a.failed(err)
 	case h == nil:
-		return nil, fmt.Errorf("%w: lock %s is held by another owner", a.c.cfg.Errors.NotObtained, Quote(a.keys.name))
+		return nil, fmt.Errorf("%w: %s", a.c.cfg.Errors.NotObtained, a.keys.ops.busy(a.keys.name))
 	}
 	return h, nil
 }
@@ -107,9 +116,14 @@ func (a *acquire) once(probe bool) (*Held, found, error) {
 	sent := time.Now()
 	var f found
 	var err error
-	if a.c.cfg.Fenced {
+	switch {
+	case a.keys.ops.sem && probe:
+		f, err = a.runGrant(semAcquireScript, a.readWait, a.owner, Millis(a.ttl), a.keys.ops.arg, a.c.listen.channels, isProbe)
+	case a.keys.ops.sem:
+		f, err = a.runGrant(semAcquireScript, a.readWait, a.owner, Millis(a.ttl), a.keys.ops.arg, a.c.listen.channels)
+	case a.c.cfg.Fenced:
 		f, err = a.runGrant(fencedAcquireScript, a.readFenced, a.owner, Millis(a.ttl), a.c.scriptKind)
-	} else {
+	default:
 		f, err = a.setNX(probe)
 	}
 	if err != nil {
@@ -133,8 +147,8 @@ func (a *acquire) lease(f found, start time.Time) (*Held, error) {
 	deadline := start.Add(length - a.c.drift(length))
 	if late := time.Since(deadline); late >= 0 {
 		_ = a.release(f.value, nil)
-		return nil, fmt.Errorf("%w: lock %s: the grant's reply came %v after its lease deadline (ttl %v): "+
-			"the ttl is too short for the round trip to Redis; released it", a.c.cfg.Errors.Late, Quote(a.keys.name), late.Round(time.Millisecond), a.ttl)
+		return nil, fmt.Errorf("%w: %s: the grant's reply came %v after its lease deadline (ttl %v): "+
+			"the ttl is too short for the round trip to Redis; released it", a.c.cfg.Errors.Late, a.keys.label(), late.Round(time.Millisecond), a.ttl)
 	}
 	return &Held{core: a.c, keys: a.keys, value: f.value, token: f.token, granted: start, deadline: deadline, ttl: a.ttl}, nil
 }
@@ -200,8 +214,8 @@ func (a *acquire) granted(v string) (found, error) {
 	p, err := ParseValue(v, a.c.cfg.Fenced)
 	switch {
 	case err != nil:
-		return found{}, namesLock(fmt.Errorf("%w: lock %s: the grant holds %s (key %s)",
-			a.c.cfg.Errors.InvalidToken, Quote(a.keys.name), errNoToken, Quote(a.keys.lock)))
+		return found{}, namesLock(fmt.Errorf("%w: %s: the grant holds %s (key %s)",
+			a.c.cfg.Errors.InvalidToken, a.keys.label(), errNoToken, Quote(a.keys.lock)))
 	case p.Owner != a.owner:
 		return found{}, errors.New("the grant holds another owner's id")
 	}
@@ -229,8 +243,8 @@ func (a *acquire) runGrant(s Script, read func(any) (found, error), args ...any)
 	if err != nil || !f.granted || c.cfg.Replicas == 0 || confirmed >= int64(c.cfg.Replicas) {
 		return f, err
 	}
-	return found{}, namesLock(fmt.Errorf("%w: lock %s: %d of %d replicas confirmed within %v",
-		c.cfg.Errors.NotReplicated, Quote(a.keys.name), confirmed, c.cfg.Replicas, c.cfg.ReplicaWait))
+	return found{}, namesLock(fmt.Errorf("%w: %s: %d of %d replicas confirmed within %v",
+		c.cfg.Errors.NotReplicated, a.keys.label(), confirmed, c.cfg.Replicas, c.cfg.ReplicaWait))
 }
 
 // release ends the caller's grant if Redis holds one (the grant stored as
@@ -281,21 +295,21 @@ func (a *acquire) failed(err error) error {
 	if mayHaveGranted(err) {
 		_ = a.releaseAny(nil)
 	}
-	ctx, name := a.ctx, a.keys.name
+	ctx := a.ctx
 	if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
-		return a.c.notObtained(name, ctx.Err(), err)
+		return a.c.notObtained(a.keys, ctx.Err(), err)
 	}
 	if ctx.Err() != nil && !errors.Is(err, a.c.cfg.Errors.NotObtained) {
-		return a.c.notObtained(name, err)
+		return a.c.notObtained(a.keys, err)
 	}
 	return err
 }
 
-// notObtained is an acquire's error for the lock called name when it ends for
-// causes (the context's end, a failure meanwhile): it matches NotObtained and
-// each cause.
-func (c *Core) notObtained(name string, causes ...error) error {
-	return fmt.Errorf("%w: lock %s: %w", c.cfg.Errors.NotObtained, Quote(name), errors.Join(causes...))
+// notObtained is an acquire's error for the lock or semaphore at lk when it
+// ends for causes (the context's end, a failure meanwhile): it matches
+// NotObtained and each cause.
+func (c *Core) notObtained(lk *keySet, causes ...error) error {
+	return fmt.Errorf("%w: %s: %w", c.cfg.Errors.NotObtained, lk.label(), errors.Join(causes...))
 }
 
 // parseMicros parses a server clock in µs as the scripts print it.

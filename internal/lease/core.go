@@ -1,8 +1,9 @@
-// Package lease is the engine behind leasekit's two kinds of lock. A Core
-// acquires a lock in one round trip, or waits in the lock's queue for a
-// release to hand it over; a Held is a granted lease, with its deadline on
-// the monotonic clock, refresh, release, and Hold (a function run while the
-// lease is kept alive). Packages efficiency and correctness configure a Core
+// Package lease is the engine behind leasekit's two kinds of lock, and
+// efficiency's semaphores. A Core acquires a lock in one round trip, or
+// waits in the lock's queue for a release to hand it over; a Semaphore does
+// the same for a permit; a Held is a granted lease (a lock or a permit),
+// with its deadline on the monotonic clock, refresh, release, and Hold (a
+// function run while the lease is kept alive). Packages efficiency and correctness configure a Core
 // with a Config and wrap its results in their own types; leasetest reads
 // and writes the same keys through the names exported here.
 //
@@ -43,6 +44,10 @@ type Errors struct {
 	// NotReplicated is for a grant fewer replicas confirmed than Replicas
 	// asks (fenced kinds).
 	NotReplicated error
+	// InvalidLimit is for a semaphore whose limit is below 1, and
+	// LimitMismatch for an acquire of a semaphore whose live permits were
+	// granted under another limit (kinds with semaphores).
+	InvalidLimit, LimitMismatch error
 }
 
 // Config configures a Core: what kind of lock, on which client, named how,
@@ -78,11 +83,13 @@ type Config struct {
 // Core runs locks of one kind for one Locker.
 type Core struct {
 	cfg    Config
+	lock   *ops // of every lock
 	listen *listener
 	strays *strays
 	closed atomic.Bool
 	names  sync.Map     // lock name -> *keySet, for up to keyCacheSize names
 	cached atomic.Int64 // entries in names
+	semTel sync.Map     // a semaphore's limit -> its *telemetry.Telemetry
 	// kind is the lock's kind as the scripts name it (grant.lua): "e", "f",
 	// "c" or "t"; scriptKind is the same, boxed once as a script argument.
 	kind       string
@@ -96,6 +103,7 @@ func New(cfg Config) *Core {
 	}
 	c := &Core{cfg: cfg, kind: scriptKind(cfg)}
 	c.scriptKind = c.kind
+	c.lock = lockOps(c)
 	c.strays = &strays{c: c, m: make(map[string]*stray), done: make(chan struct{})}
 	c.listen = newListener(c)
 	return c
@@ -155,9 +163,10 @@ func (c *Core) logger() *slog.Logger {
 	return c.cfg.Logger
 }
 
-// closedErr is the error of a new operation of a closed Core.
-func (c *Core) closedErr(name string) error {
-	return fmt.Errorf("%w: cannot acquire lock %s", c.cfg.Errors.Closed, Quote(name))
+// closedErr is the error of a new acquire of the lock or semaphore at lk by a
+// closed Core.
+func (c *Core) closedErr(lk *keySet) error {
+	return fmt.Errorf("%w: cannot acquire %s", c.cfg.Errors.Closed, lk.label())
 }
 
 // IsNilClient reports whether client is nil, or a nil pointer of one of

@@ -87,24 +87,33 @@ func (n named) Unwrap() error { return n.error }
 // cannot draw a token from (scripts/grant.lua).
 const badFence = "BADFENCE "
 
-// acquireErr names the lock in err, an acquire's failure. A corrupt fence
-// counter also matches InvalidToken.
+// otherLimit starts the error reply of a semaphore's script that found its
+// live permits granted under another limit (scripts/semaphore.lua).
+const otherLimit = "LIMIT "
+
+// acquireErr names the lock or semaphore in err, an acquire's failure. A
+// corrupt fence counter also matches InvalidToken, and a semaphore in use
+// with another limit LimitMismatch.
 func (c *Core) acquireErr(lk *keySet, err error) error {
 	var n named
 	if errors.As(err, &n) {
 		return err
 	}
 	var re redis.Error
-	if errors.As(err, &re) && strings.HasPrefix(re.Error(), badFence) {
-		return fmt.Errorf("%w: lock %s: %s", c.cfg.Errors.InvalidToken, Quote(lk.name), strings.TrimPrefix(re.Error(), badFence))
+	switch {
+	case errors.As(err, &re) && strings.HasPrefix(re.Error(), badFence):
+		return fmt.Errorf("%w: %s: %s", c.cfg.Errors.InvalidToken, lk.label(), strings.TrimPrefix(re.Error(), badFence))
+	case re != nil && lk.ops.sem && strings.HasPrefix(re.Error(), otherLimit):
+		return fmt.Errorf("%w: %s has permits live under limit %s, and this Semaphore's limit is %d",
+			c.cfg.Errors.LimitMismatch, lk.label(), strings.TrimPrefix(re.Error(), otherLimit), lk.ops.limit)
 	}
 	return c.redisErr("acquire", lk, err)
 }
 
-// redisErr names the operation and the lock in err, a failure of Redis or of
-// its reply.
+// redisErr names the operation and the lock or semaphore in err, a failure
+// of Redis or of its reply.
 func (c *Core) redisErr(op string, lk *keySet, err error) error {
-	return WrapRedis(c.cfg.Kind, op+" lock", lk.name, err)
+	return WrapRedis(c.cfg.Kind, op+" "+lk.ops.what, lk.name, err)
 }
 
 // WrapRedis is err of the operation op on the thing called name, in the form

@@ -48,6 +48,19 @@ import (
 //
 // A bare ticket is no grant: the waiter's counter holds no token, and its
 // next attempt meets that error itself.
+//
+// A semaphore's permits are a sorted set (PermitsKey) of owner ids scored
+// by their expiry, the server clock in ms; its waiters queue as a lock's do.
+// Its header (LimitKey) says what the live permits were granted under:
+//
+//	header   = limit [ "*" ] SP expiry
+//	limit    = the limit, in decimal
+//	expiry   = the server clock in ms when the header and the permits key
+//	           expire: at least the last permit's expiry
+//
+// The mark "*" says a waiter that does not queue has waited, so a release
+// that hands no permit over wakes such waiters. A header left when no permit
+// is live any more means nothing: the next acquire writes its own.
 
 // queuedMark ends the value of a lock that waiters have queued for.
 const queuedMark = "*"
@@ -155,4 +168,31 @@ func (m message) start(e *entry) time.Time {
 		return e.sent
 	}
 	return e.sent.Add(waited)
+}
+
+// HeaderLimit is the limit a semaphore's header (as GET returns it) records,
+// and false for one that does not parse.
+func HeaderLimit(header string) (int, bool) {
+	limit, expiry, ok := strings.Cut(header, " ")
+	n, err := strconv.Atoi(strings.TrimSuffix(limit, "*"))
+	_, err2 := strconv.ParseInt(expiry, 10, 64)
+	return n, ok && err == nil && err2 == nil && n > 0
+}
+
+// EntryTicket returns the id in a queue entry's ticket and the channel its
+// grant message goes to: what a tool watching a queue (the bench) may read of
+// it, never the owner id.
+func EntryTicket(entry string) (id, channel string, ok bool) {
+	f := strings.SplitN(entry, " ", 6)
+	if len(f) != 6 {
+		return "", "", false
+	}
+	id, _, ok = strings.Cut(f[4], ".")
+	return id, f[5], ok && f[5] != ""
+}
+
+// GrantTicket returns the id in the ticket of a grant message.
+func GrantTicket(msg string) (id string, ok bool) {
+	m, ok := parseMessage(msg)
+	return m.id, ok
 }

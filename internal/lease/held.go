@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/leasekit/leasekit/internal/telemetry"
 )
 
@@ -36,7 +34,7 @@ func (h *Held) recordEnd(ctx context.Context, lost bool, reason telemetry.Reason
 	h.ended = true
 	h.mu.Unlock()
 	if !done {
-		h.core.cfg.Telemetry.HoldEnded(ctx, h.keys.name, h.granted, lost, reason)
+		h.keys.ops.tel.HoldEnded(ctx, h.keys.name, h.granted, lost, reason)
 	}
 }
 
@@ -93,14 +91,7 @@ func (h *Held) Refresh(ctx context.Context, ttl time.Duration) error {
 // was gone, -1 when another owner held it.
 func (h *Held) refresh(ctx context.Context, ttl time.Duration) (int64, error) {
 	sent := time.Now()
-	var reply *redis.Cmd
-	if h.core.cfg.ExpiringCounter {
-		// The counter lives as long as the lease that drew from it.
-		reply = h.core.run(ctx, refreshScript, h.keys.refreshKeys(), h.value, Millis(ttl), "t")
-	} else {
-		reply = h.core.run(ctx, refreshScript, h.keys.keys[:1], h.value, Millis(ttl))
-	}
-	n, err := reply.Int64()
+	n, err := h.core.refreshWith(ctx, h.keys, h.value, ttl).Int64()
 	if err != nil {
 		return 0, h.core.redisErr("refresh", h.keys, err)
 	}
@@ -116,7 +107,7 @@ func (h *Held) refresh(ctx context.Context, ttl time.Duration) (int64, error) {
 // waiter queued for it, or is deleted (and, from a Core whose waiters do not
 // queue, a wake-up is published for such waiters).
 func (h *Held) Release(ctx context.Context) error {
-	ctx, span := h.core.cfg.Telemetry.Start(ctx, "Release", h.keys.name)
+	ctx, span := h.keys.ops.tel.Start(ctx, "Release", h.keys.name)
 	n, err := h.release(ctx)
 	if err == nil && n <= 0 {
 		err = h.notHeld(n == 0)
@@ -141,7 +132,7 @@ func (h *Held) release(ctx context.Context) (int64, error) {
 		return n, nil
 	}
 	if n, ok := reply.(int64); !ok || n == 2 {
-		h.core.cfg.Telemetry.Handoff(ctx, h.keys.name) // a token, or 2: handed to a waiter
+		h.keys.ops.tel.Handoff(ctx, h.keys.name) // a token, or 2: handed to a waiter
 	}
 	h.recordEnd(ctx, false, 0)
 	return 1, nil
@@ -150,7 +141,7 @@ func (h *Held) release(ctx context.Context) (int64, error) {
 // notHeld is the error for a lease Redis no longer holds for this owner: the
 // key is gone, or another owner holds the lock.
 func (h *Held) notHeld(gone bool) error {
-	return fmt.Errorf("%w: lock %s: %s", h.core.cfg.Errors.NotHeld, Quote(h.keys.name), h.core.why(gone))
+	return fmt.Errorf("%w: %s: %s", h.core.cfg.Errors.NotHeld, h.keys.label(), h.core.why(gone))
 }
 
 // why says what was seen of a lease Redis no longer holds.
@@ -163,7 +154,7 @@ func (c *Core) why(gone bool) string {
 
 // TTL asks Redis how long the lease has left.
 func (h *Held) TTL(ctx context.Context) (time.Duration, error) {
-	ms, err := h.core.run(ctx, pttlScript, h.keys.keys[:1], h.value).Int64()
+	ms, err := h.core.run(ctx, h.keys.ops.pttl, h.keys.held(), h.value).Int64()
 	if err != nil {
 		return 0, h.core.redisErr("ttl of", h.keys, err)
 	}
@@ -201,7 +192,7 @@ func (c *Core) runRelease(ctx context.Context, lk *keySet, value string, leaving
 	}
 	deadline := time.Now().Add(migrationWait)
 	for pause := 10 * time.Millisecond; ; pause = min(2*pause, 500*time.Millisecond) {
-		reply, err := c.run(ctx, releaseScript, lk.keys, args...).Result()
+		reply, err := c.run(ctx, lk.ops.release, lk.keys, args...).Result()
 		if err == nil || !slotMoving(err) || time.Now().Add(pause).After(deadline) {
 			return reply, err
 		}

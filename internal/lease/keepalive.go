@@ -40,9 +40,9 @@ func (h *Held) Hold(ctx context.Context, fn func(context.Context, *Held) error) 
 // HoldAs is Hold, traced as op: Do or Hold.
 func (h *Held) HoldAs(ctx context.Context, op string, fn func(context.Context, *Held) error) (err error) {
 	if h.isReleased() || !time.Now().Before(h.Deadline()) {
-		return fmt.Errorf("%w: lock %s: the lease was released or is past its deadline", h.core.cfg.Errors.NotHeld, Quote(h.keys.name))
+		return fmt.Errorf("%w: %s: the lease was released or is past its deadline", h.core.cfg.Errors.NotHeld, h.keys.label())
 	}
-	ctx, span := h.core.cfg.Telemetry.Start(ctx, op, h.keys.name)
+	ctx, span := h.keys.ops.tel.Start(ctx, op, h.keys.name)
 	ttl := h.ttlSet()
 	var fnErr, lost error
 	defer func() {
@@ -147,7 +147,7 @@ func lostWith(lost, fnErr error) error {
 }
 
 func (c *Core) lost(h *Held, why string) error {
-	return fmt.Errorf("%w: lock %s: %s", c.cfg.Errors.LockLost, Quote(h.keys.name), why)
+	return fmt.Errorf("%w: %s: %s", c.cfg.Errors.LockLost, h.keys.label(), why)
 }
 
 // run calls fn with a context that is cancelled when the lease is lost, while a
@@ -251,12 +251,12 @@ func (k *keeper) refreshed(r refreshed) (wait time.Duration, done bool) {
 	case r.err == nil:
 		return k.interval, false // fn released it meanwhile
 	}
-	h.core.cfg.Telemetry.RefreshFailed(k.ctx, h.keys.name, r.err)
+	h.keys.ops.tel.RefreshFailed(k.ctx, h.keys.name, r.err)
 	if !transient(r.err) && IsServerReply(r.err) {
 		// NOPERM, WRONGTYPE, a script Redis refuses: no retry can confirm
 		// the lease, and fn must stop now.
 		h.recordEnd(k.ctx, true, telemetry.Unreachable)
-		k.cancel(fmt.Errorf("%w: lock %s: a refresh failed, and cannot succeed: %w", h.core.cfg.Errors.LockLost, Quote(h.keys.name), r.err))
+		k.cancel(fmt.Errorf("%w: %s: a refresh failed, and cannot succeed: %w", h.core.cfg.Errors.LockLost, h.keys.label(), r.err))
 		return 0, true
 	}
 	h.core.logger().Warn(h.core.cfg.Kind+": refresh failed; retrying until the lease deadline",

@@ -32,22 +32,48 @@ func shardedGrantChannel(lockKey, id string) string { return lockKey + ":grants:
 // RegisterKey is the key of the fenced register of a resource.
 func RegisterKey(prefix, resource string) string { return LockKey(prefix, resource) + ":register" }
 
-// keySet is the Redis keys of one lock, boxed once as script arguments:
-// the lock, its wait queue and its fence counter, the KEYS of every script
-// that may grant it (a release may hand an efficiency lock to a waiter that
-// runs it as a correctness lock). Scripts that touch only the lock take the
-// first. Built once per name and kept (see Core.lockKeys), they spare every
-// acquire and release the allocations of building and boxing its keys.
+// PermitsKey is the key of the permits of the semaphore called name. A
+// semaphore's keys derive from it: its queue (QueueKey) and its limit
+// (LimitKey), in the slot of the lock of the same name, which is another
+// resource.
+func PermitsKey(prefix, name string) string { return LockKey(prefix, name) + ":permits" }
+
+// LimitKey is the key of a semaphore's header, which records the limit of
+// its live permits (handoff.go).
+func LimitKey(permitsKey string) string { return permitsKey + ":limit" }
+
+// keySet is the Redis keys of one lock or semaphore, boxed once as script
+// arguments, and the ops that run it. For a lock: the lock, its wait queue
+// and its fence counter, the KEYS of every script that may grant it (a
+// release may hand an efficiency lock to a waiter that runs it as a
+// correctness lock); scripts that touch only the lock take the first. For a
+// semaphore: its permits, its queue and its limit, the KEYS of all its
+// scripts. Built once per name and kept (see Core.lockKeys, Core.Semaphore),
+// they spare every acquire and release the allocations of building and
+// boxing its keys.
 type keySet struct {
-	name string // the lock's name, as the caller passed it
-	lock string
+	name string // the name, as the caller passed it
+	lock string // the first key
 	keys []any
+	ops  *ops
 }
 
 // newKeys returns the keys of the lock called name whose key is key.
-func newKeys(name, key string) *keySet {
-	return &keySet{name: name, lock: key, keys: []any{key, QueueKey(key), counterKey(key)}}
+func newKeys(name, key string, o *ops) *keySet {
+	return &keySet{name: name, lock: key, keys: []any{key, QueueKey(key), counterKey(key)}, ops: o}
 }
+
+// held are the KEYS of the scripts of a Held that touch only what it holds:
+// a lock's key; a semaphore's every key.
+func (k *keySet) held() []any {
+	if k.ops.sem {
+		return k.keys
+	}
+	return k.keys[:1]
+}
+
+// label names the lock or semaphore in messages.
+func (k *keySet) label() string { return k.ops.what + " " + Quote(k.name) }
 
 // refreshKeys are the refresh script's keys where the counter expires with
 // the lease: the lock and its counter.
@@ -68,7 +94,7 @@ func (c *Core) lockKeys(name string) *keySet {
 	if lk, ok := c.names.Load(name); ok {
 		return lk.(*keySet)
 	}
-	lk := newKeys(name, LockKey(c.cfg.Prefix, name))
+	lk := newKeys(name, LockKey(c.cfg.Prefix, name), c.lock)
 	if len(name) <= keyCacheNameLen && c.cached.Load() < keyCacheSize {
 		if _, loaded := c.names.LoadOrStore(name, lk); !loaded {
 			c.cached.Add(1)

@@ -26,11 +26,16 @@ var (
 	refreshScript       = NewScript(scripts.Refresh)
 	pttlScript          = NewScript(scripts.PTTL)
 	fencedAcquireScript = NewScript(scripts.FencedAcquire)
+	semAcquireScript    = NewScript(scripts.SemAcquire)
+	semWaitScript       = NewScript(scripts.SemWait)
+	semReleaseScript    = NewScript(scripts.SemRelease)
+	semRefreshScript    = NewScript(scripts.SemRefresh)
+	semPTTLScript       = NewScript(scripts.SemPTTL)
 )
 
 // Arguments of the release script chosen at run time, boxed once: boxing a
 // string variable allocates, and these go out with every release.
-var matchExact, matchPrefix, shardedChannels, plainChannels, notQueued any = "0", "1", "1", "0", ""
+var matchExact, matchPrefix, shardedChannels, plainChannels, notQueued, isProbe any = "0", "1", "1", "0", "", "1"
 
 // runner is what runs a script: a client of any kind, or a pipeline.
 type runner interface {

@@ -20,8 +20,13 @@ const recheck = time.Second
 // whose replies came past their lease deadline (a ttl too short for the
 // link) it gives up with Late.
 func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Held, error) {
-	ctx, t := c.cfg.Telemetry.StartAcquire(ctx, c.cfg.WaitOp, name)
-	a, err := c.begin(ctx, name, ttl)
+	return c.obtain(ctx, c.lockKeys(name), ttl)
+}
+
+// obtain acquires the lock or a permit of the semaphore at lk, waiting.
+func (c *Core) obtain(ctx context.Context, lk *keySet, ttl time.Duration) (*Held, error) {
+	ctx, t := lk.ops.tel.StartAcquire(ctx, lk.ops.waitOp, lk.name)
+	a, err := c.begin(ctx, lk, ttl)
 	var h *Held
 	if err == nil {
 		h, err = a.obtain(&t)
@@ -75,7 +80,7 @@ func (a *acquire) join() (*waiter, error) {
 			w.entry = w.newEntry(patience(a.ctx), id, sub.Channel())
 		}
 	case a.ctx.Err() != nil:
-		return nil, a.c.notObtained(a.keys.name, a.ctx.Err())
+		return nil, a.c.notObtained(a.keys, a.ctx.Err())
 	case errors.Is(err, notify.ErrClosed):
 		return nil, a.c.closedWhileWaiting(a.keys)
 	default:
@@ -123,8 +128,8 @@ func (w *waiter) wait() (*Held, error) {
 			return h, err
 		}
 	}
-	return nil, fmt.Errorf("%w: lock %s: %d grants in a row came back after their lease deadline (ttl %v): "+
-		"the ttl is too short for the round trip to Redis", w.c.cfg.Errors.Late, Quote(w.keys.name), w.late, w.ttl)
+	return nil, fmt.Errorf("%w: %s: %d grants in a row came back after their lease deadline (ttl %v): "+
+		"the ttl is too short for the round trip to Redis", w.c.cfg.Errors.Late, w.keys.label(), w.late, w.ttl)
 }
 
 // attempt runs the wait script once: it takes the lock if it is free, or
@@ -134,7 +139,9 @@ func (w *waiter) wait() (*Held, error) {
 func (w *waiter) attempt() (*Held, found, error) {
 	sent := time.Now()
 	queue, place, prev := w.entryArgs()
-	f, err := w.runGrant(waitScript, w.readWait, w.owner, Millis(w.ttl), w.c.scriptKind, queue, place, prev)
+	// ARGV[7], the kind of grant channels, is for a semaphore's wait, which
+	// may hand free permits to the waiters ahead of this one.
+	f, err := w.runGrant(w.keys.ops.wait, w.readWait, w.owner, Millis(w.ttl), w.keys.ops.arg, queue, place, prev, w.c.listen.channels)
 	if err != nil {
 		if e := w.entry; e != nil {
 			e.server = math.MaxInt64 // no grant message is sure until an attempt succeeds
@@ -170,12 +177,13 @@ func (w *waiter) entryArgs() (queue, place, prev any) {
 	return e.text(e.gen + 1), e.place, e.text(e.gen)
 }
 
-// readWait reads the wait script's reply.
-func (w *waiter) readWait(r any) (found, error) {
+// readWait reads the reply of the wait script, or of a semaphore's acquire
+// or wait.
+func (a *acquire) readWait(r any) (found, error) {
 	reply, _ := r.([]any)
 	if len(reply) == 2 && (reply[0] == int64(1) || reply[0] == int64(2)) {
 		if v, ok := reply[1].(string); ok {
-			return w.granted(v)
+			return a.granted(v)
 		}
 	}
 	if len(reply) == 4 && (reply[0] == int64(0) || reply[0] == int64(3)) {
@@ -201,7 +209,7 @@ func (w *waiter) failure(err error) (again bool, _ error) {
 	w.unsure = w.unsure || mayHaveGranted(err)
 	switch {
 	case w.ctx.Err() != nil:
-		return false, w.c.notObtained(w.keys.name, w.ctx.Err(), err)
+		return false, w.c.notObtained(w.keys, w.ctx.Err(), err)
 	case errors.Is(err, w.c.cfg.Errors.Late):
 		w.late++
 		w.tel.Event("late grant")
@@ -236,7 +244,7 @@ func (w *waiter) sleep(holderTTL time.Duration) (*Held, error) {
 	case <-closed:
 		return nil, w.c.closedWhileWaiting(w.keys)
 	case <-w.ctx.Done():
-		return nil, w.c.notObtained(w.keys.name, w.ctx.Err())
+		return nil, w.c.notObtained(w.keys, w.ctx.Err())
 	case <-wake:
 	}
 	w.woken = true
@@ -313,7 +321,7 @@ func (w *waiter) leave(granted bool) {
 
 // closedWhileWaiting is the error of a wait that its Locker's Close ended.
 func (c *Core) closedWhileWaiting(lk *keySet) error {
-	return fmt.Errorf("%w: lock %s: the Locker was closed while waiting for it", c.cfg.Errors.Closed, Quote(lk.name))
+	return fmt.Errorf("%w: %s: the Locker was closed while waiting for it", c.cfg.Errors.Closed, lk.label())
 }
 
 // confirm waits for Replicas to confirm a grant stored as value that another
@@ -333,8 +341,8 @@ func (w *waiter) confirm(value string) (bool, error) {
 		return false, nil
 	}
 	if confirmed < int64(c.cfg.Replicas) {
-		return true, namesLock(fmt.Errorf("%w: lock %s: %d of %d replicas confirmed the handed grant within %v",
-			c.cfg.Errors.NotReplicated, Quote(w.keys.name), confirmed, c.cfg.Replicas, c.cfg.ReplicaWait))
+		return true, namesLock(fmt.Errorf("%w: %s: %d of %d replicas confirmed the handed grant within %v",
+			c.cfg.Errors.NotReplicated, w.keys.label(), confirmed, c.cfg.Replicas, c.cfg.ReplicaWait))
 	}
 	return true, nil
 }

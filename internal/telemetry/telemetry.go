@@ -39,6 +39,7 @@ const (
 	WaitedKey  = attribute.Key("leasekit.lock.waited")
 	ReasonKey  = attribute.Key("leasekit.lock.lost.reason")
 	NameKey    = attribute.Key("leasekit.lock.name")
+	LimitKey   = attribute.Key("leasekit.lock.limit")
 	FenceKey   = attribute.Key("leasekit.fence")
 	TermKey    = attribute.Key("leasekit.election.term")
 )
@@ -103,6 +104,7 @@ type Telemetry struct {
 	kindOpts    []metric.AddOption
 	spanOpts    []trace.SpanStartOption
 	spanNames   map[string]string // op -> "kind.op", built once
+	spanPrefix  string            // "kind."
 }
 
 // ops are the operations that have spans.
@@ -130,26 +132,47 @@ func New(cfg Config) *Telemetry {
 	t.waiters = upDown(m, "leasekit.lock.waiters", "This Locker's acquires waiting now.")
 	t.held = upDown(m, "leasekit.lock.held", "Locks this Locker granted that have not been released or seen lost.")
 	t.leading = upDown(m, "leasekit.election.leader", "Elections this Locker leads now: 1 while it leads one.")
+	t.attributes(cfg.Kind + ".")
+	return t
+}
+
+// Semaphore returns the Telemetry of a semaphore with limit permits: the
+// same instruments, whose measurements carry the attribute
+// leasekit.lock.limit, and spans named kind.Semaphore.op. A nil t returns
+// nil.
+func (t *Telemetry) Semaphore(limit int) *Telemetry {
+	if t == nil {
+		return nil
+	}
+	s := *t
+	s.attributes(t.cfg.Kind+".Semaphore.", LimitKey.Int(limit))
+	return &s
+}
+
+// attributes precomputes the attribute sets of every measurement, with t's
+// kind and extra, and the span names, op prefixed.
+func (t *Telemetry) attributes(prefix string, extra ...attribute.KeyValue) {
+	set := func(kvs ...attribute.KeyValue) attribute.Set {
+		return attribute.NewSet(append(append([]attribute.KeyValue{t.kind}, extra...), kvs...)...)
+	}
 	for o := range outcomes {
 		for w, waited := range []bool{false, true} {
-			set := attribute.NewSet(t.kind, OutcomeKey.String(outcomeNames[o]), WaitedKey.Bool(waited))
-			t.acquireOpts[o][w] = []metric.RecordOption{metric.WithAttributeSet(set)}
+			t.acquireOpts[o][w] = []metric.RecordOption{metric.WithAttributeSet(set(OutcomeKey.String(outcomeNames[o]), WaitedKey.Bool(waited)))}
 		}
 	}
 	for i, outcome := range []string{"released", "lost"} {
-		t.holdOpts[i] = []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(t.kind, OutcomeKey.String(outcome)))}
+		t.holdOpts[i] = []metric.RecordOption{metric.WithAttributeSet(set(OutcomeKey.String(outcome)))}
 	}
 	for r := range reasons {
-		t.lostOpts[r] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(t.kind, ReasonKey.String(reasonNames[r])))}
+		t.lostOpts[r] = []metric.AddOption{metric.WithAttributeSet(set(ReasonKey.String(reasonNames[r])))}
 	}
-	kindSet := attribute.NewSet(t.kind)
-	t.kindOpts = []metric.AddOption{metric.WithAttributeSet(kindSet)}
-	t.spanOpts = []trace.SpanStartOption{trace.WithAttributes(t.kind)}
+	t.kindOpts = []metric.AddOption{metric.WithAttributeSet(set())}
+	t.spanOpts = []trace.SpanStartOption{trace.WithAttributes(append([]attribute.KeyValue{t.kind}, extra...)...)}
+	t.spanPrefix = prefix
 	t.spanNames = make(map[string]string, len(ops))
 	for _, op := range ops {
-		t.spanNames[op] = cfg.Kind + "." + op
+		t.spanNames[op] = prefix + op
 	}
-	return t
 }
 
 func histogram(m metric.Meter, name, desc string) metric.Float64Histogram {
@@ -221,7 +244,7 @@ func (t *Telemetry) Start(ctx context.Context, name, lock string) (context.Conte
 	}
 	span, ok := t.spanNames[name]
 	if !ok {
-		span = t.cfg.Kind + "." + name
+		span = t.spanPrefix + name
 	}
 	return t.tracer.Start(ctx, span, opts...)
 }

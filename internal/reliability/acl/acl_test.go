@@ -25,7 +25,7 @@ func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 // leastPrivilege is the README's ACL line, less the password.
 const leastPrivilege = "ACL SETUSER leasekit on >PASSWORD resetkeys ~leasekit:* resetchannels &leasekit:* " +
 	"-@all +set +get +del +pttl +pexpire +incr +time +hget +hset +hmget " +
-	"+zadd +zrem +zpopmin +zscore +zrange +persist +publish +pubsub|numsub +subscribe +unsubscribe +spublish +pubsub|shardnumsub +ssubscribe +sunsubscribe +evalsha +eval +wait +config|get +info"
+	"+zadd +zrem +zpopmin +zscore +zrange +zcard +zcount +zremrangebyscore +persist +publish +pubsub|numsub +subscribe +unsubscribe +spublish +pubsub|shardnumsub +ssubscribe +sunsubscribe +evalsha +eval +wait +config|get +info"
 
 func TestREADMEDocumentsTheACL(t *testing.T) {
 	readme, err := os.ReadFile("../../../README.md")
@@ -87,6 +87,24 @@ func TestEveryOperationUnderLeastPrivilege(t *testing.T) {
 	must("Do", el.Do(ctx, "job", time.Minute, func(context.Context) error { return nil }))
 	_, err = el.Once(ctx, "cron", time.Minute, func(context.Context) error { return nil })
 	must("Once", err)
+
+	sem := el.Semaphore("pool", 1)
+	permit, err := sem.TryAcquire(ctx, time.Minute)
+	must("Semaphore.TryAcquire", err)
+	must("permit Refresh", permit.Refresh(ctx, time.Minute))
+	_, err = permit.TTL(ctx)
+	must("permit TTL", err)
+	queued := count.Of("sem_wait")
+	go func() {
+		p, err := sem.Acquire(ctx, time.Minute) // handed over by the release below
+		if err == nil {
+			err = p.Release(ctx)
+		}
+		waited <- err
+	}()
+	count.Await(t, "sem_wait", queued+1)
+	must("permit Release", permit.Release(ctx))
+	must("Semaphore.Acquire", <-waited)
 
 	cl := correctness.New(c, correctness.WithReplicas(0, 0))
 	defer cl.Close()

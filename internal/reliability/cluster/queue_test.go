@@ -83,7 +83,13 @@ func obtainAsync(ctx context.Context, l *efficiency.Locker, name string) <-chan 
 // now, not as a client's slot map may remember it).
 func shardSubscribers(t *testing.T, c *redistest.Cluster, name string) int {
 	t.Helper()
-	key := lease.LockKey(lease.DefaultPrefix, name)
+	return shardSubscribersOf(t, c, lease.LockKey(lease.DefaultPrefix, name))
+}
+
+// shardSubscribersOf is shardSubscribers for the lock or semaphore whose key
+// is key.
+func shardSubscribersOf(t *testing.T, c *redistest.Cluster, key string) int {
+	t.Helper()
 	master := c.MasterOf(t, redistest.Slot(key)).Client(t)
 	channels, err := master.PubSubShardChannels(t.Context(), escapeGlob(key)+":grants:*").Result()
 	if err != nil {

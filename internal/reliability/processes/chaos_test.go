@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/testkit/proc"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
 	"github.com/redis/go-redis/v9"
@@ -60,12 +61,66 @@ end
 return 1
 `)
 
-// workerChild takes one lock again and again (LEASEKIT_WORKER: "addr kind
-// name ttl"): each acquire that returns is checked on the server at once,
-// held for a few milliseconds, and released. It reports "acquired TOKEN
-// STATUS" for each, where STATUS is checkGrant's, or "late" when the check's
-// reply came after the lease's deadline (a pause after the acquire, which
-// proves nothing); and "error ..." for an acquire that failed.
+// checkPermit is checkGrant for a permit of a semaphore: it reports whether
+// the caller holds a live permit, and whether more than the limit of
+// permits, or of records of holders, are live; if all is well it records
+// the caller's permit, to expire with it. A holder clears its record before
+// it releases, so more live records than the limit means more holders at
+// once than the limit.
+//
+// KEYS: permits, records (a sorted set of owners by their permit's expiry),
+// epoch. ARGV: the owner, the epoch read before the acquire, the limit.
+// Reply as checkGrant's.
+var checkPermit = redis.NewScript(`
+local epoch = redis.call('GET', KEYS[3])
+if not epoch or epoch ~= ARGV[2] then
+  return {'restart'}
+end
+local now = redis.call('TIME')
+local ms = string.format('%d', tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000))
+local expiry = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if not expiry or tonumber(expiry) <= tonumber(ms) then
+  return {'gone'}
+end
+if redis.call('ZCOUNT', KEYS[1], '(' .. ms, '+inf') > tonumber(ARGV[3]) then
+  return {'overlap'}
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ms)
+redis.call('ZADD', KEYS[2], expiry, ARGV[1])
+if redis.call('ZCARD', KEYS[2]) > tonumber(ARGV[3]) then
+  return {'overlap'}
+end
+return {'held'}
+`)
+
+// clearPermit deletes the caller's record of its permit. KEYS: records.
+// ARGV: the owner.
+var clearPermit = redis.NewScript(`return redis.call('ZREM', KEYS[1], ARGV[1])`)
+
+// checker checks a grant on the server as soon as its acquire returns, and
+// clears its record before its release: checkGrant and clearRecord for a
+// lock, checkPermit and clearPermit for a permit.
+type checker struct {
+	check, clear *redis.Script
+	keys         []string // the check's; the record's is keys[1]
+	limit        []any    // the check's last ARGV, if any
+}
+
+func newChecker(kind, name string) checker {
+	if n, ok := semaphoreLimit(kind); ok {
+		permits := lease.PermitsKey(lease.DefaultPrefix, name)
+		return checker{checkPermit, clearPermit, []string{permits, permits + ":record", "epoch"}, []any{n}}
+	}
+	return checker{checkGrant, clearRecord, []string{lockKey(name), lockKey(name) + ":record", "epoch"}, nil}
+}
+
+// workerChild takes one lock, or a permit of one semaphore, again and again
+// (LEASEKIT_WORKER: "addr kind name ttl"): each acquire that returns is
+// checked on the server at once, held for a few milliseconds, and released.
+// It reports "acquired TOKEN STATUS" for each, where STATUS is the check's,
+// or "late" when the check's reply came after the lease's deadline (a pause
+// after the acquire, which proves nothing); and "error ..." for an acquire
+// that failed.
 func workerChild() int {
 	f := strings.Fields(os.Getenv("LEASEKIT_WORKER"))
 	addr, kind, name := f[0], f[1], f[2]
@@ -76,7 +131,7 @@ func workerChild() int {
 	l := newLocker(kind, client, owners)
 	defer l.close()
 	bg := context.Background()
-	keys := []string{lockKey(name), lockKey(name) + ":record", "epoch"}
+	ck := newChecker(kind, name)
 	for {
 		epoch := client.Get(bg, "epoch").Val()
 		ctx, cancel := context.WithTimeout(bg, 5*time.Second)
@@ -91,7 +146,7 @@ func workerChild() int {
 		if g.Token() != 0 {
 			value = fmt.Sprintf("%s:%d", value, g.Token())
 		}
-		status, err := checkGrant.Run(bg, client, keys, value, epoch).StringSlice()
+		status, err := ck.check.Run(bg, client, ck.keys, append([]any{value, epoch}, ck.limit...)...).StringSlice()
 		switch {
 		case err != nil:
 			status = []string{"unknown"}
@@ -100,7 +155,7 @@ func workerChild() int {
 		}
 		fmt.Println("acquired", g.Token(), status[0])
 		time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
-		clearRecord.Run(bg, client, keys[1:2], value)
+		ck.clear.Run(bg, client, ck.keys[1:2], value)
 		_ = g.Release(bg)
 	}
 }
@@ -110,8 +165,9 @@ func workerChild() int {
 // them, kills them with -9 and starts new ones, and restarts the lock's
 // server without persistence. Every acquire that returns must hold the lock
 // on the server at that moment, and no two grants may be live at once
-// (checkGrant). LEASEKIT_CHAOS sets how long each kind runs (default 8s of
-// pauses and kills, then as long with restarts too).
+// (checkGrant); for a semaphore of 2, no more than two permits or two
+// holders' records (checkPermit). LEASEKIT_CHAOS sets how long each kind
+// runs (default 8s of pauses and kills, then as long with restarts too).
 func TestNoDoubleGrantUnderChaos(t *testing.T) {
 	d := 8 * time.Second
 	if v := os.Getenv("LEASEKIT_CHAOS"); v != "" {
@@ -120,7 +176,7 @@ func TestNoDoubleGrantUnderChaos(t *testing.T) {
 			t.Fatalf("LEASEKIT_CHAOS=%q: %v", v, err)
 		}
 	}
-	for _, kind := range []string{"efficiency", "correctness"} {
+	for _, kind := range []string{"efficiency", "correctness", "semaphore-2"} {
 		t.Run(kind, func(t *testing.T) { testChaos(t, kind, d) })
 	}
 }
@@ -153,7 +209,11 @@ func testChaos(t *testing.T, kind string, d time.Duration) {
 	s := redistest.Start(t)
 	admin := s.Client(t)
 	ctx := t.Context()
-	const workers, name, ttl = 4, "chaos", 300 * time.Millisecond
+	const name, ttl = "chaos", 300 * time.Millisecond
+	workers := 4
+	if _, ok := semaphoreLimit(kind); ok {
+		workers = 5 // two hold, three wait
+	}
 	epoch := 1
 	admin.Set(ctx, "epoch", epoch, 0)
 	ty := &tally{statuses: map[string]int{}}

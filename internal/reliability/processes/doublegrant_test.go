@@ -15,7 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// waiterChild waits for a lock (LEASEKIT_WAITER: "addr kind name ttl"),
+// waiterChild waits for a lock or permit (LEASEKIT_WAITER: "addr kind name ttl"),
 // then reports whether the server holds the grant it got, as soon as the
 // acquire returns; it releases the lock when told to on stdin.
 func waiterChild() int {
@@ -35,7 +35,11 @@ func waiterChild() int {
 		fmt.Println("error", err)
 		return 1
 	}
-	fmt.Println("acquired", g.Token(), checkHeld(ctx, client, name, owners.owner(), g))
+	status := checkHeld(ctx, client, name, owners.owner(), g)
+	if _, ok := semaphoreLimit(kind); ok {
+		status = checkPermitHeld(ctx, client, name, owners.owner(), g)
+	}
+	fmt.Println("acquired", g.Token(), status)
 	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
 		return 1
 	}

@@ -59,13 +59,40 @@ func (l correctnessLocker) acquire(ctx context.Context, name string, ttl time.Du
 
 func (l correctnessLocker) close() { _ = l.Close() }
 
-// newLocker returns a Locker of kind ("efficiency" or "correctness") on
-// client whose owner ids are recorded in owners.
+// semaphoreLocker takes permits of the semaphores of limit permits: a
+// permit is an efficiency grant.
+type semaphoreLocker struct {
+	*efficiency.Locker
+	limit int
+}
+
+func (l semaphoreLocker) acquire(ctx context.Context, name string, ttl time.Duration) (grant, error) {
+	lock, err := l.Semaphore(name, l.limit).Acquire(ctx, ttl)
+	if err != nil {
+		return nil, err
+	}
+	return efficiencyGrant{lock}, nil
+}
+
+func (l semaphoreLocker) close() { _ = l.Close() }
+
+// newLocker returns a Locker of kind ("efficiency", "correctness", or
+// "semaphore-N" for the permits of semaphores of N) on client whose owner
+// ids are recorded in owners.
 func newLocker(kind string, client redis.UniversalClient, owners *ownerLog) locker {
+	if n, ok := semaphoreLimit(kind); ok {
+		return semaphoreLocker{efficiency.New(client, efficiency.WithOwnerSource(owners)), n}
+	}
 	if kind == "efficiency" {
 		return efficiencyLocker{efficiency.New(client, efficiency.WithOwnerSource(owners))}
 	}
 	return correctnessLocker{correctness.New(client, correctness.WithOwnerSource(owners), correctness.WithAudit(false))}
+}
+
+// semaphoreLimit is the limit of a kind "semaphore-N".
+func semaphoreLimit(kind string) (int, bool) {
+	n, err := strconv.Atoi(strings.TrimPrefix(kind, "semaphore-"))
+	return n, err == nil && strings.HasPrefix(kind, "semaphore-")
 }
 
 // ownerLog is an owner source that draws from crypto/rand and remembers the

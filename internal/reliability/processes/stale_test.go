@@ -18,9 +18,9 @@ import (
 )
 
 // giveUpChild runs n waiters for one lock (LEASEKIT_GIVE_UP: "addr kind
-// name n mode"), each of which gives up: mode "deadline:D" waits with a
-// context that ends after D, "cancel" with one that ends when a line comes on
-// stdin. Its client bounds calls by their context (ContextTimeoutEnabled),
+// name n mode [ttl]", ttl 2s by default), each of which gives up: mode
+// "deadline:D" waits with a context that ends after D, "cancel" with one
+// that ends when a line comes on stdin. Its client bounds calls by their context (ContextTimeoutEnabled),
 // as the docs advise. It reports "queued" once every waiter has started,
 // then "gave up N" when all have returned, and keeps its Lockers open (and
 // subscribed) until stdin closes.
@@ -28,6 +28,10 @@ func giveUpChild() int {
 	f := strings.Fields(os.Getenv("LEASEKIT_GIVE_UP"))
 	addr, kind, name, mode := f[0], f[1], f[2], f[4]
 	n, _ := strconv.Atoi(f[3])
+	ttl := 2 * time.Second
+	if len(f) > 5 {
+		ttl, _ = time.ParseDuration(f[5])
+	}
 	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer client.Close()
 	l := newLocker(kind, client, &ownerLog{})
@@ -45,7 +49,7 @@ func giveUpChild() int {
 	var gaveUp, got atomic.Int64
 	for range n {
 		wg.Go(func() {
-			g, err := l.acquire(ctx, name, 2*time.Second)
+			g, err := l.acquire(ctx, name, ttl)
 			if err != nil {
 				gaveUp.Add(1)
 				return

@@ -67,6 +67,7 @@ var intended = []difference{
 	{"Locker.Do", "", ", and the fence is what rejects a write made after the lease was lost", "the fence closes the window"},
 	{"Locker.Close", "TryObtain, Obtain, Do and Once", "TryAcquire, Acquire and Do", "correctness has no Once"},
 	{"Locker.Close", "", " It also ends the Observe calls under way: their channels close.", "only correctness has elections"},
+	{"Locker.Close", " (and every acquire of its Semaphores)", "", "correctness has no semaphores"},
 	{"Lock.Hold", "", " with the lease's token", "a correctness fn takes the token"},
 	{"Lock.Hold", "", " Only the fence makes a write after that harmless.", "the fence closes the window"},
 	{"Lock.Refresh", "", "; the token does not change", "a correctness grant carries a token"},
@@ -89,14 +90,28 @@ var intended = []difference{
 	{"ErrLateGrant", "", ", nor use its token", "a correctness grant carries a token"},
 	{"ErrLockLost", "Do, Hold or Once", "Do or Hold", "correctness has no Once"},
 	{"ErrClosed", "TryObtain, Obtain, Do and Once", "TryAcquire, Acquire and Do", "correctness has no Once"},
+	{"ErrClosed", " (and every acquire of its Semaphores)", "", "correctness has no semaphores"},
+	{"ErrNotObtained", " (or a Semaphore's TryAcquire found every permit held)", "", "correctness has no semaphores"},
+	{"Lock", ", or a permit of a Semaphore", "", "correctness has no semaphores"},
+	{"Lock.Key", "; a permit's is its semaphore's, <prefix>{name}:permits", "", "correctness has no semaphores"},
 	{"ErrInvalidKey", "", " or resource", "the fences take resource names"},
 	{"ErrInvalidTTL", " or period", "", "only efficiency has Once, which takes a period"},
 }
 
 // efficiencyOnly are efficiency's names without a twin, and why.
 var efficiencyOnly = map[string]string{
-	"Locker.Once": "a run once per period needs no fencing token: it keeps others out, it guards no write",
+	"Locker.Once":          "a run once per period needs no fencing token: it keeps others out, it guards no write",
+	"Locker.Semaphore":     semaphores,
+	"Semaphore":            semaphores,
+	"Semaphore.TryAcquire": semaphores,
+	"Semaphore.Acquire":    semaphores,
+	"Semaphore.Do":         semaphores,
+	"ErrInvalidLimit":      semaphores,
+	"ErrLimitMismatch":     semaphores,
 }
+
+// semaphores is why efficiency's semaphore names have no twins.
+const semaphores = "N holders at once cannot be fenced by one newest-token rule (efficiency's package doc)"
 
 func TestTwinsStayTwins(t *testing.T) {
 	eff := docs(t, "../../../efficiency")

@@ -34,15 +34,33 @@ func Count(client interface{ AddHook(redis.Hook) }) *Counter {
 	return h
 }
 
-var scriptNames = map[string]string{
-	scripts.Release.Hash():       "release",
-	scripts.Wait.Hash():          "wait",
-	scripts.Refresh.Hash():       "refresh",
-	scripts.PTTL.Hash():          "pttl",
-	scripts.FencedAcquire.Hash(): "fenced_acquire",
-	scripts.RegisterWrite.Hash(): "register_write",
-	scripts.RegisterClaim.Hash(): "register_claim",
+// named are leasekit's scripts and the names they are counted by.
+var named = []struct {
+	script *redis.Script
+	name   string
+}{
+	{scripts.Release, "release"},
+	{scripts.Wait, "wait"},
+	{scripts.Refresh, "refresh"},
+	{scripts.PTTL, "pttl"},
+	{scripts.FencedAcquire, "fenced_acquire"},
+	{scripts.RegisterWrite, "register_write"},
+	{scripts.RegisterClaim, "register_claim"},
+	{scripts.SemAcquire, "sem_acquire"},
+	{scripts.SemWait, "sem_wait"},
+	{scripts.SemRelease, "sem_release"},
+	{scripts.SemRefresh, "sem_refresh"},
+	{scripts.SemPTTL, "sem_pttl"},
 }
+
+// scriptNames are the names of named by SHA1.
+var scriptNames = func() map[string]string {
+	m := make(map[string]string, len(named))
+	for _, n := range named {
+		m[n.script.Hash()] = n.name
+	}
+	return m
+}()
 
 func opName(cmd redis.Cmder) string {
 	name := strings.ToLower(cmd.Name())
@@ -63,19 +81,13 @@ func opName(cmd redis.Cmder) string {
 	case "eval", "eval_ro":
 		if len(args) > 1 {
 			if s, ok := args[1].(string); ok {
-				for _, sc := range []*redis.Script{scripts.Release, scripts.Wait, scripts.Refresh, scripts.PTTL, scripts.FencedAcquire, scripts.RegisterWrite, scripts.RegisterClaim} {
-					if hashOf(sc, s) {
-						return scriptNames[sc.Hash()]
-					}
+				if n := scriptNames[redis.NewScript(s).Hash()]; n != "" {
+					return n
 				}
 			}
 		}
 	}
 	return name
-}
-
-func hashOf(sc *redis.Script, src string) bool {
-	return redis.NewScript(src).Hash() == sc.Hash()
 }
 
 // handshake reports whether a pipeline is a new connection's setup.

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/leasekit/leasekit/internal/lease"
+	"github.com/redis/go-redis/v9"
+)
+
+// semaphoreState is what -n N -status reads of a semaphore: its permits'
+// ttls and its waiters' waits, never an owner id.
+type semaphoreState struct {
+	key     string
+	limit   string          // "" when no permit is live
+	holders []time.Duration // ttls, soonest first
+	waiters []time.Duration // time in the queue, longest first
+	foreign []string        // keys that hold what leasekit does not write
+}
+
+// printSemaphoreStatus prints the semaphore's limit, its holders (each
+// permit's remaining ttl) and its waiters (how long each has been queued).
+// When a key holds what leasekit never writes, it says so and returns an
+// error with status 65.
+func printSemaphoreStatus(ctx context.Context, client *redis.Client, cfg config, out io.Writer) error {
+	s, err := readSemaphore(ctx, client, lease.PermitsKey(cfg.prefix, cfg.name))
+	if err != nil {
+		return unavailable(cfg.redis, err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "semaphore: %s\nkey: %s\n", cfg.name, s.key)
+	switch {
+	case s.limit == "":
+		fmt.Fprintf(&b, "limit: - (no permit held; -n %d takes effect)\n", cfg.limit)
+	case s.limit != strconv.Itoa(cfg.limit):
+		fmt.Fprintf(&b, "limit: %s (not this -n %d: a run with it would be refused)\n", s.limit, cfg.limit)
+	default:
+		fmt.Fprintf(&b, "limit: %s\n", s.limit)
+	}
+	fmt.Fprintf(&b, "held: %d\n", len(s.holders))
+	for _, ttl := range s.holders {
+		fmt.Fprintf(&b, "holder: ttl %v\n", ttl.Round(time.Millisecond))
+	}
+	fmt.Fprintf(&b, "waiting: %d\n", len(s.waiters))
+	for _, wait := range s.waiters {
+		fmt.Fprintf(&b, "waiter: queued %v ago\n", wait.Round(time.Millisecond))
+	}
+	if _, err := io.WriteString(out, b.String()); err != nil {
+		return err
+	}
+	if len(s.foreign) > 0 {
+		return exitf(exitDataErr, "semaphore %q: %s", cfg.name, strings.Join(s.foreign, "; "))
+	}
+	return nil
+}
+
+// readSemaphore reads the semaphore's keys and the server clock in one
+// round trip.
+func readSemaphore(ctx context.Context, client *redis.Client, key string) (semaphoreState, error) {
+	queueKey, limitKey := lease.QueueKey(key), lease.LimitKey(key)
+	pipe := client.Pipeline()
+	clock := pipe.Time(ctx)
+	permits := pipe.ZRangeWithScores(ctx, key, 0, -1)
+	queue := pipe.ZRangeWithScores(ctx, queueKey, 0, -1)
+	limit := pipe.Get(ctx, limitKey)
+	_, _ = pipe.Exec(ctx)
+	if err := clock.Err(); err != nil {
+		return semaphoreState{}, fmt.Errorf("reading the server clock: %w", err)
+	}
+	now := clock.Val()
+	s := semaphoreState{key: key}
+	for _, r := range []struct {
+		key string
+		cmd *redis.ZSliceCmd
+		add func(z redis.Z)
+	}{
+		{key, permits, func(z redis.Z) {
+			if ttl := time.UnixMilli(int64(z.Score)).Sub(now); ttl > 0 {
+				s.holders = append(s.holders, ttl)
+			}
+		}},
+		{queueKey, queue, func(z redis.Z) { s.waiters = append(s.waiters, now.Sub(time.UnixMicro(int64(z.Score)))) }},
+	} {
+		if err := s.read(r.key, r.cmd, r.add); err != nil {
+			return semaphoreState{}, err
+		}
+	}
+	n, parsed := lease.HeaderLimit(limit.Val())
+	switch err := limit.Err(); {
+	case err == nil && !parsed:
+		s.foreign = append(s.foreign, fmt.Sprintf("%s holds %q, not a semaphore's header", lease.Quote(limitKey), limit.Val()))
+	case err == nil && len(s.holders) > 0:
+		s.limit = strconv.Itoa(n)
+	case err == nil, errors.Is(err, redis.Nil):
+	case redis.HasErrorPrefix(err, "WRONGTYPE"):
+		s.foreign = append(s.foreign, lease.Quote(limitKey)+" holds a value of another type, not a limit")
+	default:
+		return semaphoreState{}, fmt.Errorf("reading %s: %w", lease.Quote(limitKey), err)
+	}
+	return s, nil
+}
+
+// read passes each member of a sorted set read by cmd to add, or notes a key
+// of another type.
+func (s *semaphoreState) read(key string, cmd *redis.ZSliceCmd, add func(redis.Z)) error {
+	switch err := cmd.Err(); {
+	case redis.HasErrorPrefix(err, "WRONGTYPE"):
+		s.foreign = append(s.foreign, lease.Quote(key)+" holds a value of another type, not a sorted set")
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading %s: %w", lease.Quote(key), err)
+	}
+	for _, z := range cmd.Val() {
+		add(z)
+	}
+	return nil
+}

@@ -1,0 +1,111 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/leasekit/leasekit/internal/telemetry"
+	"github.com/redis/go-redis/v9"
+)
+
+// ops is how the engine runs one kind of resource: the locks of a Core, or
+// the permits of one semaphore. Acquiring, waiting, the handoff and a Held
+// are the same for both; the scripts, the telemetry and the words differ.
+type ops struct {
+	what   string // "lock" or "semaphore"
+	sem    bool
+	limit  int // a semaphore's
+	tel    *telemetry.Telemetry
+	tryOp  string // the acquires, as spans name them
+	waitOp string
+	// The scripts of a waiter's attempt and of a Held's operations. (A
+	// lone attempt differs more: see acquire.once.)
+	wait, release, refresh, pttl Script
+	// arg is the wait script's ARGV[3], boxed once: the lock's kind, or the
+	// semaphore's limit.
+	arg any
+}
+
+// lockOps are the ops of a Core's locks.
+func lockOps(c *Core) *ops {
+	return &ops{what: "lock", tel: c.cfg.Telemetry, tryOp: c.cfg.TryOp, waitOp: c.cfg.WaitOp,
+		wait: waitScript, release: releaseScript, refresh: refreshScript, pttl: pttlScript, arg: c.scriptKind}
+}
+
+// checkLimit reports a semaphore whose limit is below 1.
+func (o *ops) checkLimit(invalid error) error {
+	if o.sem && o.limit < 1 {
+		return fmt.Errorf("%w: %d is below 1", invalid, o.limit)
+	}
+	return nil
+}
+
+// busy says why a TryObtain or TryAcquire of name found no room.
+func (o *ops) busy(name string) string {
+	if o.sem {
+		return fmt.Sprintf("semaphore %s: all %d permits are held", Quote(name), o.limit)
+	}
+	return "lock " + Quote(name) + " is held by another owner"
+}
+
+// refreshWith runs the refresh script of lk for the grant stored as value.
+func (c *Core) refreshWith(ctx context.Context, lk *keySet, value string, ttl time.Duration) *redis.Cmd {
+	if c.cfg.ExpiringCounter && !lk.ops.sem {
+		// The counter lives as long as the lease that drew from it.
+		return c.run(ctx, refreshScript, lk.refreshKeys(), value, Millis(ttl), "t")
+	}
+	return c.run(ctx, lk.ops.refresh, lk.held(), value, Millis(ttl))
+}
+
+// Semaphore is a counting semaphore run by a Core: at most its limit of
+// permits are live at once, each a Held. Waiters queue and are handed
+// permits as locks' waiters are (docs/semaphore.md).
+type Semaphore struct {
+	c    *Core
+	keys *keySet
+}
+
+// Semaphore returns the semaphore called name with limit permits. A name or
+// limit no semaphore can have fails every acquire with InvalidKey or
+// InvalidLimit.
+func (c *Core) Semaphore(name string, limit int) *Semaphore {
+	o := &ops{what: "semaphore", sem: true, limit: limit, tel: c.semaphoreTelemetry(limit),
+		tryOp: "TryAcquire", waitOp: "Acquire", arg: strconv.Itoa(limit),
+		wait: semWaitScript, release: semReleaseScript, refresh: semRefreshScript, pttl: semPTTLScript}
+	key := PermitsKey(c.cfg.Prefix, name)
+	return &Semaphore{c: c, keys: &keySet{name: name, lock: key, keys: []any{key, QueueKey(key), LimitKey(key)}, ops: o}}
+}
+
+// Try makes one attempt to take a permit: one is granted when fewer than the
+// limit are live once the waiters queued first have been served.
+func (s *Semaphore) Try(ctx context.Context, ttl time.Duration) (*Held, error) {
+	return s.c.try(ctx, s.keys, ttl)
+}
+
+// Obtain takes a permit, waiting in the semaphore's queue until one is
+// handed over or ctx ends, as Core.Obtain waits for a lock.
+func (s *Semaphore) Obtain(ctx context.Context, ttl time.Duration) (*Held, error) {
+	return s.c.obtain(ctx, s.keys, ttl)
+}
+
+// Do takes a permit (waiting), runs fn while keeping it alive, and releases
+// it, as Core.Do does with a lock.
+func (s *Semaphore) Do(ctx context.Context, ttl time.Duration, fn func(context.Context, *Held) error) error {
+	h, err := s.Obtain(ctx, ttl)
+	if err != nil {
+		return err
+	}
+	return h.HoldAs(ctx, "Do", fn)
+}
+
+// semaphoreTelemetry is the Telemetry of the Core's semaphores of limit
+// permits, built once per limit.
+func (c *Core) semaphoreTelemetry(limit int) *telemetry.Telemetry {
+	if t, ok := c.semTel.Load(limit); ok {
+		return t.(*telemetry.Telemetry)
+	}
+	t, _ := c.semTel.LoadOrStore(limit, c.cfg.Telemetry.Semaphore(limit))
+	return t.(*telemetry.Telemetry)
+}

@@ -1,0 +1,86 @@
+-- queue: the functions that hand a grant to a queued waiter, prepended
+-- (scripts.go) to every script that does: release and the semaphore's. The
+-- queue entry and the grant message are specified in
+-- internal/lease/handoff.go.
+--
+-- next_waiter(queue, now, numsub, mine1, mine2) pops entries off queue until
+-- one whose waiter may still take a grant, and returns it as a table {owner,
+-- ttl, kind, ticket, channel, entry, place}, or nil once the queue is empty;
+-- and the TIME reply now, read at the first entry when not given. An entry
+-- that does not parse, whose waiter's patience ran out by now, or whose
+-- channel nobody is subscribed to (numsub: 'NUMSUB' or 'SHARDNUMSUB'; a
+-- PSUBSCRIBE does not count) is dropped. An entry equal to mine1 or mine2,
+-- the caller's own, is returned as {entry, place, mine = true}.
+local function next_waiter(queue, now, numsub, mine1, mine2)
+  while true do
+    local head = redis.call('ZPOPMIN', queue)
+    if #head == 0 then
+      return nil, now
+    end
+    -- One reading before any grant: Redis 7.2+ counts a PX set in a script
+    -- from the script's start.
+    now = now or redis.call('TIME')
+    local e = head[1]
+    if e ~= '' and (e == mine1 or e == mine2) then
+      return {entry = e, place = head[2], mine = true}, now
+    end
+    -- entry = owner SP ttl SP kind SP patience SP ticket SP channel
+    local a = string.find(e, ' ', 1, true)
+    local b = a and string.find(e, ' ', a + 1, true)
+    local c = b and string.find(e, ' ', b + 1, true)
+    local d = c and string.find(e, ' ', c + 1, true)
+    local f = d and string.find(e, ' ', d + 1, true)
+    local kind = f and string.sub(e, b + 1, c - 1)
+    local ttl = f and string.sub(e, a + 1, b - 1) or ''
+    local patience = f and tonumber(string.sub(e, c + 1, d - 1))
+    local valid = f and a > 1 and f > d + 1 and f < #e and patience and patience >= 0 and
+        #ttl > 0 and #ttl < 16 and (kind == 'e' or kind == 'f' or kind == 'c' or kind == 't')
+    -- PX refuses 0: a ttl is digits without a leading zero.
+    for i = 1, valid and #ttl or 0 do
+      local digit = string.byte(ttl, i)
+      valid = valid and digit >= (i == 1 and 49 or 48) and digit <= 57
+    end
+    -- A waiter whose patience ran out has given up: skip it.
+    if valid and patience > 0 and
+        tonumber(now[1]) * 1000000 + tonumber(now[2]) > tonumber(head[2]) + patience * 1000 then
+      valid = false
+    end
+    local channel = valid and string.sub(e, f + 1)
+    if valid and redis.call('PUBSUB', numsub, channel)[2] > 0 then
+      return {owner = string.sub(e, 1, a - 1), ttl = ttl, kind = kind, ticket = string.sub(e, d + 1, f - 1),
+        channel = channel, entry = e, place = head[2]}, now
+    end
+  end
+end
+
+-- announce(publish, w, token, now) publishes the grant message for waiter w
+-- (from next_waiter) with token ('-' for an efficiency grant), made at now;
+-- publish is 'PUBLISH' or 'SPUBLISH'.
+local function announce(publish, w, token, now)
+  redis.call(publish, w.channel, w.ticket .. ' ' .. token .. ' ' .. now[1] .. ' ' .. now[2])
+end
+
+-- enqueue(queue, now, entry, place, prev) keeps the caller's place in queue,
+-- given the TIME reply now: its previous entry prev, still queued at place,
+-- stays (code 0); else entry is queued (code 3) at place, or, with none, at
+-- the clock in µs, or just after the last entry when the clock has not moved
+-- past it (arrival order). It returns the code, the entry's place and the
+-- clock in µs, as decimal strings: scores below 2^53 print in full, and are
+-- compared as text.
+local function enqueue(queue, now, entry, place, prev)
+  local us = now[1] .. string.rep('0', 6 - #now[2]) .. now[2]
+  if place ~= '' and redis.call('ZSCORE', queue, prev) then
+    return 0, place, us
+  end
+  if place == '' then
+    place = us
+    local last = redis.call('ZRANGE', queue, -1, -1, 'WITHSCORES')
+    if last[2] and (#last[2] > #place or #last[2] == #place and last[2] >= place) then
+      place = string.format('%d', tonumber(last[2]) + 1)
+    end
+  end
+  if redis.call('ZADD', queue, 'NX', place, entry) == 0 then
+    place = redis.call('ZSCORE', queue, entry) -- queued by an earlier send of this call
+  end
+  return 3, place, us
+end

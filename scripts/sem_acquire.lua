@@ -1,0 +1,24 @@
+-- sem_acquire: one attempt to take a permit of a semaphore, without
+-- queueing: the free permits go to the waiters queued first, and one left
+-- over to the caller. (queue.lua and semaphore.lua are prepended.)
+--
+-- KEYS     the permits, the wait queue and the header (see semaphore.lua)
+-- ARGV[1]  the caller's owner id
+-- ARGV[2]  the permit's ttl in milliseconds
+-- ARGV[3]  the semaphore's limit, in decimal
+-- ARGV[4]  '1' when grant channels are sharded (Redis Cluster), else '0'
+-- ARGV[5]  '1' for a waiter's first attempt, which need not know whether
+--          the caller holds a permit already (its wait finds out)
+--
+-- Reply: {1, owner} for a permit granted by this call, {2, owner} for one
+-- the caller held already (its ttl restarted); else {0, 0, '', ''}. An error
+-- reply 'LIMIT n' when the live permits were granted under another limit, n.
+local s, err = enter(ARGV[3], ARGV[4])
+if not s then
+  return redis.error_reply(err)
+elseif s.count > 0 and ARGV[5] ~= '1' and renew(s) then
+  return {2, ARGV[1]}
+elseif serve(s, nil, nil, true) then
+  return {1, ARGV[1]}
+end
+return {0, 0, '', ''}

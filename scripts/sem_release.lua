@@ -1,0 +1,39 @@
+-- sem_release: end the caller's permit of a semaphore, and hand it to the
+-- first live waiter in its queue; if none took it, wake the waiters that do
+-- not queue, when some have waited. (queue.lua and semaphore.lua are
+-- prepended.) Its ARGV are release.lua's. A permit that expired meanwhile
+-- is found by the waiters' next attempt, which serves them in queue order.
+--
+-- KEYS     the permits, the wait queue and the header (see semaphore.lua)
+-- ARGV[1]  the caller's owner id
+-- ARGV[2]  unused (a permit matches its owner id exactly)
+-- ARGV[3]  a queue entry to remove first (a waiter giving up), or ''
+-- ARGV[4]  '1' when grant channels are sharded (Redis Cluster), else '0'
+-- ARGV[5]  another entry to remove with ARGV[3] (its next one), optional
+--
+-- Reply: 0 when the caller holds no permit (it expired, or was never
+-- granted); 1 when released; 2 when released and handed to a waiter.
+if ARGV[3] ~= '' then
+  redis.call('ZREM', KEYS[2], ARGV[3], ARGV[5] or ARGV[3])
+end
+local s = open(ARGV[4])
+prune(s)
+if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then
+  return 0
+end
+local w = next_waiter(KEYS[2], s.now, s.numsub)
+header(s)
+if not w then
+  if s.marked then
+    redis.call('PUBLISH', KEYS[1] .. ':wake', '')
+  end
+  return 1
+elseif not s.limit then
+  -- No header (deleted by hand): nothing to count permits against. The
+  -- waiter keeps its place, and finds the permit at its next attempt.
+  redis.call('ZADD', KEYS[2], w.place, w.entry)
+  return 1
+end
+admit(s, w.owner, w.ttl)
+announce(s.publish, w, '-', s.now)
+return 2

@@ -1,0 +1,48 @@
+-- sem_wait: one attempt of a waiter for a permit of a semaphore: keep its
+-- place in the queue (or queue it), hand the free permits to the waiters in
+-- queue order, the caller among them in its turn; a waiter that does not
+-- queue takes a permit left over, or marks the semaphore as waited for.
+-- (queue.lua and semaphore.lua are prepended.) The queue entry is specified
+-- in internal/lease/handoff.go.
+--
+-- KEYS     the permits, the wait queue and the header (see semaphore.lua)
+-- ARGV[1]  the caller's owner id
+-- ARGV[2]  the permit's ttl in milliseconds
+-- ARGV[3]  the semaphore's limit, in decimal
+-- ARGV[4]  the entry to queue, or '' for a waiter that does not queue
+-- ARGV[5]  the place of the caller's previous entry, or '' if it has none
+-- ARGV[6]  that previous entry, or ''
+-- ARGV[7]  '1' when grant channels are sharded (Redis Cluster), else '0'
+--
+-- Reply as wait.lua's: {1, owner} for a permit granted by this call, {2,
+-- owner} for one the caller held already (its ttl restarted), and the
+-- caller's entries leave the queue; otherwise {code, ttl, place, now}, ttl
+-- the ms until the first live permit expires. An error reply 'LIMIT n' when
+-- the live permits were granted under another limit, n.
+local s, err = enter(ARGV[3], ARGV[7])
+if not s then
+  return redis.error_reply(err)
+end
+prune(s)
+local code, place, now = 0, '', ''
+if s.count > 0 and renew(s) then
+  redis.call('ZREM', KEYS[2], ARGV[4], ARGV[6])
+  return {2, ARGV[1]}
+elseif ARGV[4] ~= '' then
+  code, place, now = enqueue(KEYS[2], s.now, ARGV[4], ARGV[5], ARGV[6])
+end
+if serve(s, ARGV[4], ARGV[6], ARGV[4] == '') then
+  redis.call('ZREM', KEYS[2], ARGV[4], ARGV[6])
+  return {1, ARGV[1]}
+end
+local ttl = first(s)
+if ARGV[4] == '' then
+  if not s.marked then
+    redis.call('SET', KEYS[3], s.limit .. '* ' .. string.format('%d', s.expiry), 'KEEPTTL')
+  end
+  return {0, ttl, '', ''}
+end
+-- The queue outlives the first permit by 10 s; every attempt of a waiter
+-- extends it.
+redis.call('PEXPIRE', KEYS[2], ttl + 10000)
+return {code, ttl, place, now}
