@@ -501,7 +501,7 @@ func (r *procsResult) row(scenario, lib string, p int, b *bench) row {
 		Ratio: ratio(makespan, ideal), RatioTo: "ideal makespan",
 		IdealNs: int64(ideal), Makespan: int64(makespan), HoldNs: int64(r.holds.mean()),
 		HandoffP50: int64(r.handoffs.p50()), HandoffP99: int64(r.handoffs.p99()),
-		Failures:   r.failures, Overlaps: r.overlaps + r.order.overlaps,
+		Failures: r.failures, Overlaps: r.overlaps + r.order.overlaps,
 	}
 	if o := r.order; o.runs > 0 {
 		out.OutOfOrder, out.Arrived = &o.outOfOrder, o.arrived
