@@ -366,7 +366,18 @@ func (b *bench) runProcConvoy(ctx context.Context, res *procsResult, lib openLib
 	if err != nil {
 		return err
 	}
-	blocker, err := lib.l.acquire(ctx, key)
+	// The wait is bounded like a contender's: a peer's waiter can miss its
+	// wake-up and sleep until its context ends (rueidislock), which would
+	// hang the run. The hold is not: rueidislock's lock ends with the
+	// context it was taken with.
+	bctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	giveUp := time.AfterFunc(b.cfg.ttl, cancel)
+	blocker, err := lib.l.acquire(bctx, key)
+	if !giveUp.Stop() && err == nil {
+		_ = blocker.Release(ctx)
+		err = errors.New("acquired as its wait timed out")
+	}
 	if err != nil {
 		stopWorkers(ws)
 		return fmt.Errorf("the parent's hold: %w", err)
@@ -397,6 +408,15 @@ func (b *bench) runProcConvoy(ctx context.Context, res *procsResult, lib openLib
 		stopWorkers(ws)
 		return fmt.Errorf("the parent's release: %w", err)
 	}
+	// A worker reports within a ttl (its contenders give up after one) and
+	// a release; one that has not after twice that hangs (a peer's release
+	// that never returns, say), and is killed so that the run goes on.
+	limit := 2*b.cfg.ttl + 30*time.Second
+	hung := time.AfterFunc(limit, func() {
+		for _, w := range ws {
+			_ = w.cmd.Process.Kill()
+		}
+	})
 	var all []procContender
 	sent := make(map[string]int64)
 	var errs []error
@@ -407,6 +427,9 @@ func (b *bench) runProcConvoy(ctx context.Context, res *procsResult, lib openLib
 		for name, k := range r.Sent {
 			sent[name] += k
 		}
+	}
+	if !hung.Stop() {
+		return fmt.Errorf("a worker did not report within %v of the release and was killed: %w", limit, errors.Join(errs...))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
