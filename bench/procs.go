@@ -366,18 +366,7 @@ func (b *bench) runProcConvoy(ctx context.Context, res *procsResult, lib openLib
 	if err != nil {
 		return err
 	}
-	// The wait is bounded like a contender's: a peer's waiter can miss its
-	// wake-up and sleep until its context ends (rueidislock), which would
-	// hang the run. The hold is not: rueidislock's lock ends with the
-	// context it was taken with.
-	bctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	giveUp := time.AfterFunc(b.cfg.ttl, cancel)
-	blocker, err := lib.l.acquire(bctx, key)
-	if !giveUp.Stop() && err == nil {
-		_ = blocker.Release(ctx)
-		err = errors.New("acquired as its wait timed out")
-	}
+	release, err := b.parentHold(ctx, lib.l, key)
 	if err != nil {
 		stopWorkers(ws)
 		return fmt.Errorf("the parent's hold: %w", err)
@@ -386,7 +375,7 @@ func (b *bench) runProcConvoy(ctx context.Context, res *procsResult, lib openLib
 	if order {
 		if o, err = startOrdering(ctx, b.target); err != nil {
 			stopWorkers(ws)
-			_ = blocker.Release(ctx)
+			_ = release()
 			return err
 		}
 		defer o.close()
@@ -398,19 +387,57 @@ func (b *bench) runProcConvoy(ctx context.Context, res *procsResult, lib openLib
 	}
 	time.Sleep(time.Until(start.Add(time.Duration(n)*b.stagger() + procSettle)))
 	if order && lib.lib.queue != nil {
-		o.queue, err = readQueue(ctx, b.client, lib.lib.queue(key), n)
-		if err != nil {
+		if o.queue, err = readQueue(ctx, b.client, lib.lib.queue(key), n); err != nil {
 			b.note(fmt.Sprintf("note: convoy-procs, %s: reading the wait queue: %v", lib.name, err))
 		}
 	}
 	t0 := time.Now()
-	if err := blocker.Release(ctx); err != nil {
+	if err := release(); err != nil {
 		stopWorkers(ws)
 		return fmt.Errorf("the parent's release: %w", err)
 	}
-	// A worker reports within a ttl (its contenders give up after one) and
-	// a release; one that has not after twice that hangs (a peer's release
-	// that never returns, say), and is killed so that the run goes on.
+	all, sent, err := b.reports(ws)
+	if err != nil {
+		return err
+	}
+	if order {
+		arrivals, err := o.arrivals(ctx, b.target, b.id)
+		res.order.add(all, arrivals, o.queue, lib.lib.queue != nil)
+		return err
+	}
+	res.add(all, t0, costOf(before, b.costSnap(ctx), n, sent))
+	return nil
+}
+
+// parentHold takes key for the parent, before the contenders arrive, and
+// returns what releases it. The wait is bounded like a contender's, since a
+// peer's waiter can miss its wake-up and sleep until its context ends
+// (rueidislock); the hold is not, since rueidislock's lock ends with the
+// context it was taken with.
+func (b *bench) parentHold(ctx context.Context, l locker, key string) (release func() error, err error) {
+	hctx, cancel := context.WithCancel(ctx)
+	giveUp := time.AfterFunc(b.cfg.ttl, cancel)
+	h, err := l.acquire(hctx, key)
+	if !giveUp.Stop() && err == nil {
+		_ = h.Release(ctx)
+		err = errors.New("acquired as its wait timed out")
+	}
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return func() error {
+		defer cancel()
+		return h.Release(ctx)
+	}, nil
+}
+
+// reports reads every worker's report: the contenders, and the commands
+// the workers sent. A worker reports within a ttl of the release (its
+// contenders give up after one); one that has not after twice that hangs
+// (a peer's release that never returns, say), and is killed so that the
+// run goes on.
+func (b *bench) reports(ws []*worker) ([]procContender, map[string]int64, error) {
 	limit := 2*b.cfg.ttl + 30*time.Second
 	hung := time.AfterFunc(limit, func() {
 		for _, w := range ws {
@@ -429,19 +456,9 @@ func (b *bench) runProcConvoy(ctx context.Context, res *procsResult, lib openLib
 		}
 	}
 	if !hung.Stop() {
-		return fmt.Errorf("a worker did not report within %v of the release and was killed: %w", limit, errors.Join(errs...))
+		return nil, nil, fmt.Errorf("a worker did not report within %v of the release and was killed: %w", limit, errors.Join(errs...))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	if order {
-		arrivals, err := o.arrivals(ctx, b.target, b.id)
-		res.order.add(all, arrivals, o.queue, lib.lib.queue != nil)
-		return err
-	}
-	c := costOf(before, b.costSnap(ctx), n, sent)
-	res.add(all, t0, c)
-	return nil
+	return all, sent, errors.Join(errs...)
 }
 
 // add pools one ordering convoy: its grants in the order they were made,
