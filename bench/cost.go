@@ -20,6 +20,9 @@ import (
 type sentCounter struct {
 	trips atomic.Int64
 	names sync.Map // command name -> *atomic.Int64
+	// firsts makes the hooks record a contender's first command (see
+	// noteFirst); set before the client is used.
+	firsts bool
 }
 
 func newSentCounter() *sentCounter { return &sentCounter{} }
@@ -52,6 +55,9 @@ func (s *sentCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		s.trips.Add(1)
 		s.add(cmd.Name(), 1)
+		if s.firsts {
+			noteFirst(ctx, func() []string { return goRedisArgs(cmd) })
+		}
 		return next(ctx, cmd)
 	}
 }
@@ -61,6 +67,9 @@ func (s *sentCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 		s.trips.Add(1)
 		for _, c := range cmds {
 			s.add(c.Name(), 1)
+		}
+		if s.firsts && len(cmds) > 0 {
+			noteFirst(ctx, func() []string { return goRedisArgs(cmds[0]) })
 		}
 		return next(ctx, cmds)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/leasekit/leasekit/correctness"
 	"github.com/leasekit/leasekit/efficiency"
+	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 	"github.com/redis/rueidis/rueidislock"
@@ -41,6 +43,9 @@ type library struct {
 	// as the library's users do, on client (a go-redis client of t) or, for a
 	// library with a client of its own, on t.
 	open func(t *target, client redis.UniversalClient, ttl time.Duration) (locker, error)
+	// queue is the key of the wait queue in which the server lines up the
+	// waiters for the lock called name; nil for a library without one.
+	queue func(name string) string
 }
 
 // libraries are every library the bench knows, in the order they run.
@@ -54,6 +59,7 @@ var libraries = []library{
 			l := efficiency.New(client)
 			return adapter[*efficiency.Lock]{obtain: l.Obtain, stop: l.Close, ttl: ttl}, nil
 		},
+		queue: leasekitQueue,
 	},
 	{
 		name: "correctness",
@@ -64,6 +70,7 @@ var libraries = []library{
 			l := correctness.New(client, correctness.WithAudit(false))
 			return adapter[*correctness.Lease]{obtain: l.Acquire, stop: l.Close, ttl: ttl}, nil
 		},
+		queue: leasekitQueue,
 	},
 	{
 		name: "redsync",
@@ -105,6 +112,12 @@ var libraries = []library{
 		},
 		open: openRueidislock,
 	},
+}
+
+// leasekitQueue is the wait queue of leasekit's lock called name, under the
+// default prefix that both Lockers run with.
+func leasekitQueue(name string) string {
+	return lease.QueueKey(lease.LockKey(lease.DefaultPrefix, name))
 }
 
 // openRueidislock opens a rueidislock Locker on a rueidis client of its own,
@@ -226,6 +239,9 @@ type countedRueidis struct {
 func (c countedRueidis) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
 	c.sent.trips.Add(1)
 	c.sent.add(strings.ToLower(cmd.Commands()[0]), 1)
+	if c.sent.firsts {
+		noteFirst(ctx, func() []string { return slices.Clone(cmd.Commands()) })
+	}
 	return c.Client.Do(ctx, cmd)
 }
 
@@ -233,6 +249,9 @@ func (c countedRueidis) DoMulti(ctx context.Context, multi ...rueidis.Completed)
 	c.sent.trips.Add(1)
 	for i := range multi {
 		c.sent.add(strings.ToLower(multi[i].Commands()[0]), 1)
+	}
+	if c.sent.firsts && len(multi) > 0 {
+		noteFirst(ctx, func() []string { return slices.Clone(multi[0].Commands()) })
 	}
 	return c.Client.DoMulti(ctx, multi...)
 }

@@ -61,9 +61,14 @@ How to read it:
     own client and library instance, C contenders each, one key. The parent
     holds the lock while the contenders arrive one at a time, 2 ms apart,
     interleaved across processes; then releases it, and the convoy drains.
-    makespan runs from that release to the last release; out of order counts
-    grants made while a contender that arrived earlier was still waiting
-    (FIFO: 0); srv µs and cmds per acquisition as above, waiting included.
+    makespan runs from that release to the last release; srv µs and cmds per
+    acquisition as above, waiting included.
+  - convoy-procs order, from as many untimed ordering runs with a MONITOR
+    connection on every node (absent on miniredis, which has none): out of
+    order counts grants made while a contender whose first command the
+    server ran earlier was still waiting; out of queue, for leasekit, grants
+    made while one the server had queued earlier was (both "k/n": k of the
+    n grants placed; FIFO: 0).
 `)
 }
 
@@ -107,13 +112,19 @@ type row struct {
 	ServerCallsPerOp *float64 `json:"server_calls_per_op,omitempty"`
 
 	// convoy-procs: processes, contenders per process, acquisitions that
-	// succeeded, the wait p99 (as p99_ns), grants out of arrival order, and
-	// the server's cost per acquisition as above.
-	Procs      int   `json:"procs,omitempty"`
-	Contenders int   `json:"contenders,omitempty"`
-	Acquired   int   `json:"acquired,omitempty"`
-	WaitP99    int64 `json:"wait_p99_ns,omitempty"`
-	OutOfOrder *int  `json:"out_of_order,omitempty"`
+	// succeeded, the wait p99 (as p99_ns), and the server's cost per
+	// acquisition as above. From the ordering runs (absent on miniredis,
+	// which has no MONITOR): the grants out of the server's arrival order,
+	// of the grants whose arrival it placed, and for leasekit the grants out
+	// of its wait queue's order, of the grants found in the queue.
+	Procs           int   `json:"procs,omitempty"`
+	Contenders      int   `json:"contenders,omitempty"`
+	Acquired        int   `json:"acquired,omitempty"`
+	WaitP99         int64 `json:"wait_p99_ns,omitempty"`
+	OutOfOrder      *int  `json:"out_of_order,omitempty"`
+	Arrived         int   `json:"arrived,omitempty"`
+	OutOfQueueOrder *int  `json:"out_of_queue_order,omitempty"`
+	Queued          int   `json:"queued,omitempty"`
 	// semaphore: the limit, and the most holders seen at once.
 	Limit             int      `json:"limit,omitempty"`
 	MaxHolders        int      `json:"max_holders,omitempty"`
@@ -207,7 +218,8 @@ func columnsOf(scenario string) []column {
 			{"handoff p50", func(r row) string { return fmtDur(time.Duration(r.HandoffP50)) }},
 			{"handoff p99", func(r row) string { return fmtDur(time.Duration(r.HandoffP99)) }},
 			{"wait p99", p99.value},
-			{"out of order", func(r row) string { return fmt.Sprint(*r.OutOfOrder) }},
+			{"out of order", func(r row) string { return fmtOf(r.OutOfOrder, r.Arrived) }},
+			{"out of queue", func(r row) string { return fmtOf(r.OutOfQueueOrder, r.Queued) }},
 			{"srv µs/acq", func(r row) string { return fmtOpt(r.ServerUsecPerAcq, "%.1f") }},
 			{"srv cmds/acq", func(r row) string { return fmtOpt(r.ServerCallsPerAcq, "%.1f") }},
 			failures, {"overlaps", func(r row) string { return fmt.Sprint(r.Overlaps) }}}
@@ -230,6 +242,14 @@ func columnsOf(scenario string) []column {
 		{"wait max", func(r row) string { return fmtDur(time.Duration(r.WaitMax)) }},
 		{"trips/acq", trips.value}, failures,
 		{"overlaps", func(r row) string { return fmt.Sprint(r.Overlaps) }}}
+}
+
+// fmtOf prints "k/n", or "-" when k is unknown.
+func fmtOf(k *int, n int) string {
+	if k == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%d/%d", *k, n)
 }
 
 // fmtOpt prints v with format, or "-" when it is unknown.

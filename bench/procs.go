@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -90,6 +91,9 @@ type workerConfig struct {
 	Procs   int           `json:"procs"`
 	PerProc int           `json:"per_proc"`
 	Stagger time.Duration `json:"stagger"`
+	// Order makes each contender record the first command of its
+	// acquisition, for the ordering pass.
+	Order bool `json:"order,omitempty"`
 }
 
 // procContender is what one contender saw, in Unix nanoseconds: every process
@@ -100,6 +104,9 @@ type procContender struct {
 	Releasing int64  `json:"releasing"`
 	Released  int64  `json:"released"`
 	Err       string `json:"err,omitempty"`
+	// First is the first command of the acquisition, in an ordering pass:
+	// its arguments as bytes, since JSON strings cannot carry every byte.
+	First [][]byte `json:"first,omitempty"`
 }
 
 // workerReport is a worker's last line: its contenders, and the commands its
@@ -122,6 +129,7 @@ func runWorker(in io.Reader, out io.Writer) error {
 	}
 	defer t.close()
 	t.noTracking = wc.NoTrack
+	t.sent.firsts = wc.Order
 	lib, ok := libraryNamed(wc.Lib)
 	if !ok {
 		return fmt.Errorf("unknown library %q", wc.Lib)
@@ -194,9 +202,17 @@ const (
 
 // contendAt arrives at arrival, acquires (giving up after one ttl), holds and
 // releases.
-func contendAt(ctx context.Context, l locker, wc workerConfig, arrival time.Time) procContender {
+func contendAt(ctx context.Context, l locker, wc workerConfig, arrival time.Time) (c procContender) {
 	time.Sleep(time.Until(arrival))
-	var c procContender
+	if wc.Order {
+		var first *firstCommand
+		ctx, first = withFirstCommand(ctx)
+		defer func() {
+			for _, a := range first.get() {
+				c.First = append(c.First, []byte(a))
+			}
+		}()
+	}
 	c.Arrival = time.Now().UnixNano()
 	actx, cancel := context.WithTimeout(ctx, wc.TTL)
 	defer cancel()
@@ -223,8 +239,9 @@ type worker struct {
 	stderr strings.Builder
 }
 
-// startWorkers starts n workers for lib on key and waits until each is ready.
-func (b *bench) startWorkers(ctx context.Context, lib string, key string, n int) ([]*worker, error) {
+// startWorkers starts n workers for lib on key and waits until each is ready;
+// with order, their contenders record their first commands.
+func (b *bench) startWorkers(ctx context.Context, lib string, key string, n int, order bool) ([]*worker, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -234,7 +251,7 @@ func (b *bench) startWorkers(ctx context.Context, lib string, key string, n int)
 		wc, _ := json.Marshal(workerConfig{
 			Lib: lib, URL: b.cfg.url, Addrs: b.target.addrs, Cluster: b.target.cluster, NoTrack: b.target.noTracking,
 			TTL: b.cfg.ttl, Hold: b.cfg.hold, Key: key, Index: i, Procs: n, PerProc: b.cfg.perProc,
-			Stagger: b.stagger(),
+			Stagger: b.stagger(), Order: order,
 		})
 		w := &worker{cmd: exec.CommandContext(ctx, self)}
 		w.cmd.Env = append(os.Environ(), roleEnv+"=worker", workerEnv+"="+string(wc))
@@ -292,10 +309,21 @@ type procsResult struct {
 	makespans, holds, handoffs, waits samples
 	acquired, failures, overlaps      int
 	notRun                            int // convoys that could not run (a worker failed to start, say)
-	outOfOrder                        int
 	serverUsec, serverCalls           float64
 	serverKnown                       bool
 	errs                              []string
+	order                             orderResult
+}
+
+// orderResult pools the ordering convoys of one library at one P.
+type orderResult struct {
+	runs            int // ordering convoys that ran
+	outOfOrder      int // grants out of the server's arrival order
+	arrived         int // grants whose arrival the server's stream placed
+	outOfQueueOrder int // grants out of the wait queue's order
+	queued          int // grants whose place in the queue was read
+	failures        int
+	overlaps        int
 }
 
 // convoyProcs runs convoy-procs for every P of -procs, each library in turn.
@@ -315,9 +343,20 @@ func (b *bench) convoyProcs(ctx context.Context) []row {
 		for r := range reps {
 			for i, lib := range b.libs {
 				b.prog.say(scenario, fmt.Sprintf("P=%d run %d/%d, %s", p, r+1, reps, lib.name))
-				if err := b.runProcConvoy(ctx, &res[i], lib, p); err != nil {
+				if err := b.runProcConvoy(ctx, &res[i], lib, p, false); err != nil {
 					res[i].notRun++
 					res[i].errs = append(res[i].errs, err.Error())
+				}
+			}
+		}
+		for r := range reps {
+			if b.target.mini != nil {
+				break // miniredis has no MONITOR
+			}
+			for i, lib := range b.libs {
+				b.prog.say(scenario, fmt.Sprintf("P=%d ordering run %d/%d, %s", p, r+1, reps, lib.name))
+				if err := b.runProcConvoy(ctx, &res[i], lib, p, true); err != nil {
+					b.note(fmt.Sprintf("note: convoy-procs P=%d, %s: an ordering run failed: %v", p, lib.name, err))
 				}
 			}
 		}
@@ -328,30 +367,93 @@ func (b *bench) convoyProcs(ctx context.Context) []row {
 	return rows
 }
 
-// runProcConvoy runs one convoy of p workers for lib.
-func (b *bench) runProcConvoy(ctx context.Context, res *procsResult, lib openLib, p int) error {
+// runProcConvoy runs one convoy of p workers for lib: a timed one, or with
+// order an ordering one (see order.go), whose times are not kept.
+func (b *bench) runProcConvoy(ctx context.Context, res *procsResult, lib openLib, p int, order bool) error {
 	key := b.key("convoy-procs", fmt.Sprintf("%s:P%d", lib.name, p))
-	ws, err := b.startWorkers(ctx, lib.name, key, p)
+	n := p * b.cfg.perProc
+	ws, err := b.startWorkers(ctx, lib.name, key, p, order)
 	if err != nil {
 		return err
 	}
-	blocker, err := lib.l.acquire(ctx, key)
+	release, err := b.parentHold(ctx, lib.l, key)
 	if err != nil {
 		stopWorkers(ws)
 		return fmt.Errorf("the parent's hold: %w", err)
 	}
+	var o *ordering
+	if order {
+		if o, err = startOrdering(ctx, b.target); err != nil {
+			stopWorkers(ws)
+			_ = release()
+			return err
+		}
+		defer o.close()
+	}
 	before := b.costSnap(ctx)
-	n := p * b.cfg.perProc
 	start := time.Now().Add(procStartIn)
 	for _, w := range ws {
 		fmt.Fprintf(w.in, "go %d\n", start.UnixNano())
 	}
 	time.Sleep(time.Until(start.Add(time.Duration(n)*b.stagger() + procSettle)))
+	if order && lib.lib.queue != nil {
+		if o.queue, err = readQueue(ctx, b.client, lib.lib.queue(key), n); err != nil {
+			b.note(fmt.Sprintf("note: convoy-procs, %s: reading the wait queue: %v", lib.name, err))
+		}
+	}
 	t0 := time.Now()
-	if err := blocker.Release(ctx); err != nil {
+	if err := release(); err != nil {
 		stopWorkers(ws)
 		return fmt.Errorf("the parent's release: %w", err)
 	}
+	all, sent, err := b.reports(ws)
+	if err != nil {
+		return err
+	}
+	if order {
+		arrivals, err := o.arrivals(ctx, b.target, b.id)
+		res.order.add(all, arrivals, o.queue, lib.lib.queue != nil)
+		return err
+	}
+	res.add(all, t0, costOf(before, b.costSnap(ctx), n, sent))
+	return nil
+}
+
+// parentHold takes key for the parent, before the contenders arrive, and
+// returns what releases it. The wait is bounded like a contender's, since a
+// peer's waiter can miss its wake-up and sleep until its context ends
+// (rueidislock); the hold is not, since rueidislock's lock ends with the
+// context it was taken with.
+func (b *bench) parentHold(ctx context.Context, l locker, key string) (release func() error, err error) {
+	hctx, cancel := context.WithCancel(ctx)
+	giveUp := time.AfterFunc(b.cfg.ttl, cancel)
+	h, err := l.acquire(hctx, key)
+	if !giveUp.Stop() && err == nil {
+		_ = h.Release(ctx)
+		err = errors.New("acquired as its wait timed out")
+	}
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return func() error {
+		defer cancel()
+		return h.Release(ctx)
+	}, nil
+}
+
+// reports reads every worker's report: the contenders, and the commands
+// the workers sent. A worker reports within a ttl of the release (its
+// contenders give up after one); one that has not after twice that hangs
+// (a peer's release that never returns, say), and is killed so that the
+// run goes on.
+func (b *bench) reports(ws []*worker) ([]procContender, map[string]int64, error) {
+	limit := 2*b.cfg.ttl + 30*time.Second
+	hung := time.AfterFunc(limit, func() {
+		for _, w := range ws {
+			_ = w.cmd.Process.Kill()
+		}
+	})
 	var all []procContender
 	sent := make(map[string]int64)
 	var errs []error
@@ -363,12 +465,37 @@ func (b *bench) runProcConvoy(ctx context.Context, res *procsResult, lib openLib
 			sent[name] += k
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return err
+	if !hung.Stop() {
+		return nil, nil, fmt.Errorf("a worker did not report within %v of the release and was killed: %w", limit, errors.Join(errs...))
 	}
-	c := costOf(before, b.costSnap(ctx), n, sent)
-	res.add(all, t0, c)
-	return nil
+	return all, sent, errors.Join(errs...)
+}
+
+// add pools one ordering convoy: its grants in the order they were made,
+// ranked by the server's arrival order and, for a library that queues, by
+// the queue read before the release.
+func (r *orderResult) add(cs []procContender, arrivals map[string]arrival, queue []string, queues bool) {
+	r.runs++
+	var ok []procContender
+	for _, c := range cs {
+		if c.Err != "" {
+			r.failures++
+			continue
+		}
+		ok = append(ok, c)
+	}
+	slices.SortFunc(ok, func(a, b procContender) int { return cmp.Compare(a.Granted, b.Granted) })
+	for i := 1; i < len(ok); i++ {
+		if ok[i].Granted < ok[i-1].Releasing {
+			r.overlaps++
+		}
+	}
+	out, known := outOfOrder(arrivalRanks(ok, arrivals))
+	r.outOfOrder, r.arrived = r.outOfOrder+out, r.arrived+known
+	if queues {
+		out, known := outOfOrder(queueRanks(ok, queue))
+		r.outOfQueueOrder, r.queued = r.outOfQueueOrder+out, r.queued+known
+	}
 }
 
 // add pools one convoy's contenders, released from t0, and its server cost.
@@ -384,7 +511,7 @@ func (r *procsResult) add(cs []procContender, t0 time.Time, c cost) {
 		}
 		ok = append(ok, c)
 	}
-	slices.SortFunc(ok, func(a, b procContender) int { return int(a.Granted - b.Granted) })
+	slices.SortFunc(ok, func(a, b procContender) int { return cmp.Compare(a.Granted, b.Granted) })
 	last, prev := t0.UnixNano(), t0.UnixNano()
 	for i, c := range ok {
 		r.waits = append(r.waits, time.Duration(c.Granted-c.Arrival))
@@ -394,9 +521,6 @@ func (r *procsResult) add(cs []procContender, t0 time.Time, c cost) {
 			r.overlaps++
 		}
 		prev, last = c.Releasing, max(last, c.Released)
-		if slices.ContainsFunc(ok[i+1:], func(d procContender) bool { return d.Arrival < c.Arrival }) {
-			r.outOfOrder++
-		}
 	}
 	r.acquired += len(ok)
 	if len(ok) > 0 {
@@ -407,6 +531,13 @@ func (r *procsResult) add(cs []procContender, t0 time.Time, c cost) {
 		r.serverUsec += *c.serverUsec * float64(len(cs))
 		r.serverCalls += *c.serverCalls * float64(len(cs))
 	}
+}
+
+// libQueues reports whether the library called name queues its waiters on
+// the server.
+func (b *bench) libQueues(name string) bool {
+	l, ok := libraryNamed(name)
+	return ok && l.queue != nil
 }
 
 func (r *procsResult) row(scenario, lib string, p int, b *bench) row {
@@ -420,8 +551,16 @@ func (r *procsResult) row(scenario, lib string, p int, b *bench) row {
 		Ratio: ratio(makespan, ideal), RatioTo: "ideal makespan",
 		IdealNs: int64(ideal), Makespan: int64(makespan), HoldNs: int64(r.holds.mean()),
 		HandoffP50: int64(r.handoffs.p50()), HandoffP99: int64(r.handoffs.p99()),
-		OutOfOrder: &r.outOfOrder,
-		Failures:   r.failures, Overlaps: r.overlaps,
+		Failures: r.failures, Overlaps: r.overlaps + r.order.overlaps,
+	}
+	if o := r.order; o.runs > 0 {
+		out.OutOfOrder, out.Arrived = &o.outOfOrder, o.arrived
+		if o.queued > 0 || b.libQueues(lib) {
+			out.OutOfQueueOrder, out.Queued = &o.outOfQueueOrder, o.queued
+		}
+		if o.failures > 0 {
+			b.note(fmt.Sprintf("note: convoy-procs P=%d, %s: %d failures in the ordering runs", p, lib, o.failures))
+		}
 	}
 	if r.serverKnown {
 		n := float64(r.acquired + r.failures)

@@ -1,18 +1,29 @@
 #!/usr/bin/env bash
-# The full test suite: vet, then every test with the race detector, on
-# miniredis and on real redis-server processes that the tests start themselves
-# on free loopback ports (and stop); then every test again with redis-server
-# hidden, as on a machine with only Go. Installs redis-server when it is
-# missing and this is a Debian machine we are root on.
-set -euo pipefail
+# The full test suite. Every pass runs, even after one fails, and a summary
+# of each pass's result and duration ends the output; the exit status is
+# non-zero if any pass failed. The passes:
+#   vet       go vet ./...
+#   gofmt     gofmt -l . lists nothing
+#   race      every test with the race detector, on miniredis and on real
+#             redis-server processes that the tests start themselves on free
+#             loopback ports (and stop), LEASEKIT_REQUIRE_REDIS=1
+#   no-redis  every test again with redis-server hidden (LEASEKIT_NO_REDIS=1),
+#             as on a machine with only Go
+# Arguments go to both `go test` passes: scripts/test.sh -run TestSoak.
+# Installs redis-server when it is missing and this is a Debian machine we
+# are root on.
+set -uo pipefail
 cd "$(dirname "$0")/.."
+trap 'exit 130' INT TERM
 
 if ! command -v redis-server >/dev/null 2>&1; then
 	if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
 		echo "test.sh: installing redis-server (apt-get)" >&2
 		export DEBIAN_FRONTEND=noninteractive
-		apt-get update -qq
-		apt-get install -y -qq redis-server >/dev/null
+		if ! { apt-get update -qq && apt-get install -y -qq redis-server >/dev/null; }; then
+			echo "test.sh: apt-get could not install redis-server" >&2
+			exit 1
+		fi
 		# The package starts a system service on 6379; the tests start their
 		# own servers and do not need it.
 		systemctl stop redis-server >/dev/null 2>&1 || service redis-server stop >/dev/null 2>&1 || true
@@ -25,17 +36,59 @@ redis-server --version >&2
 . scripts/postgres.sh
 postgres_start
 
-export LEASEKIT_REQUIRE_REDIS=1
-echo "test.sh: go vet ./..." >&2
-go vet ./...
-unformatted=$(gofmt -l .)
-if [ -n "$unformatted" ]; then
-	echo "test.sh: gofmt would change: $unformatted" >&2
+# --- Services the tests need, started before the passes -----------------
+# Start them here (and stop them on exit with a trap) so that every pass
+# sees them. Keep this block safe under `set -u`.
+# --- end of services ------------------------------------------------------
+
+passes=()
+results=()
+failed=0
+
+# pass NAME COMMAND... runs one pass, records its result and duration, and
+# never stops the script.
+pass() {
+	local name=$1
+	shift
+	echo "test.sh: [$name] $*" >&2
+	local start=$SECONDS status=0
+	"$@" || status=$?
+	local took=$((SECONDS - start))
+	local took_s
+	took_s=$(printf '%dm%02ds' $((took / 60)) $((took % 60)))
+	if [ "$status" -eq 0 ]; then
+		results+=("ok    $name ($took_s)")
+	else
+		results+=("FAIL  $name ($took_s, exit status $status)")
+		failed=1
+	fi
+	passes+=("$name")
+}
+
+check_gofmt() {
+	local unformatted
+	unformatted=$(gofmt -l .) || return 1
+	if [ -n "$unformatted" ]; then
+		echo "test.sh: gofmt would change:" >&2
+		echo "$unformatted" >&2
+		return 1
+	fi
+}
+
+pass vet go vet ./...
+pass gofmt check_gofmt
+pass race env -u LEASEKIT_NO_REDIS LEASEKIT_REQUIRE_REDIS=1 go test -race -count=1 "$@" ./...
+# CONTRIBUTING.md promises that `go test ./...` passes on a machine with only
+# Go. This machine has redis-server, so hide it from the harness and prove it.
+pass no-redis env -u LEASEKIT_REQUIRE_REDIS LEASEKIT_NO_REDIS=1 go test -count=1 "$@" ./...
+
+echo >&2
+echo "test.sh: summary" >&2
+for r in "${results[@]}"; do
+	echo "  $r" >&2
+done
+if [ "$failed" -ne 0 ]; then
+	echo "test.sh: FAILED" >&2
 	exit 1
 fi
-echo "test.sh: go test -race -count=1 ./..." >&2
-go test -race -count=1 "$@" ./...
-# CONTRIBUTING.md promises that `go test ./...` passes on a machine with only Go.
-# This machine has redis-server, so hide it from the harness and prove it.
-echo "test.sh: go test -count=1 ./... with redis-server hidden (LEASEKIT_NO_REDIS=1)" >&2
-LEASEKIT_REQUIRE_REDIS= LEASEKIT_NO_REDIS=1 go test -count=1 "$@" ./...
+echo "test.sh: all ${#passes[@]} passes ok" >&2

@@ -254,14 +254,18 @@ func TestLostLeaseStopsTheCommand(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name, trap, stdout string
+		// grace is -grace: for a command that exits on SIGTERM, longer than
+		// any loaded machine takes to run its trap, so that the test does
+		// not race the SIGKILL.
+		grace string
 	}{
-		{"command exits on SIGTERM", `trap 'echo got-term; exit 0' TERM`, "got-term"},
-		{"command ignoring SIGTERM is killed", `trap '' TERM`, ""},
+		{"command exits on SIGTERM", `trap 'echo got-term; exit 0' TERM`, "got-term", (hang / 2).String()},
+		{"command ignoring SIGTERM is killed", `trap '' TERM`, "", "200ms"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t)
 			script := tc.trap + `; touch started; while :; do sleep 0.02; done`
-			p := h.start(nil, "-ttl", "1s", "-grace", "200ms", "lost", "--", "sh", "-c", script)
+			p := h.start(nil, "-ttl", "1s", "-grace", tc.grace, "lost", "--", "sh", "-c", script)
 			h.waitFile("started")
 			if err := h.client.Del(t.Context(), lease.LockKey(lease.DefaultPrefix, "lost")).Err(); err != nil {
 				t.Fatal(err)

@@ -245,7 +245,13 @@ func TestTelemetryOfALostLease(t *testing.T) {
 					}
 					return false
 				}, Err: errors.New("injected refresh failure"), Drop: true})
-				err := l.do(ctx, "lost", 600*time.Millisecond, func(ctx context.Context) error {
+				// The retry of the failed refresh (a twelfth of the ttl
+				// later) or the next refresh finds the thief's value, and
+				// must do so before the lease's deadline (two thirds of
+				// the ttl after the failure), or the loss is counted as
+				// unconfirmed instead: a ttl of 3 s leaves a loaded
+				// machine 2 s for it.
+				err := l.do(ctx, "lost", 3*time.Second, func(ctx context.Context) error {
 					// Wait out the failed refresh, then lose the lock.
 					for r.value(t, "leasekit.lock.refresh.failures") == 0 {
 						time.Sleep(10 * time.Millisecond)
