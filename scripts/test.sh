@@ -9,9 +9,11 @@
 #             loopback ports (and stop), LEASEKIT_REQUIRE_REDIS=1
 #   no-redis  every test again with redis-server hidden (LEASEKIT_NO_REDIS=1),
 #             as on a machine with only Go
+# Before the passes it starts a throwaway PostgreSQL server for the SQL
+# fences (scripts/postgres.sh), and removes it on exit.
 # Arguments go to both `go test` passes: scripts/test.sh -run TestSoak.
-# Installs redis-server when it is missing and this is a Debian machine we
-# are root on.
+# Installs redis-server and PostgreSQL when they are missing and this is a
+# Debian machine we are root on.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 trap 'exit 130' INT TERM
@@ -33,12 +35,17 @@ if ! command -v redis-server >/dev/null 2>&1; then
 	fi
 fi
 redis-server --version >&2
-. scripts/postgres.sh
-postgres_start
 
 # --- Services the tests need, started before the passes -----------------
 # Start them here (and stop them on exit with a trap) so that every pass
 # sees them. Keep this block safe under `set -u`.
+# PostgreSQL, for the SQL fences: a throwaway cluster on a free loopback
+# port, run as a non-root user, removed on exit (scripts/postgres.sh).
+. scripts/postgres.sh
+if ! postgres_start; then
+	echo "test.sh: could not start PostgreSQL for the SQL fence tests" >&2
+	exit 1
+fi
 # --- end of services ------------------------------------------------------
 
 passes=()
