@@ -108,11 +108,13 @@ func TestForeignHands(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
 		l := newLocker(t, b)
-		stale, err := l.TryObtain(ctx, "foreign", 50*time.Millisecond)
+		// A lease that lapses on the server, whatever the load on this
+		// machine: a minute long, then expired by hand.
+		stale, err := l.TryObtain(ctx, "foreign", time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b.Pass(100 * time.Millisecond)
+		lapse(t, b, stale.Key())
 		holder, err := l.TryObtain(ctx, "foreign", time.Minute)
 		if err != nil {
 			t.Fatalf("TryObtain after expiry: %v", err)
@@ -173,11 +175,11 @@ func TestExpired(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
 		l := newLocker(t, b)
-		lock, err := l.TryObtain(ctx, "expire", 20*time.Millisecond)
+		lock, err := l.TryObtain(ctx, "expire", time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
-		b.Pass(60 * time.Millisecond)
+		lapse(t, b, lock.Key())
 		if err := lock.Refresh(ctx, time.Second); !errors.Is(err, efficiency.ErrNotHeld) {
 			t.Errorf("Refresh after expiry: got %v, want ErrNotHeld", err)
 		}
@@ -532,4 +534,17 @@ func TestHoldATriedLock(t *testing.T) {
 			t.Fatalf("nil Hold: got %v, want ErrNotHeld", err)
 		}
 	})
+}
+
+// lapse makes the lease at key run out on the server now: its ttl set to a
+// millisecond, and that millisecond let by.
+func lapse(t *testing.T, b *redistest.Backend, key string) {
+	t.Helper()
+	if err := b.Client.PExpire(t.Context(), key, time.Millisecond).Err(); err != nil {
+		t.Fatal(err)
+	}
+	b.Pass(20 * time.Millisecond)
+	if b.Client.Exists(t.Context(), key).Val() != 0 {
+		t.Fatalf("%s outlived its lapse", key)
+	}
 }
