@@ -155,9 +155,12 @@ func (l *Locker) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 // fn's context is cancelled, with a cause matching ErrLockLost, as soon as the
 // lease can no longer be confirmed before its Deadline: a refresh found the key
 // deleted or taken, or Redis could not be reached in time. fn should stop its
-// work then; Do's error matches ErrLockLost. Cancellation only narrows the
-// window: a holder can still pause right after its last check, and the fence
-// is what rejects a write made after the lease was lost.
+// work then; Do's error matches ErrLockLost. fn's context compares the
+// Deadline with the clock whenever fn looks at it (Err, Done), so a process
+// resumed from a pause past the Deadline finds it cancelled at its first look;
+// a context derived from it learns a moment later. Cancellation only narrows
+// the window: a holder can still pause right after its last check, and the
+// fence is what rejects a write made after the lease was lost.
 //
 // The release runs on a context of its own, bounded to a few seconds, so that
 // it happens even when ctx has ended. If fn panics, the refreshes stop, the

@@ -22,8 +22,10 @@ import (
 // a leader that is closed hands over at once, and one that dies is replaced
 // within its ttl plus about a second. IsLeader answers from what the Elector
 // knows, without a round trip, and stops answering nil as soon as the lease
-// can no longer be confirmed before its deadline (when Campaign cancels the
-// term's context). Term is the leader's
+// can no longer be confirmed before its deadline: it looks at the term's
+// context, which compares the deadline with the clock at every look, so a
+// scheduler resumed from a pause past the deadline runs no job. Term is the
+// leader's
 // fencing token: a job that writes anything that matters should pass it to
 // a fence (correctness.Register, ExecFenced, a FencingProxy), because a
 // leader that pauses past its lease can still be running a job while its

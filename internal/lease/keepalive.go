@@ -157,6 +157,7 @@ func (c *Core) lost(h *Held, why string) error {
 func (h *Held) run(ctx context.Context, interval time.Duration, next func(time.Time) time.Duration, fn func(context.Context, *Held) error) (fnErr, lost error) {
 	fnCtx, cancel := context.WithCancelCause(ctx)
 	k := &keeper{h: h, ctx: fnCtx, cancel: cancel, stop: make(chan struct{}), interval: max(interval, minTTL), next: next}
+	fnCtx = &leaseContext{Context: fnCtx, k: k}
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
@@ -173,10 +174,62 @@ func (h *Held) run(ctx context.Context, interval time.Duration, next func(time.T
 	return fn(fnCtx, h), nil
 }
 
+// leaseContext is the context a hold gives fn. Whenever fn asks it whether
+// it is done (Done, Err, or context.Cause, which goes through Value), it
+// first compares the lease's deadline with this process's clock, and is
+// cancelled with a LockLost cause if the deadline has passed. The keeper's
+// timer cancels it too, but a process paused past the deadline (SIGSTOP, a
+// long GC, a VM migration) can run fn's next lines before the keeper's
+// goroutine after it resumes; this check closes that window for every look
+// fn takes at its own context. A context derived from it learns of the loss
+// when the keeper cancels it.
+type leaseContext struct {
+	context.Context
+	k *keeper
+}
+
+func (c *leaseContext) Done() <-chan struct{} {
+	c.k.expire()
+	return c.Context.Done()
+}
+
+func (c *leaseContext) Err() error {
+	c.k.expire()
+	return c.Context.Err()
+}
+
+func (c *leaseContext) Value(key any) any {
+	c.k.expire()
+	return c.Context.Value(key)
+}
+
+// expire ends the hold as lost if the lease's deadline has passed, by this
+// process's clock, and fn is still running on it.
+func (k *keeper) expire() {
+	h := k.h
+	h.mu.Lock()
+	deadline, released := h.deadline, h.released
+	h.mu.Unlock()
+	if released || time.Now().Before(deadline) || k.ctx.Err() != nil || k.stopped() {
+		return
+	}
+	k.lose(telemetry.Unreachable, "the lease could not be confirmed before its deadline")
+}
+
+// stopped reports whether fn has returned.
+func (k *keeper) stopped() bool {
+	select {
+	case <-k.stop:
+		return true
+	default:
+		return false
+	}
+}
+
 // keeper keeps a lease alive while fn runs.
 type keeper struct {
 	h        *Held
-	ctx      context.Context // fn's
+	ctx      context.Context // fn's, beneath its leaseContext
 	cancel   context.CancelCauseFunc
 	stop     chan struct{} // closed when fn has returned
 	interval time.Duration
@@ -202,7 +255,7 @@ func (k *keeper) keepAlive() {
 			<-inflight // a refresh stuck on the network must end before Do returns
 		}
 	}()
-	for !h.isReleased() {
+	for !h.isReleased() && !errors.Is(context.Cause(k.ctx), h.core.cfg.Errors.LockLost) {
 		deadline := h.Deadline()
 		if !time.Now().Before(deadline) {
 			k.lose(telemetry.Unreachable, "the lease could not be confirmed before its deadline")

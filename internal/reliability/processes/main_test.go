@@ -14,6 +14,7 @@ func TestMain(m *testing.M) {
 		"give-up": giveUpChild,
 		"serve":   serveChild,
 		"worker":  workerChild,
+		"hold":    holdChild,
 	})
 	os.Exit(redistest.Main(m))
 }
