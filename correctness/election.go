@@ -60,7 +60,7 @@ const cleanupTimeout = 5 * time.Second
 
 // Campaign runs fn as the leader of the election called name, once this
 // candidate's turn comes. It waits in line like Acquire (candidates lead in
-// the order they arrived, and nobody polls), takes office with value (at
+// the order they arrived, woken by the release), takes office with value (at
 // most MaxLeaderValue bytes), which Leader and Observe report, and runs fn
 // with the term: the fencing token of its grant. fn must pass term to every
 // fenced write, so that a deposed leader's writes are refused. The election
@@ -184,7 +184,9 @@ func (e election) lead(ctx context.Context, h *lease.Held, fn func(context.Conte
 		ended()
 		e.resign(ctx, h)
 	}()
-	return h.HoldAs(ctx, "Lead", func(ctx context.Context, h *lease.Held) error {
+	ran := false
+	err := h.HoldAs(ctx, "Lead", func(ctx context.Context, h *lease.Held) error {
+		ran = true
 		stop := context.AfterFunc(ctx, func() {
 			if errors.Is(context.Cause(ctx), ErrLockLost) {
 				ended() // the term is over, though fn may still be winding down
@@ -193,6 +195,15 @@ func (e election) lead(ctx context.Context, h *lease.Held, fn func(context.Conte
 		defer stop()
 		return fn(ctx, h.Token())
 	})
+	if !ran && errors.Is(err, ErrNotHeld) {
+		// The deadline passed while the candidate took office: release what
+		// Redis may still hold, and say so as a lost term.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+		defer cancel()
+		_ = h.Release(cctx)
+		return fmt.Errorf("%w: election %s: the lease ended as its holder took office", ErrLockLost, lease.Quote(e.name))
+	}
+	return err
 }
 
 // resign clears the leader key of h's term, whose lease was released or

@@ -272,6 +272,62 @@ func TestDeposedLeaderIsCancelled(t *testing.T) {
 	})
 }
 
+// TestCandidateLateToOfficeLosesItsTerm: a candidate whose lease passes its
+// deadline while it takes office (the reply to its announcement came late)
+// gets ErrLockLost, as for a lease lost in office, without fn having run; it
+// releases the lock and leaves no leader behind.
+func TestCandidateLateToOfficeLosesItsTerm(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		const value = "late-candidate"
+		client := redis.NewClient(&redis.Options{Addr: b.Client.Options().Addr})
+		t.Cleanup(func() { _ = client.Close() })
+		client.AddHook(lateReply{carrying: value, by: 200 * time.Millisecond})
+		l := correctness.New(client, correctness.WithLogger(quiet), correctness.WithAudit(false))
+		t.Cleanup(func() { _ = l.Close() })
+		ran := false
+		err := l.Campaign(ctx, "late", 50*time.Millisecond, []byte(value), func(context.Context, uint64) error {
+			ran = true
+			return nil
+		})
+		if !errors.Is(err, correctness.ErrLockLost) || ran {
+			t.Fatalf("Campaign: got %v with fn run: %v, want ErrLockLost and fn not run", err, ran)
+		}
+		if n := b.Client.Exists(ctx, lease.LockKey(lease.DefaultPrefix, "late")).Val(); n != 0 {
+			t.Fatal("the late candidate left its lock held")
+		}
+		if _, err := l.Leader(ctx, "late"); !errors.Is(err, correctness.ErrNoLeader) {
+			t.Fatalf("Leader: got %v, want ErrNoLeader", err)
+		}
+	})
+}
+
+// lateReply is a go-redis hook that delays, by by, every successful reply
+// to a command with a []byte argument equal to carrying (not a NOSCRIPT,
+// which go-redis follows with an EVAL).
+type lateReply struct {
+	carrying string
+	by       time.Duration
+}
+
+func (lateReply) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h lateReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		for _, arg := range cmd.Args() {
+			if b, ok := arg.([]byte); ok && string(b) == h.carrying && err == nil {
+				time.Sleep(h.by)
+			}
+		}
+		return err
+	}
+}
+
+func (lateReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
 // TestPanickingLeaderResigns: a leader whose fn panics hands leadership to
 // the next candidate, and the panic goes on up the stack.
 func TestPanickingLeaderResigns(t *testing.T) {
