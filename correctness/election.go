@@ -169,7 +169,7 @@ func (e election) announce(ctx context.Context, h *lease.Held, value []byte) err
 	_ = h.Release(cctx)
 	if err != nil {
 		e.resign(ctx, h) // the reply may have been lost after it took office
-		return lease.WrapRedis("correctness", "take office in election", e.name, err)
+		return lease.WrapRedis("correctness", "take office in election", e.name, lease.KeyErr(e.channel, err))
 	}
 	return fmt.Errorf("%w: election %s: the lease ended before its holder took office", ErrLockLost, lease.Quote(e.name))
 }
@@ -243,7 +243,7 @@ func (e election) read(ctx context.Context) (sighting, error) {
 			return s, nil
 		}
 	}
-	return sighting{}, lease.WrapRedis("correctness", "read the leader of election", e.name, err)
+	return sighting{}, lease.WrapRedis("correctness", "read the leader of election", e.name, lease.KeyErr(e.channel, err))
 }
 
 // parseSighting parses election_leader.lua's reply.

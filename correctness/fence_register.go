@@ -126,7 +126,7 @@ func (r *Register) fence(ctx context.Context, script lease.Script, op, key, reso
 	args = append([]any{strconv.FormatUint(token, 10)}, args...)
 	reply, err := script.Run(ctx, r.client, []any{key}, args...).Result()
 	if err != nil {
-		return nil, lease.WrapRedis("correctness", op, resource, fmt.Errorf("key %s: %w", lease.Quote(key), err))
+		return nil, lease.WrapRedis("correctness", op, resource, lease.KeyErr(key, err))
 	}
 	if n, ok := reply.(int64); ok && n == 1 {
 		return nil, nil
@@ -173,7 +173,7 @@ func (r *Register) Read(ctx context.Context, resource string) (value []byte, tok
 	key := lease.RegisterKey(r.prefix, resource)
 	vals, err := r.client.HMGet(ctx, key, "value", "token").Result()
 	if err != nil {
-		return nil, 0, lease.WrapRedis("correctness", "register read of", resource, err)
+		return nil, 0, lease.WrapRedis("correctness", "register read of", resource, lease.KeyErr(key, err))
 	}
 	if vals[0] == nil || vals[1] == nil {
 		return nil, 0, nil

@@ -219,6 +219,10 @@ func TestRegisterClaimInput(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") || !strings.Contains(err.Error(), "leasekit:{r}:register") {
 		t.Errorf("a key of another type: got %v, want WRONGTYPE naming the key", err)
 	}
+	_, _, err = correctness.NewRegister(b.Client).Read(t.Context(), "r")
+	if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") || !strings.Contains(err.Error(), "leasekit:{r}:register") {
+		t.Errorf("Read of a key of another type: got %v, want WRONGTYPE naming the key", err)
+	}
 }
 
 // BenchmarkRegisterServerTime reports what the Register's operations cost

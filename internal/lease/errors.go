@@ -110,10 +110,15 @@ func (c *Core) acquireErr(lk *keySet, err error) error {
 	return c.redisErr("acquire", lk, err)
 }
 
-// redisErr names the operation and the lock or semaphore in err, a failure
-// of Redis or of its reply.
+// redisErr names the operation, the lock or semaphore and its key in err, a
+// failure of Redis or of its reply.
 func (c *Core) redisErr(op string, lk *keySet, err error) error {
-	return WrapRedis(c.cfg.Kind, op+" "+lk.ops.what, lk.name, err)
+	return WrapRedis(c.cfg.Kind, op+" "+lk.ops.what, lk.name, KeyErr(lk.lock, err))
+}
+
+// KeyErr is err, a failure of Redis on key, with the key named.
+func KeyErr(key string, err error) error {
+	return fmt.Errorf("key %s: %w", Quote(key), err)
 }
 
 // WrapRedis is err of the operation op on the thing called name, in the form
@@ -133,3 +138,34 @@ func WrapRedis(kind, op, name string, err error) error {
 func ReachedRedis(err error) bool {
 	return !transient(err) && mayHaveGranted(err)
 }
+
+// join is errors.Join on one line: the errors of errs that are not nil,
+// their messages joined by "; " so that a log line holds the whole error.
+// It matches each of them, and is nil when all are.
+func join(errs ...error) error {
+	var kept []error
+	for _, err := range errs {
+		if err != nil {
+			kept = append(kept, err)
+		}
+	}
+	switch len(kept) {
+	case 0:
+		return nil
+	case 1:
+		return kept[0]
+	}
+	return joined(kept)
+}
+
+type joined []error
+
+func (j joined) Error() string {
+	msgs := make([]string, len(j))
+	for i, err := range j {
+		msgs[i] = err.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func (j joined) Unwrap() []error { return j }

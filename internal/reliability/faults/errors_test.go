@@ -165,6 +165,9 @@ func TestErrorsHaveOnePrefix(t *testing.T) {
 				if !strings.HasPrefix(msg, k.name+": ") || strings.Count(msg, k.name+":") > 2 || !strings.Contains(msg, `lock "`) {
 					t.Errorf("%s: got %q, want it to start %q and name the lock", what, msg, k.name+": ")
 				}
+				if what == "wrong type" && (!strings.Contains(msg, `key "`+lockKey("list")+`": `) || !strings.Contains(msg, "WRONGTYPE")) {
+					t.Errorf("%s: got %q, want it to name the key %q and say WRONGTYPE", what, msg, lockKey("list"))
+				}
 			}
 		})
 	}
