@@ -309,7 +309,7 @@ func (a *acquire) failed(err error) error {
 // ends for causes (the context's end, a failure meanwhile): it matches
 // NotObtained and each cause.
 func (c *Core) notObtained(lk *keySet, causes ...error) error {
-	return fmt.Errorf("%w: %s: %w", c.cfg.Errors.NotObtained, lk.label(), errors.Join(causes...))
+	return fmt.Errorf("%w: %s: %w", c.cfg.Errors.NotObtained, lk.label(), join(causes...))
 }
 
 // parseMicros parses a server clock in µs as the scripts print it.

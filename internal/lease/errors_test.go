@@ -1,8 +1,11 @@
 package lease
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -41,5 +44,26 @@ func TestWhichFailuresPass(t *testing.T) {
 		if got := slotMoving(tc.err); got != tc.moves {
 			t.Errorf("slotMoving(%q) = %v, want %v", tc.err, got, tc.moves)
 		}
+	}
+}
+
+// TestNotObtainedIsOneLine: an acquire that ends for two causes (its
+// context's end, and a failure meanwhile) says both on one line, so that a
+// log line holds it, and matches each.
+func TestNotObtainedIsOneLine(t *testing.T) {
+	notObtained := errors.New("not obtained")
+	c := New(Config{Kind: "efficiency", Prefix: "p:", Errors: Errors{NotObtained: notObtained}})
+	failure := reply("LOADING Redis is loading the dataset in memory")
+	err := c.notObtained(c.lockKeys("job"), context.DeadlineExceeded, failure)
+	if strings.Contains(err.Error(), "\n") {
+		t.Errorf("got %q, want one line", err)
+	}
+	for _, want := range []error{notObtained, context.DeadlineExceeded, failure} {
+		if !errors.Is(err, want) {
+			t.Errorf("got %q, want it to match %q", err, want)
+		}
+	}
+	if join(nil, nil) != nil || join(nil, failure) != error(failure) {
+		t.Error("join: nil causes are dropped, and one cause is itself")
 	}
 }

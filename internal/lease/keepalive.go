@@ -129,9 +129,9 @@ func (h *Held) holdErr(fnErr, lost error, e ending) error {
 	case lost != nil:
 		return lostWith(lost, fnErr)
 	case e.err != nil:
-		return errors.Join(fnErr, e.err)
+		return join(fnErr, e.err)
 	case e.n <= 0:
-		return errors.Join(fnErr, h.core.lost(h, e.when+", "+h.core.why(e.n == 0)))
+		return join(fnErr, h.core.lost(h, e.when+", "+h.core.why(e.n == 0)))
 	}
 	return fnErr
 }
