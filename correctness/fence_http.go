@@ -87,6 +87,9 @@ type fence struct {
 	// highest changes only under lock; it is atomic so that Highest can read
 	// it without waiting for the request being served.
 	highest atomic.Uint64
+	// floored: highest is the floor of a resource the proxy forgot or
+	// never saw, not a token it forwarded for this one. Under lock.
+	floored bool
 
 	name  string        // the key of FencingProxy.fences
 	users int           // requests holding or waiting for lock, under FencingProxy.mu
@@ -147,8 +150,12 @@ const DefaultProxyLimit = 10_000
 // proxy remembers the highest token of the resources it forgot, in one of
 // 1024 floors by the resource's name, and holds a resource it sees again to
 // its floor. A current holder whose token is below that floor gets 409, and
-// must acquire again to get a newer token. Default: DefaultProxyLimit; n < 1
-// means the default.
+// must acquire again to get a newer token. That works with the clock floor
+// on (the default), whose tokens follow the server's clock; with
+// WithClockFloor(false) tokens count the grants of each lock, and a quiet
+// lock's tokens can stay below a floor that a busy lock's raised for a long
+// time: use WithProxyStore then, or a limit above the number of resources.
+// Default: DefaultProxyLimit; n < 1 means the default.
 func WithProxyLimit(n int) ProxyOption {
 	return func(p *FencingProxy) {
 		if n >= 1 {
@@ -220,6 +227,7 @@ func (p *FencingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.highest.Store(token)
+	f.floored = false
 	if p.next == nil {
 		http.Error(w, "correctness: fencing proxy: no backend", http.StatusBadGateway)
 		return
@@ -231,7 +239,10 @@ func (p *FencingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // returns the status and error of a refusal.
 func (p *FencingProxy) check(ctx context.Context, f *fence, resource string, token uint64) (int, error) {
 	var err error
-	if highest := f.highest.Load(); token < highest {
+	if highest := f.highest.Load(); token < highest && f.floored {
+		err = fmt.Errorf("%w: the proxy forgot %s or never saw it, and holds it to the highest token of the resources it forgot that share its floor (see WithProxyLimit)",
+			&StaleTokenError{Token: token, Highest: highest}, lease.Quote(resource))
+	} else if token < highest {
 		err = &StaleTokenError{Token: token, Highest: highest}
 	} else if p.store != nil {
 		if err = checkFence(resource, token); err != nil {
@@ -283,6 +294,7 @@ func (p *FencingProxy) fence(resource string) *fence {
 	if f == nil {
 		f = &fence{lock: make(chan struct{}, 1), name: name}
 		f.highest.Store(p.floor(name))
+		f.floored = f.highest.Load() > 0
 		p.fences[name] = f
 	} else if f.elem != nil {
 		p.idle.Remove(f.elem)

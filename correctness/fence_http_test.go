@@ -3,6 +3,7 @@ package correctness_test
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -554,4 +555,46 @@ func TestFencingProxyLimit(t *testing.T) {
 	if got := proxy.Highest("/b"); got != 10 {
 		t.Errorf("Highest of the forgotten /b: got %d, want its floor, 10", got)
 	}
+}
+
+// TestFencingProxyFloorRefusalSaysSo: a resource the proxy never saw, whose
+// floor another forgotten resource raised, gets 409 for a lower token with a
+// body that says the floor refused it, not that a newer token was accepted
+// for it; once a token at the floor passes, a lower one is refused as stale.
+func TestFencingProxyFloorRefusalSaysSo(t *testing.T) {
+	proxy := correctness.NewFencingProxy(&backendLog{}, correctness.WithProxyLimit(1))
+	busy, quiet := "/orders", sameFloor(t, "/orders")
+	for _, s := range []struct{ path, token string }{{busy, "300"}, {"/other", "1"}} { // busy is forgotten
+		if status, body := serve(proxy, fencedRequest(t.Context(), s.path, s.token)); status != http.StatusOK {
+			t.Fatalf("%s with token %s: got status %d (body %q)", s.path, s.token, status, body)
+		}
+	}
+	status, body := serve(proxy, fencedRequest(t.Context(), quiet, "2"))
+	if status != http.StatusConflict || !strings.Contains(body, "forgot") || !strings.Contains(body, "WithProxyLimit") {
+		t.Fatalf("%s, never seen, token 2 under the floor 300: got %d %q, want 409 saying the floor refused it", quiet, status, body)
+	}
+	if status, body := serve(proxy, fencedRequest(t.Context(), quiet, "300")); status != http.StatusOK {
+		t.Fatalf("%s with the floor's token: got %d %q, want 200", quiet, status, body)
+	}
+	status, body = serve(proxy, fencedRequest(t.Context(), quiet, "299"))
+	if status != http.StatusConflict || strings.Contains(body, "forgot") {
+		t.Fatalf("%s after 300 passed, token 299: got %d %q, want 409 as a plain stale token", quiet, status, body)
+	}
+}
+
+// sameFloor returns a path other than name that shares its floor: the
+// proxy's buckets are FNV-1a of the name, modulo 1024.
+func sameFloor(t *testing.T, name string) string {
+	bucket := func(s string) uint32 {
+		h := fnv.New32a()
+		h.Write([]byte(s))
+		return h.Sum32() % 1024
+	}
+	for i := range 1 << 20 {
+		if p := fmt.Sprintf("/users/%d", i); bucket(p) == bucket(name) {
+			return p
+		}
+	}
+	t.Fatal("no path shares the floor")
+	return ""
 }
