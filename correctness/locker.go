@@ -139,6 +139,10 @@ func (l *Locker) TryAcquire(ctx context.Context, name string, ttl time.Duration)
 // is closed, ErrClosed. When three grants in a row come back after their
 // lease deadline (a ttl shorter than the round trip), Acquire releases them
 // and returns ErrLateGrant rather than try forever.
+//
+// ctx bounds each Redis call only on a go-redis client with
+// ContextTimeoutEnabled: without it, a wait whose ctx ends while Redis is
+// stalled returns when the call under way does (docs/waiting.md).
 func (l *Locker) Acquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
 	h, err := l.core.Obtain(ctx, name, ttl)
 	l.auditOnce(ctx, err)

@@ -80,6 +80,10 @@ func (l *Locker) TryObtain(ctx context.Context, name string, ttl time.Duration) 
 // Locker is closed, ErrClosed. When three grants in a row come back after
 // their lease deadline (a ttl shorter than the round trip), Obtain releases
 // them and returns ErrLateGrant rather than try forever.
+//
+// ctx bounds each Redis call only on a go-redis client with
+// ContextTimeoutEnabled: without it, a wait whose ctx ends while Redis is
+// stalled returns when the call under way does (docs/waiting.md).
 func (l *Locker) Obtain(ctx context.Context, name string, ttl time.Duration) (*Lock, error) {
 	h, err := l.core.Obtain(ctx, name, ttl)
 	if err != nil {
