@@ -249,6 +249,67 @@ func TestSemaphoreLimitMismatch(t *testing.T) {
 	})
 }
 
+// TestSemaphoreWaiterHandedAnotherLimit: a waiter queued under one limit
+// is handed a permit granted under another (the last permit of its limit
+// expired on the server, and an acquire with another limit then served the
+// queue). It releases that permit and fails with ErrLimitMismatch naming
+// both limits, rather than hold it beside permits it does not count.
+func TestSemaphoreWaiterHandedAnotherLimit(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		l := newLocker(t, b)
+		one, three := l.Semaphore("limits", 1), l.Semaphore("limits", 3)
+		if _, err := one.TryAcquire(ctx, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		waited := obtainPermitInBackground(ctx, one) // nil: it got a permit
+		permits, queue := permitsKey("limits"), lease.QueueKey(permitsKey("limits"))
+		for b.Client.ZCard(ctx, queue).Val() != 1 {
+			time.Sleep(time.Millisecond)
+		}
+		// The holder's permit expires on the server, long before the
+		// waiter's timer would fire.
+		for _, owner := range b.Client.ZRange(ctx, permits, 0, -1).Val() {
+			b.Client.ZAdd(ctx, permits, redis.Z{Score: 1, Member: owner})
+		}
+		if _, err := three.TryAcquire(ctx, time.Minute); err != nil {
+			t.Fatalf("limit 3 once no permit is live: %v", err)
+		}
+		const says = `semaphore "limits" was handed a permit granted under limit 3, and this Semaphore's limit is 1`
+		if err := <-waited; !errors.Is(err, efficiency.ErrLimitMismatch) || !strings.Contains(err.Error(), says) {
+			t.Fatalf("the waiter of limit 1: got %v, want ErrLimitMismatch saying %q", err, says)
+		}
+		if n := b.Client.ZCount(ctx, permits, "2", "+inf").Val(); n != 1 {
+			t.Fatalf("live permits: got %d, want 1, the limit-3 holder's (the waiter released what it was handed)", n)
+		}
+	})
+}
+
+// TestSemaphoreHeaderDeleted: a semaphore whose header was deleted by hand
+// while permits are live goes on: an acquire takes its own limit for the
+// live permits, counts them, and does not cut the permits key's life short
+// of the last permit's expiry.
+func TestSemaphoreHeaderDeleted(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		s := newLocker(t, b).Semaphore("headless", 2)
+		if _, err := s.TryAcquire(ctx, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		permits := permitsKey("headless")
+		b.Client.Del(ctx, lease.LimitKey(permits))
+		if _, err := s.TryAcquire(ctx, time.Minute); err != nil {
+			t.Fatalf("a second permit of 2 with the header gone: %v", err)
+		}
+		if _, err := s.TryAcquire(ctx, time.Minute); !errors.Is(err, efficiency.ErrNotObtained) {
+			t.Fatalf("a third permit of 2: got %v, want ErrNotObtained", err)
+		}
+		if ttl := b.Client.PTTL(ctx, permits).Val(); ttl < 50*time.Minute {
+			t.Fatalf("the permits key expires in %v, before the hour-long permit", ttl)
+		}
+	})
+}
+
 // TestPermitIsALock: a permit refreshes, reports its ttl, is held by Hold
 // and released as a lock is, and says so once it is gone.
 func TestPermitIsALock(t *testing.T) {

@@ -190,13 +190,23 @@ func testHandoff(t *testing.T, b *redistest.Backend, fenced, sharded bool) {
 // before and after (µs).
 func expectGrant(t *testing.T, ps *redis.PubSub, channel, ticket, token string, before, after int64) {
 	t.Helper()
+	expectPermit(t, ps, channel, ticket, token, "", before, after)
+}
+
+// expectPermit is expectGrant for a semaphore's permit granted under limit
+// (a lock's grant: ""), which ends the message.
+func expectPermit(t *testing.T, ps *redis.PubSub, channel, ticket, token, limit string, before, after int64) {
+	t.Helper()
 	msg, err := ps.ReceiveMessage(t.Context())
 	if err != nil {
 		t.Fatalf("grant message: %v", err)
 	}
 	fields := strings.Fields(msg.Payload)
+	if limit != "" && len(fields) == 5 && fields[4] == limit {
+		fields = fields[:4]
+	}
 	if msg.Channel != channel || len(fields) != 4 || fields[0] != ticket || fields[1] != token {
-		t.Fatalf("grant message: got %q on %s, want %q, %q and the server time on %s", msg.Payload, msg.Channel, ticket, token, channel)
+		t.Fatalf("grant message: got %q on %s, want %q, %q, the server time and limit %q on %s", msg.Payload, msg.Channel, ticket, token, limit, channel)
 	}
 	sec, err1 := strconv.ParseInt(fields[2], 10, 64)
 	usec, err2 := strconv.ParseInt(fields[3], 10, 64)

@@ -53,11 +53,13 @@ local function next_waiter(queue, now, numsub, mine1, mine2)
   end
 end
 
--- announce(publish, w, token, now) publishes the grant message for waiter w
--- (from next_waiter) with token ('-' for an efficiency grant), made at now;
+-- announce(publish, w, token, now, limit) publishes the grant message for
+-- waiter w (from next_waiter) with token ('-' for an efficiency grant), made
+-- at now, and for a semaphore's permit the limit it was granted under;
 -- publish is 'PUBLISH' or 'SPUBLISH'.
-local function announce(publish, w, token, now)
-  redis.call(publish, w.channel, w.ticket .. ' ' .. token .. ' ' .. now[1] .. ' ' .. now[2])
+local function announce(publish, w, token, now, limit)
+  local msg = w.ticket .. ' ' .. token .. ' ' .. now[1] .. ' ' .. now[2]
+  redis.call(publish, w.channel, limit and msg .. ' ' .. limit or msg)
 end
 
 -- enqueue(queue, now, entry, place, prev) keeps the caller's place in queue,

@@ -35,5 +35,5 @@ elseif not s.limit then
   return 1
 end
 admit(s, w.owner, w.ttl)
-announce(s.publish, w, '-', s.now)
+announce(s.publish, w, '-', s.now, s.limit)
 return 2

@@ -45,6 +45,11 @@ local function enter(limit, sharded)
   s.count = redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%d', s.ms), '+inf')
   if s.count == 0 then
     s.limit, s.marked, s.expiry = limit, false, 0
+  elseif not s.limit then
+    -- No header (deleted by hand) while permits are live: take the caller's
+    -- limit; the permits key lives at least until its last permit expires.
+    s.limit, s.marked = limit, false
+    s.expiry = tonumber(redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2])
   elseif s.limit ~= limit then
     return nil, 'LIMIT ' .. s.limit
   end
@@ -96,7 +101,7 @@ local function serve(s, mine1, mine2, take)
       self = true
     else
       admit(s, w.owner, w.ttl)
-      announce(s.publish, w, '-', s.now)
+      announce(s.publish, w, '-', s.now, s.limit)
       handed = handed + 1
     end
     s.count = s.count + 1

@@ -256,7 +256,7 @@ func testSemaphoreHandoff(t *testing.T, s *semaphore) {
 	if n := s.release("long", ""); n != 2 {
 		t.Fatalf("release: got %d, want 2, handed over", n)
 	}
-	expectGrant(t, listen, "chan-a", "id-a.0", "-", before, serverMicros(t, b.Client))
+	expectPermit(t, listen, "chan-a", "id-a.0", "-", "2", before, serverMicros(t, b.Client))
 	if got := strings.Join(s.permits(), ","); got != "short,a" {
 		t.Fatalf("permits: got %s, want short and a (the dead waiter skipped)", got)
 	}
@@ -267,7 +267,7 @@ func testSemaphoreHandoff(t *testing.T, s *semaphore) {
 	if n := s.release("a", ""); n != 2 {
 		t.Fatalf("release: got %d, want 2, handed over", n)
 	}
-	expectGrant(t, listen, "chan-b", "id-b.0", "-", before, serverMicros(t, b.Client))
+	expectPermit(t, listen, "chan-b", "id-b.0", "-", "2", before, serverMicros(t, b.Client))
 	granted(t, s.wait("c", "2", entryOf("c", "e", 0, 1, "chan-c"), places["c"], entry("c")), 1, "c")
 	if got := strings.Join(s.permits(), ","); got != "b,c" {
 		t.Fatalf("permits: got %s, want b and c", got)
@@ -298,7 +298,7 @@ func TestSemaphoreServesTheQueueFirst(t *testing.T) {
 		if got := queued(t, s.wait("second", "1", entryOf("second", "e", 0, 1, "chan"), place, second), 0); got != place {
 			t.Fatalf("second's place: got %s, want %s", got, place)
 		}
-		expectGrant(t, listen, "chan", "id-first.0", "-", before, serverMicros(t, b.Client))
+		expectPermit(t, listen, "chan", "id-first.0", "-", "1", before, serverMicros(t, b.Client))
 		if got := strings.Join(s.permits(), ","); got != "first" {
 			t.Fatalf("permits: got %s, want first's", got)
 		}

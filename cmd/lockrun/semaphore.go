@@ -35,6 +35,8 @@ func printSemaphoreStatus(ctx context.Context, client *redis.Client, cfg config,
 	var b strings.Builder
 	fmt.Fprintf(&b, "semaphore: %s\nkey: %s\n", cfg.name, s.key)
 	switch {
+	case s.limit == "" && len(s.holders) > 0:
+		fmt.Fprintf(&b, "limit: - (the header is gone while permits are live; the next run takes its -n, here %d)\n", cfg.limit)
 	case s.limit == "":
 		fmt.Fprintf(&b, "limit: - (no permit held; -n %d takes effect)\n", cfg.limit)
 	case s.limit != strconv.Itoa(cfg.limit):

@@ -136,3 +136,26 @@ func TestSemaphoreStatusReportsForeignKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestSemaphoreHeaderGone: with its header deleted while a permit is live,
+// -status says so (not that no permit is held), and a run still takes a
+// permit under its own -n.
+func TestSemaphoreHeaderGone(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	ctx := t.Context()
+	args := []string{"-n", "2", "headless", "--", "sh", "-c", blockingScript}
+	holder := h.start(nil, args...)
+	await(t, "the run", func() bool { return h.lines("runs") == 1 })
+	h.client.Del(ctx, lease.LimitKey(lease.PermitsKey(lease.DefaultPrefix, "headless")))
+	r := h.run("-n", "2", "-status", "headless")
+	wantCode(t, r, 0)
+	for _, want := range []string{"the header is gone while permits are live", "held: 1\n"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("-status: got %q, want it to contain %q", r.stdout, want)
+		}
+	}
+	wantCode(t, h.run("-n", "2", "headless", "--", "true"), 0)
+	h.touch("release")
+	wantCode(t, holder.wait(t), 0)
+}

@@ -79,4 +79,12 @@ func TestEntryText(t *testing.T) {
 	if got := m.value("OWNER"); got != "OWNER:42" {
 		t.Fatalf("value of a fenced grant: got %q", got)
 	}
+	if m, ok := parseMessage("ID.7 - 12 345 3"); !ok || m.limit != 3 || m.token != "-" || m.at != 12_000_345 {
+		t.Fatalf("a permit's message: got %+v, %v", m, ok)
+	}
+	for _, bad := range []string{"ID.7 - 12 345 0", "ID.7 - 12 345 -1", "ID.7 - 12 345 x", "ID.7 - 12 345 3 4"} {
+		if _, ok := parseMessage(bad); ok {
+			t.Fatalf("%q: parsed, want no grant", bad)
+		}
+	}
 }

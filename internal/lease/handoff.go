@@ -42,9 +42,13 @@ import (
 // A grant message is what a release that handed the lock over publishes on
 // the entry's channel:
 //
-//	message  = ticket SP token SP seconds SP micros
+//	message  = ticket SP token SP seconds SP micros [ SP limit ]
 //	token    = the new fencing token, or "-" for an efficiency grant
 //	seconds, micros = the server clock at the grant, as TIME gives it
+//	limit    = for a semaphore's permit, the limit it was granted under
+//
+// A waiter handed a permit under a limit other than its own releases it and
+// fails with LimitMismatch: the permits live were granted under the other.
 //
 // A bare ticket is no grant: the waiter's counter holds no token, and its
 // next attempt meets that error itself.
@@ -129,14 +133,21 @@ type message struct {
 	gen   int
 	token string // "-" for an efficiency grant
 	at    int64  // server clock at the grant, µs
+	limit int    // a permit's limit; 0 for a lock's grant
 }
 
 // parseMessage parses a grant message; ok is false for one that is no grant
 // (a bare ticket) or does not parse (from a release of another version).
 func parseMessage(msg string) (m message, ok bool) {
 	f := strings.Fields(msg)
+	if len(f) == 5 {
+		if m.limit, _ = strconv.Atoi(f[4]); m.limit < 1 {
+			return message{}, false
+		}
+		f = f[:4]
+	}
 	if len(f) != 4 {
-		return m, false
+		return message{}, false
 	}
 	id, gen, ok1 := strings.Cut(f[0], ".")
 	g, err1 := strconv.Atoi(gen)
@@ -146,7 +157,7 @@ func parseMessage(msg string) (m message, ok bool) {
 	if !ok1 || err1 != nil || err2 != nil || err3 != nil || sec < 0 || sec >= 1<<43 || usec < 0 || usec >= 1_000_000 {
 		return m, false
 	}
-	return message{id: id, gen: g, token: f[1], at: sec*1_000_000 + usec}, true
+	return message{id: id, gen: g, token: f[1], at: sec*1_000_000 + usec, limit: m.limit}, true
 }
 
 // value is what the grant a message reports stored for owner.
