@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/leasekit/leasekit/correctness"
 	"github.com/leasekit/leasekit/internal/lease"
 )
@@ -119,6 +120,7 @@ type electionRun struct {
 	early []said
 	seen  *sightings
 	res   electionResult
+	clock *miniClock // the in-process miniredis's, or nil
 }
 
 // electionResult is what the rounds measured.
@@ -131,10 +133,11 @@ type electionResult struct {
 // election runs the election scenario.
 func (b *bench) election(ctx context.Context) []row {
 	const scenario = "election"
-	if b.target.mini != nil {
-		defer b.runMiniClock()()
-	}
 	e := &electionRun{b: b, name: b.key(scenario, "correctness"), lines: make(chan said, 64)}
+	if b.target.mini != nil {
+		e.clock = startMiniClock(b.target.mini)
+		defer e.clock.stop()
+	}
 	e.lock = lease.LockKey(lease.DefaultPrefix, e.name)
 	e.queue = lease.QueueKey(e.lock)
 	defer e.stop()
@@ -220,8 +223,15 @@ func (e *electionRun) killRound(ctx context.Context) error {
 	dead, killed := e.leader, time.Now()
 	_ = dead.cmd.Process.Signal(syscall.SIGKILL)
 	_ = dead.cmd.Wait()
-	left, err := e.b.client.PTTL(ctx, e.lock).Result()
+	// The expiry is reckoned from a time no later than the server's reading
+	// of the ttl (which PTTL rounds down to the ms), so that it is never late
+	// and a delay measured from it never too short: from just before the
+	// request, or from when the miniredis clock was last brought up to date.
 	expiry := time.Now()
+	if e.clock != nil {
+		expiry = e.clock.now()
+	}
+	left, err := e.b.client.PTTL(ctx, e.lock).Result()
 	if err != nil {
 		return fmt.Errorf("PTTL: %w", err)
 	}
@@ -458,24 +468,46 @@ func (s *sightings) stop() {
 	<-s.done
 }
 
-// runMiniClock moves the in-process miniredis's key expiry with the real
-// clock, as a server's runs, and returns what stops it.
-func (b *bench) runMiniClock() func() {
-	stop, stopped := make(chan struct{}), make(chan struct{})
+// miniClock moves an in-process miniredis's key expiry with the real clock,
+// as a server's runs: every 5 ms, and at once when asked.
+type miniClock struct {
+	mini    *miniredis.Miniredis
+	mu      sync.Mutex
+	last    time.Time // what the miniredis clock has been brought up to
+	done    chan struct{}
+	stopped chan struct{}
+}
+
+func startMiniClock(m *miniredis.Miniredis) *miniClock {
+	c := &miniClock{mini: m, last: time.Now(), done: make(chan struct{}), stopped: make(chan struct{})}
 	go func() {
-		defer close(stopped)
+		defer close(c.stopped)
 		tick := time.NewTicker(5 * time.Millisecond)
 		defer tick.Stop()
-		last := time.Now()
 		for {
 			select {
-			case <-stop:
+			case <-c.done:
 				return
-			case now := <-tick.C:
-				b.target.mini.FastForward(now.Sub(last))
-				last = now
+			case <-tick.C:
+				c.now()
 			}
 		}
 	}()
-	return func() { close(stop); <-stopped }
+	return c
+}
+
+// now brings the miniredis clock up to the real one, and returns the time
+// it brought it to.
+func (c *miniClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	c.mini.FastForward(now.Sub(c.last))
+	c.last = now
+	return now
+}
+
+func (c *miniClock) stop() {
+	close(c.done)
+	<-c.stopped
 }
