@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasekit/leasekit/internal/telemetry"
@@ -166,8 +167,8 @@ func (h *Held) run(ctx context.Context, interval time.Duration, next func(time.T
 	defer func() {
 		close(k.stop)
 		<-stopped
-		if cause := context.Cause(fnCtx); errors.Is(cause, h.core.cfg.Errors.LockLost) {
-			lost = cause
+		if p := k.loss.Load(); p != nil {
+			lost = *p
 		}
 		cancel(nil)
 	}()
@@ -203,8 +204,11 @@ func (c *leaseContext) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-// expire ends the hold as lost if the lease's deadline has passed, by this
-// process's clock, and fn is still running on it.
+// expire cancels fn's context as lost if the lease's deadline has passed,
+// by this process's clock, and fn is still running on it. It runs on any
+// goroutine that looks at the context, inside any library, so it leaves the
+// telemetry to the keeper's goroutine (keepAlive records the loss as it
+// ends).
 func (k *keeper) expire() {
 	h := k.h
 	h.mu.Lock()
@@ -213,7 +217,7 @@ func (k *keeper) expire() {
 	if released || time.Now().Before(deadline) || k.ctx.Err() != nil || k.stopped() {
 		return
 	}
-	k.lose(telemetry.Unreachable, "the lease could not be confirmed before its deadline")
+	k.end(h.core.lost(h, "the lease could not be confirmed before its deadline"))
 }
 
 // stopped reports whether fn has returned.
@@ -234,6 +238,15 @@ type keeper struct {
 	stop     chan struct{} // closed when fn has returned
 	interval time.Duration
 	next     func(time.Time) time.Duration // the ttl of a refresh at a time
+	// loss is why this hold's own lease was lost, once it is; a LockLost
+	// cause that ctx inherits (an outer hold's) is not this hold's loss.
+	loss atomic.Pointer[error]
+}
+
+// end ends the hold as lost for err: fn's context is cancelled with it.
+func (k *keeper) end(err error) {
+	k.loss.CompareAndSwap(nil, &err)
+	k.cancel(err)
 }
 
 // keepAlive refreshes the lease until stop closes, and cancels fn's context
@@ -254,8 +267,11 @@ func (k *keeper) keepAlive() {
 		if inflight != nil {
 			<-inflight // a refresh stuck on the network must end before Do returns
 		}
+		if k.loss.Load() != nil {
+			h.recordEnd(k.ctx, true, telemetry.Unreachable) // a loss expire found
+		}
 	}()
-	for !h.isReleased() && !errors.Is(context.Cause(k.ctx), h.core.cfg.Errors.LockLost) {
+	for !h.isReleased() && k.loss.Load() == nil {
 		deadline := h.Deadline()
 		if !time.Now().Before(deadline) {
 			k.lose(telemetry.Unreachable, "the lease could not be confirmed before its deadline")
@@ -309,7 +325,7 @@ func (k *keeper) refreshed(r refreshed) (wait time.Duration, done bool) {
 		// NOPERM, WRONGTYPE, a script Redis refuses: no retry can confirm
 		// the lease, and fn must stop now.
 		h.recordEnd(k.ctx, true, telemetry.Unreachable)
-		k.cancel(fmt.Errorf("%w: %s: a refresh failed, and cannot succeed: %w", h.core.cfg.Errors.LockLost, h.keys.label(), r.err))
+		k.end(fmt.Errorf("%w: %s: a refresh failed, and cannot succeed: %w", h.core.cfg.Errors.LockLost, h.keys.label(), r.err))
 		return 0, true
 	}
 	h.core.logger().Warn(h.core.cfg.Kind+": refresh failed; retrying until the lease deadline",
@@ -321,7 +337,7 @@ func (k *keeper) refreshed(r refreshed) (wait time.Duration, done bool) {
 // LockLost cause that says why.
 func (k *keeper) lose(reason telemetry.Reason, why string) {
 	k.h.recordEnd(k.ctx, true, reason)
-	k.cancel(k.h.core.lost(k.h, why))
+	k.end(k.h.core.lost(k.h, why))
 }
 
 // refreshed is the outcome of a refresh: refresh's reply and error.
