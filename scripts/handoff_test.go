@@ -38,9 +38,12 @@ func waitReply(t *testing.T, b *redistest.Backend, owner, kind, queue, place, pr
 // returns the place.
 func queued(t *testing.T, reply []any, code int64) string {
 	t.Helper()
+	if len(reply) != 4 {
+		t.Fatalf("wait: got %v, want [%d ttl place now]", reply, code)
+	}
 	place, _ := reply[2].(string)
 	now, _ := reply[3].(string)
-	if len(reply) != 4 || reply[0] != code || place == "" || now == "" {
+	if reply[0] != code || place == "" || now == "" {
 		t.Fatalf("wait: got %v, want [%d ttl place now]", reply, code)
 	}
 	if ttl, _ := reply[1].(int64); ttl <= 0 || ttl > 60000 {

@@ -38,7 +38,9 @@ end
 local ttl = first(s)
 if ARGV[4] == '' then
   if not s.marked then
-    redis.call('SET', KEYS[3], s.limit .. '* ' .. string.format('%d', s.expiry), 'KEEPTTL')
+    -- PX, not KEEPTTL: the header may have been deleted (see header).
+    redis.call('SET', KEYS[3], s.limit .. '* ' .. string.format('%d', s.expiry),
+      'PX', string.format('%d', math.max(s.expiry - s.ms, 1)))
   end
   return {0, ttl, '', ''}
 end

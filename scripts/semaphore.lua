@@ -25,7 +25,8 @@ local function open(sharded)
 end
 
 -- header reads the header into s: limit (as text, nil without a header),
--- marked, and expiry.
+-- marked, and expiry. Without a header (deleted by hand) the expiry is the
+-- last permit's, so that no grant or refresh cuts the permits key short.
 local function header(s)
   local h = redis.call('GET', KEYS[3])
   local limit, expiry = string.match(h or '', '^(%d+%*?) (%d+)$')
@@ -33,6 +34,8 @@ local function header(s)
     s.marked = string.byte(limit, -1) == 42
     s.limit = s.marked and string.sub(limit, 1, -2) or limit
     s.expiry = tonumber(expiry)
+  else
+    s.expiry = tonumber(redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2] or 0)
   end
 end
 
@@ -46,10 +49,8 @@ local function enter(limit, sharded)
   if s.count == 0 then
     s.limit, s.marked, s.expiry = limit, false, 0
   elseif not s.limit then
-    -- No header (deleted by hand) while permits are live: take the caller's
-    -- limit; the permits key lives at least until its last permit expires.
+    -- No header while permits are live: take the caller's limit.
     s.limit, s.marked = limit, false
-    s.expiry = tonumber(redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2])
   elseif s.limit ~= limit then
     return nil, 'LIMIT ' .. s.limit
   end
