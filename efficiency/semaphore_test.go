@@ -287,8 +287,9 @@ func TestSemaphoreWaiterHandedAnotherLimit(t *testing.T) {
 
 // TestSemaphoreHeaderDeleted: a semaphore whose header was deleted by hand
 // while permits are live goes on: an acquire takes its own limit for the
-// live permits, counts them, and does not cut the permits key's life short
-// of the last permit's expiry.
+// live permits, counts them, writes the header again (so that another limit
+// is refused), and does not cut the permits key's life short of the last
+// permit's expiry.
 func TestSemaphoreHeaderDeleted(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
@@ -303,6 +304,12 @@ func TestSemaphoreHeaderDeleted(t *testing.T) {
 		}
 		if _, err := s.TryAcquire(ctx, time.Minute); !errors.Is(err, efficiency.ErrNotObtained) {
 			t.Fatalf("a third permit of 2: got %v, want ErrNotObtained", err)
+		}
+		if h := b.Client.Get(ctx, lease.LimitKey(permits)).Val(); !strings.HasPrefix(h, "2 ") {
+			t.Fatalf("header: got %q, want it written again with limit 2", h)
+		}
+		if _, err := newLocker(t, b).Semaphore("headless", 5).TryAcquire(ctx, time.Minute); !errors.Is(err, efficiency.ErrLimitMismatch) {
+			t.Fatalf("limit 5 beside permits of 2: got %v, want ErrLimitMismatch", err)
 		}
 		if ttl := b.Client.PTTL(ctx, permits).Val(); ttl < 50*time.Minute {
 			t.Fatalf("the permits key expires in %v, before the hour-long permit", ttl)

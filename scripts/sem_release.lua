@@ -34,6 +34,9 @@ elseif not s.limit then
   redis.call('ZADD', KEYS[2], w.place, w.entry)
   return 1
 end
+-- The caller's was the last permit: the ZADD makes the key anew, without
+-- an expiry.
+s.rewrite = redis.call('EXISTS', KEYS[1]) == 0
 admit(s, w.owner, w.ttl)
 announce(s.publish, w, '-', s.now, s.limit)
 return 2

@@ -36,6 +36,7 @@ local function header(s)
     s.expiry = tonumber(expiry)
   else
     s.expiry = tonumber(redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2] or 0)
+    s.rewrite = true
   end
 end
 
@@ -59,14 +60,16 @@ end
 
 -- admit grants owner a permit for ttl ms (a string of digits), or restarts
 -- the one it holds. The permits and the header expire a ttl after the
--- permit that expires last, so that they are kept alive once per ttl.
+-- permit that expires last, so that they are kept alive once per ttl; and
+-- with s.rewrite (no header, or a permits key that ZADD made anew) they are
+-- written again at once.
 local function admit(s, owner, ttl)
   local expiry = s.ms + tonumber(ttl)
   redis.call('ZADD', KEYS[1], string.format('%d', expiry), owner)
-  if expiry <= s.expiry then
+  if expiry <= s.expiry and not s.rewrite then
     return
   end
-  s.expiry = expiry + tonumber(ttl)
+  s.expiry, s.rewrite = math.max(s.expiry, expiry + tonumber(ttl)), false
   local left = string.format('%d', s.expiry - s.ms)
   if s.limit then
     redis.call('SET', KEYS[3], s.limit .. (s.marked and '*' or '') .. ' ' .. string.format('%d', s.expiry), 'PX', left)

@@ -429,3 +429,28 @@ func TestSemaphoreWithoutHeader(t *testing.T) {
 		}
 	})
 }
+
+// TestSemaphoreHandoffKeepsAnExpiry: a release of the only permit that hands
+// it to a waiter empties the permits key and fills it again: the key keeps
+// an expiry, so that an abandoned semaphore leaves nothing behind.
+func TestSemaphoreHandoffKeepsAnExpiry(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		s := newSemaphore(t, b)
+		granted(t, s.try("a", "1"), 1, "a")
+		listen := subscribe(t, b.Client, "chan-w")
+		queued(t, s.wait("w", "1", entryOf("w", "e", 0, 0, "chan-w"), "", ""), 3)
+		if n := s.release("a", ""); n != 2 {
+			t.Fatalf("release: got %d, want 2, handed over", n)
+		}
+		if _, err := listen.ReceiveMessage(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(s.permits(), ","); got != "w" {
+			t.Fatalf("permits: got %s, want w's", got)
+		}
+		if ttl := b.Client.PTTL(ctx, "sem").Val(); ttl <= 0 {
+			t.Fatalf("the permits key after the handoff: ttl %v, want an expiry", ttl)
+		}
+	})
+}
