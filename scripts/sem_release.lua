@@ -36,7 +36,7 @@ elseif not s.limit then
 end
 -- The caller's was the last permit: the ZADD makes the key anew, without
 -- an expiry.
-s.rewrite = redis.call('EXISTS', KEYS[1]) == 0
+s.rewrite = redis.call('ZCARD', KEYS[1]) == 0
 admit(s, w.owner, w.ttl)
 announce(s.publish, w, '-', s.now, s.limit)
 return 2
