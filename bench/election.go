@@ -231,11 +231,18 @@ func (e *electionRun) killRound(ctx context.Context) error {
 	if e.clock != nil {
 		expiry = e.clock.now()
 	}
-	left, err := e.b.client.PTTL(ctx, e.lock).Result()
+	pipe := e.b.client.Pipeline()
+	pttl := pipe.PTTL(ctx, e.lock)
+	value := pipe.Get(ctx, e.lock)
+	_, _ = pipe.Exec(ctx)
+	left, err := pttl.Result()
 	if err != nil {
 		return fmt.Errorf("PTTL: %w", err)
 	}
-	if left > 0 {
+	// A key with waiters queued outlives its lease (its mark says by how
+	// much): the lease is what the next leader waits for.
+	p, _ := lease.ParseValue(value.Val(), true)
+	if left = p.LeaseLeft(left); left > 0 {
 		expiry = expiry.Add(left)
 	}
 	e.drop(dead)

@@ -70,6 +70,31 @@ func TestSemaphoreBadInput(t *testing.T) {
 	}
 }
 
+// TestSemaphoreErrorsNameTheCorruptKey: a semaphore's queue or header key
+// that holds another type fails the acquire with an error that names that
+// key, not the permits key.
+func TestSemaphoreErrorsNameTheCorruptKey(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		l := newLocker(t, b)
+		for _, key := range []string{lease.QueueKey(permitsKey("corrupt")), lease.LimitKey(permitsKey("corrupt"))} {
+			b.Client.Del(t.Context(), lease.QueueKey(permitsKey("corrupt")), lease.LimitKey(permitsKey("corrupt")))
+			b.Client.RPush(t.Context(), key, "x")
+			holder, err := l.Semaphore("corrupt", 1).TryAcquire(t.Context(), time.Minute)
+			if err == nil {
+				// The header is read at every acquire; the queue only
+				// when waiting: wait for a permit to meet it.
+				ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+				_, err = l.Semaphore("corrupt", 1).Acquire(ctx, time.Minute)
+				cancel()
+				_ = holder.Release(t.Context())
+			}
+			if err == nil || !strings.Contains(err.Error(), "key "+lease.Quote(key)) || !strings.Contains(err.Error(), "WRONGTYPE") {
+				t.Errorf("with %s a list: got %v, want an error that names it and says WRONGTYPE", key, err)
+			}
+		}
+	})
+}
+
 // TestSemaphoreLimit: of 16 concurrent TryAcquires of a semaphore of 3,
 // exactly 3 win; the next is refused, saying why; a release lets one in.
 func TestSemaphoreLimit(t *testing.T) {

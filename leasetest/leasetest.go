@@ -34,6 +34,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -167,9 +168,45 @@ func (e *Env) Now() time.Time {
 // Expire makes the lease on the lock called name lapse now, as if its holder
 // had paused past its ttl. The holder is not told: its next Refresh or
 // Release returns ErrNotHeld, and Do cancels its function at its next
-// refresh. It reports whether the lock was held.
+// refresh. Waiters queued for the lock find it at their next attempt (within
+// their timer, at most a second), and the first of them still alive gets it,
+// as after a holder died. It reports whether the lock was held.
 func (e *Env) Expire(name string) bool {
-	return e.Server.Del(lease.LockKey(e.prefix, name))
+	key := lease.LockKey(e.prefix, name)
+	v, _, held := e.lease(key)
+	if !held {
+		return false
+	}
+	owner, _, queued := strings.Cut(v, "*")
+	if !queued {
+		return e.Server.Del(key)
+	}
+	// The mark with the lease's expiry (internal/lease/handoff.go), now:
+	// the key outlives it, so that the queue is served first.
+	ttl := e.Server.TTL(key)
+	if err := e.Server.Set(key, owner+"*"+strconv.FormatInt(e.Now().UnixMilli(), 10)); err != nil {
+		return false
+	}
+	e.Server.SetTTL(key, max(ttl, time.Millisecond))
+	return true
+}
+
+// lease reads the lock at key: its value, what is left of its lease, and
+// whether it is held (a key whose lease lapsed with waiters queued is not).
+func (e *Env) lease(key string) (value string, left time.Duration, held bool) {
+	v, err := e.Server.Get(key)
+	if err != nil {
+		return "", 0, false
+	}
+	p, _ := lease.ParseValue(v, false)
+	left = e.Server.TTL(key)
+	if p.Expiry >= 0 {
+		left = time.Duration(p.Expiry-e.Now().UnixMilli()) * time.Millisecond
+		if left <= 0 {
+			return v, 0, false
+		}
+	}
+	return v, max(left, 0), true
 }
 
 // thief is the owner id of the grants Steal makes.
@@ -183,7 +220,7 @@ const thief = "leasetest-thief"
 func (e *Env) Steal(name string) (uint64, error) {
 	key := lease.LockKey(e.prefix, name)
 	fence := lease.CounterKey(e.prefix, name)
-	ttl := e.Server.TTL(key)
+	_, ttl, _ := e.lease(key)
 	if ttl <= 0 {
 		ttl = time.Minute
 	}
@@ -217,12 +254,11 @@ type Holding struct {
 // Holder reports whether the lock called name is held, for how long, and
 // with which token.
 func (e *Env) Holder(name string) Holding {
-	key := lease.LockKey(e.prefix, name)
-	v, err := e.Server.Get(key)
-	if err != nil {
+	v, left, held := e.lease(lease.LockKey(e.prefix, name))
+	if !held {
 		return Holding{}
 	}
-	h := Holding{Held: true, TTL: e.Server.TTL(key)}
+	h := Holding{Held: true, TTL: left}
 	if p, err := lease.ParseValue(v, true); err == nil {
 		h.Token = p.Token
 	}

@@ -6,18 +6,28 @@
 -- kind, its token; or nil and a BADFENCE error text when counter holds no
 -- token (nothing is changed then). kind: 'e' efficiency (value = owner),
 -- 'f' fenced, 'c' fenced with the clock floor, 't' also with a counter that
--- expires with the lease. A fenced value is "owner:token"; queued adds the
--- mark '*'. now is a TIME reply read already, or nil. Without free, the lock
--- is taken only if free: otherwise false and the holder's value.
+-- expires with the lease. A fenced value is "owner:token". queued adds the
+-- mark of waiters with the lease's expiry, and keeps the key 10 s past it
+-- (internal/lease/handoff.go). now is a TIME reply read already, or nil.
+-- Without free, the lock is taken only if free: otherwise false and the
+-- holder's value.
 --
 -- The token is max(counter + 1, server clock in µs) with the clock floor,
 -- counter + 1 without. Tokens stay decimal strings, compared by length then
--- text: tostring() of a Lua number above 1e14 rounds (%.14g). One function,
--- no helpers: Redis builds every closure of a script anew on each call.
+-- text: tostring() of a Lua number above 1e14 rounds (%.14g). A counter
+-- more than an hour ahead of the clock (a clock that ran fast and was set
+-- back, or a forged value) is refused as the Register refuses such a token.
+-- One function, no helpers: Redis builds every closure of a script anew on
+-- each call.
 local function grant(lock, counter, owner, ttl, kind, now, free, queued)
-  local mark = queued and '*' or ''
+  local mark, px = '', ttl
+  if queued then
+    now = now or redis.call('TIME')
+    local expiry = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + tonumber(ttl)
+    mark, px = '*' .. string.format('%d', expiry), tonumber(ttl) + 10000
+  end
   if kind == 'e' then
-    redis.call('SET', lock, owner .. mark, 'PX', ttl)
+    redis.call('SET', lock, owner .. mark, 'PX', px)
     return owner
   end
   local token, current, taken
@@ -52,13 +62,19 @@ local function grant(lock, counter, owner, ttl, kind, now, free, queued)
     -- current is a GET's reply, or the error table of one that met a key
     -- of another type. A token is digits without a leading zero, below
     -- 2^63 - 1 so that INCR can count on.
-    local bad
+    local bad, ceiling
+    if token then
+      ceiling = (now[1] + 3600) .. string.sub(token, -6)
+    end
     if type(current) == 'table' then
       bad = 'holds a key of another type (' .. tostring(current.err) .. ')'
     elseif #current > 19 or current ~= '0' and not string.find(current, '^[1-9]%d*$') then
       bad = 'holds "' .. string.sub(current, 1, 40) .. '", not a fencing token (decimal digits below 2^63-1)'
     elseif #current == 19 and current >= '9223372036854775807' then
       bad = 'holds ' .. current .. ', the largest token there is: no larger one can be drawn'
+    elseif ceiling and (#current > #ceiling or #current == #ceiling and current > ceiling) then
+      bad = 'holds ' .. current .. ', more than an hour ahead of the server clock (' .. token ..
+          ' µs): every fence refuses such a token (did the clock run fast and get set back?)'
     end
     if bad then
       if token and type(current) == 'string' then
@@ -92,6 +108,6 @@ local function grant(lock, counter, owner, ttl, kind, now, free, queued)
     end
   end
   local value = owner .. ':' .. token
-  redis.call('SET', lock, value .. mark, 'PX', ttl)
+  redis.call('SET', lock, value .. mark, 'PX', px)
   return value, token
 end

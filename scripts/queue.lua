@@ -1,56 +1,98 @@
 -- queue: the functions that hand a grant to a queued waiter, prepended
--- (scripts.go) to every script that does: release and the semaphore's. The
--- queue entry and the grant message are specified in
+-- (scripts.go) to every script that does: wait, release and the
+-- semaphore's. The queue entry and the grant message are specified in
 -- internal/lease/handoff.go.
 --
--- next_waiter(queue, now, numsub, mine1, mine2) pops entries off queue until
--- one whose waiter may still take a grant, and returns it as a table {owner,
--- ttl, kind, ticket, channel, entry, place}, or nil once the queue is empty;
--- and the TIME reply now, read at the first entry when not given. An entry
--- that does not parse, whose waiter's patience ran out by now, or whose
--- channel nobody is subscribed to (numsub: 'NUMSUB' or 'SHARDNUMSUB'; a
--- PSUBSCRIBE does not count) is dropped. An entry equal to mine1 or mine2,
--- the caller's own, is returned as {entry, place, mine = true}.
-local function next_waiter(queue, now, numsub, mine1, mine2)
-  while true do
-    local head = redis.call('ZPOPMIN', queue)
-    if #head == 0 then
+-- next_waiter(queue, now, scan, mine1, mine2) takes entries off the head of
+-- queue until one whose waiter may still take a grant, and returns it as a
+-- table {owner, ttl, kind, ticket, channel, entry, place}, or nil; and the
+-- TIME reply now, read at the first entry when not given. An entry that
+-- does not parse, whose waiter's patience ran out by now, or whose channel
+-- nobody is subscribed to (a PSUBSCRIBE does not count) is dropped. An entry
+-- equal to mine1 or mine2, the caller's own, is returned as {entry, place,
+-- mine = true}. scan is what the calls of one script share: numsub
+-- ('NUMSUB' or 'SHARDNUMSUB'), the subscriber counts of the channels seen,
+-- and left, how many more entries the script may look at: it returns nil
+-- with scan.more set once that runs out with entries left, so that no call
+-- runs long however many dead entries a killed process left (the caller
+-- says so in its reply, and the next call goes on).
+local function next_waiter(queue, now, scan, mine1, mine2)
+  local n = 1 -- the head is nearly always live: pop it alone first
+  while scan.left > 0 do
+    local popped = redis.call('ZPOPMIN', queue, math.min(n, scan.left))
+    if #popped == 0 then
       return nil, now
     end
     -- One reading before any grant: Redis 7.2+ counts a PX set in a script
     -- from the script's start.
     now = now or redis.call('TIME')
-    local e = head[1]
-    if e ~= '' and (e == mine1 or e == mine2) then
-      return {entry = e, place = head[2], mine = true}, now
+    local us = tonumber(now[1]) * 1000000 + tonumber(now[2])
+    for i = 1, #popped, 2 do
+      scan.left = scan.left - 1
+      local e, w = popped[i], nil
+      if e ~= '' and (e == mine1 or e == mine2) then
+        w = {entry = e, place = popped[i + 1], mine = true}
+      else
+        -- entry = owner SP ttl SP kind SP patience SP ticket SP channel
+        local a = string.find(e, ' ', 1, true)
+        local b = a and string.find(e, ' ', a + 1, true)
+        local c = b and string.find(e, ' ', b + 1, true)
+        local d = c and string.find(e, ' ', c + 1, true)
+        local f = d and string.find(e, ' ', d + 1, true)
+        local kind = f and string.sub(e, b + 1, c - 1)
+        local ttl = f and string.sub(e, a + 1, b - 1) or ''
+        local patience = f and tonumber(string.sub(e, c + 1, d - 1))
+        local valid = f and a > 1 and f > d + 1 and f < #e and patience and patience >= 0 and
+            #ttl > 0 and #ttl < 16 and (kind == 'e' or kind == 'f' or kind == 'c' or kind == 't')
+        -- PX refuses 0: a ttl is digits without a leading zero.
+        for j = 1, valid and #ttl or 0 do
+          local digit = string.byte(ttl, j)
+          valid = valid and digit >= (j == 1 and 49 or 48) and digit <= 57
+        end
+        -- A waiter whose patience ran out has given up: skip it.
+        if valid and patience > 0 and us > tonumber(popped[i + 1]) + patience * 1000 then
+          valid = false
+        end
+        local channel = valid and string.sub(e, f + 1)
+        if valid then
+          local subscribers = scan[channel]
+          if not subscribers then
+            subscribers = redis.call('PUBSUB', scan.numsub, channel)[2]
+            scan[channel] = subscribers
+          end
+          if subscribers > 0 then
+            w = {owner = string.sub(e, 1, a - 1), ttl = ttl, kind = kind, ticket = string.sub(e, d + 1, f - 1),
+              channel = channel, entry = e, place = popped[i + 1]}
+          end
+        end
+      end
+      if w then
+        if i + 1 < #popped then
+          -- Put back what was popped after it, at the same places.
+          local back = {}
+          for j = #popped, i + 2, -2 do
+            back[#back + 1] = popped[j]
+            back[#back + 1] = popped[j - 1]
+          end
+          redis.call('ZADD', queue, unpack(back))
+        end
+        return w, now
+      end
     end
-    -- entry = owner SP ttl SP kind SP patience SP ticket SP channel
-    local a = string.find(e, ' ', 1, true)
-    local b = a and string.find(e, ' ', a + 1, true)
-    local c = b and string.find(e, ' ', b + 1, true)
-    local d = c and string.find(e, ' ', c + 1, true)
-    local f = d and string.find(e, ' ', d + 1, true)
-    local kind = f and string.sub(e, b + 1, c - 1)
-    local ttl = f and string.sub(e, a + 1, b - 1) or ''
-    local patience = f and tonumber(string.sub(e, c + 1, d - 1))
-    local valid = f and a > 1 and f > d + 1 and f < #e and patience and patience >= 0 and
-        #ttl > 0 and #ttl < 16 and (kind == 'e' or kind == 'f' or kind == 'c' or kind == 't')
-    -- PX refuses 0: a ttl is digits without a leading zero.
-    for i = 1, valid and #ttl or 0 do
-      local digit = string.byte(ttl, i)
-      valid = valid and digit >= (i == 1 and 49 or 48) and digit <= 57
-    end
-    -- A waiter whose patience ran out has given up: skip it.
-    if valid and patience > 0 and
-        tonumber(now[1]) * 1000000 + tonumber(now[2]) > tonumber(head[2]) + patience * 1000 then
-      valid = false
-    end
-    local channel = valid and string.sub(e, f + 1)
-    if valid and redis.call('PUBSUB', numsub, channel)[2] > 0 then
-      return {owner = string.sub(e, 1, a - 1), ttl = ttl, kind = kind, ticket = string.sub(e, d + 1, f - 1),
-        channel = channel, entry = e, place = head[2]}, now
-    end
+    n = 64
   end
+  scan.more = redis.call('ZCARD', queue) > 0
+  return nil, now
+end
+
+-- scanning(sharded) is the scan of a script's next_waiter calls (see
+-- there), on grant channels sharded ('1') or not; with it, the command that
+-- publishes a grant: 'PUBLISH' or 'SPUBLISH'.
+local function scanning(sharded)
+  if sharded == '1' then
+    return {numsub = 'SHARDNUMSUB', left = 200}, 'SPUBLISH'
+  end
+  return {numsub = 'NUMSUB', left = 200}, 'PUBLISH'
 end
 
 -- announce(publish, w, token, now, limit) publishes the grant message for

@@ -1,23 +1,48 @@
 -- refresh: restart the lease ttl if the caller still holds the lock; the
 -- fence counter of a lock whose counter expires with its lease (kind 't')
--- is kept at least as long.
+-- is kept at least as long, and so is an election's leader key. A value
+-- with the mark of waiters carries its lease's expiry, and its key outlives
+-- the lease by 10 s (internal/lease/handoff.go).
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the lock's fence counter key (only with ARGV[3] = 't')
+-- KEYS[3]  an election's leader key (correctness/election.go), optional
 -- ARGV[1]  the value the caller's grant stored
 -- ARGV[2]  the new ttl in milliseconds
--- ARGV[3]  't' for a counter that expires with the lease, else absent
+-- ARGV[3]  't' for a counter that expires with the lease, else '' or absent
 --
--- Reply: 1 when the ttl was set; 0 when the key is gone, -1 when another
--- owner holds it (nothing changed then).
+-- Reply: 1 when the ttl was set; 2 when it was set and the leader key does
+-- not hold the caller's grant (deleted or evicted: the leader writes it
+-- back); 0 when the key is gone or the lease lapsed, -1 when another owner
+-- holds it (nothing changed then).
 local held = redis.call('GET', KEYS[1])
 if not held then
   return 0
-elseif held ~= ARGV[1] and held ~= ARGV[1] .. '*' then -- the mark: handoff.go
+elseif held == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+elseif string.sub(held, 1, #ARGV[1] + 1) ~= ARGV[1] .. '*' then
   return -1
+else
+  local expiry = tonumber(string.sub(held, #ARGV[1] + 2))
+  if not expiry then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2]) -- marked by hand, without expiry
+  else
+    local now = redis.call('TIME')
+    local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+    if expiry <= ms then
+      return 0
+    end
+    redis.call('SET', KEYS[1], ARGV[1] .. '*' .. string.format('%d', ms + tonumber(ARGV[2])),
+      'PX', tonumber(ARGV[2]) + 10000)
+  end
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
 if ARGV[3] == 't' and redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then
   redis.call('PEXPIRE', KEYS[2], ARGV[2])
+end
+if KEYS[3] then
+  if redis.call('HGET', KEYS[3], 'grant') ~= ARGV[1] then
+    return 2
+  end
+  redis.call('PEXPIRE', KEYS[3], ARGV[2])
 end
 return 1

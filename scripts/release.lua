@@ -1,8 +1,10 @@
 -- release: end the caller's grant, handing the lock to the first live waiter
--- in its queue, or deleting it and waking the waiters that do not queue.
--- (grant.lua and queue.lua are prepended.) The queue entry, the grant
--- message and the mark are specified in internal/lease/handoff.go;
--- docs/waiting.md tells the strategy.
+-- in its queue, or deleting it and waking the waiters that do not queue. A
+-- lock whose lease lapsed (its holder died or froze, with waiters queued) is
+-- served the same way, whoever calls. (grant.lua and queue.lua are
+-- prepended.) The value with its mark, the queue entry and the grant message
+-- are specified in internal/lease/handoff.go; docs/waiting.md tells the
+-- strategy.
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the lock's wait queue
@@ -14,9 +16,15 @@
 -- ARGV[4]  '1' when grant channels are sharded (Redis Cluster), else '0'
 -- ARGV[5]  another entry to remove with ARGV[3] (its next one), optional
 --
--- Reply: 0 when the key is gone, -1 when another owner holds it (nothing
--- changed); 1 when the lock was deleted; when handed to a waiter, 2 for an
--- efficiency grant, the new token (a decimal string) for a fenced one.
+-- Reply: 0 when the caller's lease is gone (the key is, or the lease
+-- lapsed), -1 when another owner holds it (nothing changed); 1 when the lock
+-- was deleted; when handed to a waiter, 2 for an efficiency grant, the new
+-- token (a decimal string) for a fenced one. 3 when released, and -2 when
+-- gone, with dead entries still ahead of the first live waiter: the lock is
+-- left vacant, and the caller calls again (with ARGV[1] '') to go on.
+-- {0, token} when the caller's lease had lapsed and this call handed the
+-- lock to the first live waiter, with that grant's token ('-' for an
+-- efficiency grant).
 if ARGV[3] ~= '' then
   redis.call('ZREM', KEYS[2], ARGV[3], ARGV[5] or ARGV[3])
 end
@@ -24,30 +32,44 @@ local held = redis.call('GET', KEYS[1])
 if not held then
   return 0
 end
-local queued = string.byte(held, -1) == 42
-if queued then
-  held = string.sub(held, 1, -2)
+local star = string.find(held, '*', 1, true)
+local now, gone
+if star then
+  local expiry = tonumber(string.sub(held, star + 1))
+  held = string.sub(held, 1, star - 1)
+  if expiry then
+    now = redis.call('TIME')
+    gone = expiry <= tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+  end
 end
-if ARGV[2] == '1' then
+if gone then
+  -- The lease lapsed: nobody's to release, and the queue is served below.
+elseif ARGV[2] == '1' then
   if #ARGV[1] < 2 or string.sub(ARGV[1], -1) ~= ':' or string.sub(held, 1, #ARGV[1]) ~= ARGV[1] then
     return -1
   end
 elseif held ~= ARGV[1] then
   return -1
 end
-local numsub, publish = 'NUMSUB', 'PUBLISH'
-if ARGV[4] == '1' then
-  numsub, publish = 'SHARDNUMSUB', 'SPUBLISH'
-end
-if queued then
-  local w, now = next_waiter(KEYS[2], nil, numsub)
+if star then
+  local scan, publish = scanning(ARGV[4])
+  local w
+  w, now = next_waiter(KEYS[2], now, scan)
   local value, token
   if w then
     value, token = grant(KEYS[1], KEYS[3], w.owner, w.ttl, w.kind, now, true, true)
   end
   if value then
     announce(publish, w, token or '-', now)
+    if gone then
+      return {0, token or '-'}
+    end
     return token or 2
+  elseif scan.more then
+    -- Dead entries left ahead: nobody takes the lock until they are gone
+    -- (the vacant value, handoff.go).
+    redis.call('SET', KEYS[1], '*0', 'PX', 10000)
+    return gone and -2 or 3
   elseif w then
     -- A counter that holds no token: the waiter gets its bare ticket (no
     -- grant) and meets the error itself; the lock is deleted below.
@@ -57,7 +79,10 @@ if queued then
   end
 end
 redis.call('DEL', KEYS[1])
-if queued then
+if star then
   redis.call('PUBLISH', KEYS[1] .. ':wake', '')
+end
+if gone then
+  return 0
 end
 return 1

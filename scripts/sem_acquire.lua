@@ -11,7 +11,9 @@
 --          the caller holds a permit already (its wait finds out)
 --
 -- Reply: {1, owner} for a permit granted by this call, {2, owner} for one
--- the caller held already (its ttl restarted); else {0, 0, '', ''}. An error
+-- the caller held already (its ttl restarted); {4, 0, '', ''} when dead
+-- entries are still ahead of the first live waiter (attempt again at once);
+-- else {0, 0, '', ''}. An error
 -- reply 'LIMIT n' when the live permits were granted under another limit, n.
 local s, err = enter(ARGV[3], ARGV[4])
 if not s then
@@ -20,5 +22,7 @@ elseif s.count > 0 and ARGV[5] ~= '1' and renew(s) then
   return {2, ARGV[1]}
 elseif serve(s, nil, nil, true) then
   return {1, ARGV[1]}
+elseif s.scan.more then
+  return {4, 0, '', ''}
 end
 return {0, 0, '', ''}

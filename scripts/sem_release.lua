@@ -5,25 +5,41 @@
 -- is found by the waiters' next attempt, which serves them in queue order.
 --
 -- KEYS     the permits, the wait queue and the header (see semaphore.lua)
--- ARGV[1]  the caller's owner id
+-- ARGV[1]  the caller's owner id; '' to go on serving the queue after a
+--          release that replied 3
 -- ARGV[2]  unused (a permit matches its owner id exactly)
 -- ARGV[3]  a queue entry to remove first (a waiter giving up), or ''
 -- ARGV[4]  '1' when grant channels are sharded (Redis Cluster), else '0'
 -- ARGV[5]  another entry to remove with ARGV[3] (its next one), optional
 --
 -- Reply: 0 when the caller holds no permit (it expired, or was never
--- granted); 1 when released; 2 when released and handed to a waiter.
+-- granted); 1 when released; 2 when released and handed to a waiter; 3 when
+-- released (or, with ARGV[1] '', served) with dead entries still ahead of
+-- the first live waiter: the caller calls again with ARGV[1] '' to go on.
 if ARGV[3] ~= '' then
   redis.call('ZREM', KEYS[2], ARGV[3], ARGV[5] or ARGV[3])
 end
 local s = open(ARGV[4])
 prune(s)
-if redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then
+if ARGV[1] == '' then
+  -- Going on: hand out the permits free now, in queue order.
+  header(s)
+  s.count = redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%d', s.ms), '+inf')
+  serve(s)
+  if s.scan.more then
+    return 3
+  elseif s.marked and s.count < (tonumber(s.limit) or 0) then
+    redis.call('PUBLISH', KEYS[1] .. ':wake', '')
+  end
+  return 1
+elseif redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then
   return 0
 end
-local w = next_waiter(KEYS[2], s.now, s.numsub)
+local w = next_waiter(KEYS[2], s.now, s.scan)
 header(s)
-if not w then
+if s.scan.more then
+  return 3
+elseif not w then
   if s.marked then
     redis.call('PUBLISH', KEYS[1] .. ':wake', '')
   end

@@ -18,7 +18,8 @@
 -- owner} for one the caller held already (its ttl restarted), and the
 -- caller's entries leave the queue; otherwise {code, ttl, place, now}, ttl
 -- the ms until the first live permit expires. An error reply 'LIMIT n' when
--- the live permits were granted under another limit, n.
+-- the live permits were granted under another limit, n. Code 4 when dead
+-- entries are still ahead of the first live waiter: attempt again at once.
 local s, err = enter(ARGV[3], ARGV[7])
 if not s then
   return redis.error_reply(err)
@@ -34,6 +35,9 @@ end
 if serve(s, ARGV[4], ARGV[6], ARGV[4] == '') then
   redis.call('ZREM', KEYS[2], ARGV[4], ARGV[6])
   return {1, ARGV[1]}
+end
+if s.scan.more then
+  return {4, 0, place, now}
 end
 local ttl = first(s)
 if ARGV[4] == '' then

@@ -13,13 +13,11 @@
 -- script that grants.
 
 -- open(sharded) reads the clock and returns the semaphore's state: now (the
--- TIME reply), ms (the clock in ms), and the pub/sub commands of the grant
--- channels (sharded: '1').
+-- TIME reply), ms (the clock in ms), and the scan of the queue and the
+-- command that publishes grants (queue.lua's scanning; sharded: '1').
 local function open(sharded)
-  local s = {now = redis.call('TIME'), numsub = 'NUMSUB', publish = 'PUBLISH', expiry = 0}
-  if sharded == '1' then
-    s.numsub, s.publish = 'SHARDNUMSUB', 'SPUBLISH'
-  end
+  local s = {now = redis.call('TIME'), expiry = 0}
+  s.scan, s.publish = scanning(sharded)
   s.ms = tonumber(s.now[1]) * 1000 + math.floor(tonumber(s.now[2]) / 1000)
   return s
 end
@@ -91,12 +89,13 @@ end
 -- serve grants the free permits to the queue's waiters in order, and
 -- announces each grant. The caller's own entry (mine1 or mine2) is served
 -- in its turn, and with take the caller also takes a permit left free once
--- the queue is empty. It returns whether the caller got a permit, and how
--- many waiters were handed one.
+-- the queue is empty. It stops with s.scan.more set while dead entries are
+-- still ahead (queue.lua's next_waiter). It returns whether the caller got
+-- a permit, and how many waiters were handed one.
 local function serve(s, mine1, mine2, take)
   local limit, self, handed = tonumber(s.limit) or 0, false, 0
   while s.count < limit do
-    local w = next_waiter(KEYS[2], s.now, s.numsub, mine1, mine2)
+    local w = next_waiter(KEYS[2], s.now, s.scan, mine1, mine2)
     if not w then
       break
     end
@@ -110,7 +109,7 @@ local function serve(s, mine1, mine2, take)
     end
     s.count = s.count + 1
   end
-  if take and not self and s.count < limit then
+  if take and not self and not s.scan.more and s.count < limit then
     admit(s, ARGV[1], ARGV[2])
     s.count, self = s.count + 1, true
   end

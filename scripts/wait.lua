@@ -1,7 +1,11 @@
 -- wait: one attempt of a waiting acquire: take the lock if it is free (or
--- the caller's already), else queue the caller, or only mark the lock for a
--- waiter that does not queue. (grant.lua and queue.lua are prepended.) The
--- queue entry and the mark are specified in internal/lease/handoff.go.
+-- the caller's already) and nobody is queued ahead, else queue the caller,
+-- or only mark the lock for a waiter that does not queue. A lock that is
+-- free, or whose lease lapsed with waiters queued (its holder died or
+-- froze), goes first to the first live waiter in the queue, exactly as a
+-- release would hand it. (grant.lua and queue.lua are prepended.) The value
+-- with its mark, the queue entry and the grant message are specified in
+-- internal/lease/handoff.go.
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the lock's wait queue (a sorted set of entries by place)
@@ -12,52 +16,116 @@
 -- ARGV[4]  the entry to queue, or '' for a waiter that does not queue
 -- ARGV[5]  the place of the caller's previous entry, or '' if it has none
 -- ARGV[6]  that previous entry, or ''
+-- ARGV[7]  '1' when grant channels are sharded (Redis Cluster), else '0'
 --
 -- Reply when the lock is the caller's: {1, value} for a grant made by this
 -- call, {2, value} for one it had already (its ttl restarted), value without
 -- the mark; the caller's entries leave the queue. A counter that holds no
 -- token: an error reply starting BADFENCE.
 -- Otherwise {code, ttl, place, now}: ttl the holder's remaining ms (-1: no
--- expiry), now the server clock in µs; code 3 when this call queued ARGV[4]
--- (at ARGV[5] if given: the previous entry was gone), 0 when the previous
--- entry is still queued (it stays), or the caller does not queue (place '').
+-- expiry; 0 with code 4), now the server clock in µs; code 3 when this call
+-- queued ARGV[4] (at ARGV[5] if given: the previous entry was gone), 0 when
+-- the previous entry is still queued (it stays), or the caller does not
+-- queue (place ''); code 4 when the lock is free but dead entries are still
+-- ahead of the first live waiter: attempt again at once. When this call
+-- handed the lock to the first live waiter (it found the lock free, or its
+-- lease lapsed), a fifth element follows: the token of that grant ('-' for
+-- an efficiency grant).
+local now = redis.call('TIME')
+local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 local held = redis.call('GET', KEYS[1])
-if not held then
-  local value, bad = grant(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[3], nil, true, true)
-  if not value then
-    return redis.error_reply(bad)
+local star = held and string.find(held, '*', 1, true)
+local expiry
+if star then
+  expiry = tonumber(string.sub(held, star + 1))
+  held = string.sub(held, 1, star - 1)
+  if expiry and expiry <= ms then
+    held = nil -- the lease lapsed: served below, as a release would
   end
-  redis.call('ZREM', KEYS[2], ARGV[4], ARGV[6])
-  return {1, value}
 end
-local marked = string.byte(held, -1) == 42
-if marked then
-  held = string.sub(held, 1, -2)
+local code, place, us = 0, '', ''
+if not held then
+  -- A waiter queued before keeps its place (put back if it was lost);
+  -- a new one queues behind whoever goes first.
+  if ARGV[5] ~= '' then
+    code, place, us = enqueue(KEYS[2], now, ARGV[4], ARGV[5], ARGV[6])
+  end
+  local scan, publish = scanning(ARGV[7])
+  local w = next_waiter(KEYS[2], now, scan, ARGV[4], ARGV[6])
+  if scan.more then
+    -- Dead entries are left ahead: nobody takes the lock until they are
+    -- gone (the vacant value, handoff.go).
+    redis.call('SET', KEYS[1], '*0', 'PX', 10000)
+    return {4, 0, place, us}
+  elseif not w or w.mine then
+    local value, bad = grant(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[3], now, true, true)
+    if not value then
+      redis.call('DEL', KEYS[1])
+      return redis.error_reply(bad)
+    end
+    redis.call('ZREM', KEYS[2], ARGV[4], ARGV[6])
+    return {1, value}
+  end
+  local value, token = grant(KEYS[1], KEYS[3], w.owner, w.ttl, w.kind, now, true, true)
+  if not value then
+    -- A counter that holds no token: the waiter gets its bare ticket (no
+    -- grant) and meets the error itself, as from a release.
+    redis.call('ZADD', KEYS[2], w.place, w.entry)
+    redis.call(publish, w.channel, w.ticket)
+    redis.call('DEL', KEYS[1])
+    return redis.error_reply(token)
+  end
+  announce(publish, w, token or '-', now)
+  local ttl = tonumber(w.ttl)
+  if ARGV[4] == '' then
+    return {0, ttl, '', '', token or '-'}
+  elseif ARGV[5] == '' then
+    code, place, us = enqueue(KEYS[2], now, ARGV[4], ARGV[5], ARGV[6])
+  end
+  if redis.call('PTTL', KEYS[2]) < ttl + 10000 then
+    redis.call('PEXPIRE', KEYS[2], ttl + 10000)
+  end
+  return {code, ttl, place, us, token or '-'}
 end
 local mine = held == ARGV[1]
 if ARGV[3] ~= 'e' then
   mine = string.sub(held, 1, #ARGV[1] + 1) == ARGV[1] .. ':'
 end
 if mine then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  if expiry then
+    redis.call('SET', KEYS[1], held .. '*' .. string.format('%d', ms + tonumber(ARGV[2])), 'PX', tonumber(ARGV[2]) + 10000)
+  else
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  end
   redis.call('ZREM', KEYS[2], ARGV[4], ARGV[6])
   return {2, held}
 end
-local ttl = redis.call('PTTL', KEYS[1])
-if ttl == 0 then
-  ttl = 1
-end
-if not marked then
-  redis.call('SET', KEYS[1], held .. '*', 'KEEPTTL')
+local ttl
+if expiry then
+  ttl = math.max(expiry - ms, 1)
+elseif star then
+  ttl = -1 -- marked, without expiry: a key set by hand
+else
+  -- Mark it: from now on the key outlives the lease by 10 s, so that
+  -- nobody takes it with a plain SET NX before the queue is served.
+  ttl = redis.call('PTTL', KEYS[1])
+  if ttl == 0 then
+    ttl = 1
+  end
+  if ttl < 0 then
+    redis.call('SET', KEYS[1], held .. '*', 'KEEPTTL')
+  else
+    redis.call('SET', KEYS[1], held .. '*' .. string.format('%d', ms + ttl), 'PX', ttl + 10000)
+  end
 end
 if ARGV[4] == '' then
   return {0, ttl, '', ''}
 end
-local code, place, now = enqueue(KEYS[2], redis.call('TIME'), ARGV[4], ARGV[5], ARGV[6])
+code, place, us = enqueue(KEYS[2], now, ARGV[4], ARGV[5], ARGV[6])
 -- The queue outlives the holder by 10 s; every attempt of a waiter extends it.
 if ttl < 0 then
   redis.call('PERSIST', KEYS[2])
 elseif redis.call('PTTL', KEYS[2]) < ttl + 10000 then
   redis.call('PEXPIRE', KEYS[2], ttl + 10000)
 end
-return {code, ttl, place, now}
+return {code, ttl, place, us}

@@ -19,9 +19,12 @@ import (
 // lock.
 type lockState struct {
 	key, fenceKey       string
-	lockType, fenceType string // as TYPE reports them: "none", "string", "list", ...
-	ttl                 time.Duration
-	token               string // the fence counter, when it is a string
+	lockType, fenceType string        // as TYPE reports them: "none", "string", "list", ...
+	ttl                 time.Duration // of the lease
+	token               string        // the fence counter, when it is a string
+	// lapsed says the holder's lease ran out with waiters queued: the key
+	// stays until the first live waiter takes it (internal/lease/handoff.go).
+	lapsed bool
 }
 
 // printStatus prints whether the lock is held, for how long, and the last
@@ -47,6 +50,7 @@ func printStatus(ctx context.Context, client *redis.Client, cfg config, out io.W
 func readState(ctx context.Context, client *redis.Client, key, fenceKey string) (lockState, error) {
 	pipe := client.Pipeline()
 	pttl := pipe.PTTL(ctx, key)
+	value := pipe.Get(ctx, key)
 	last := pipe.Get(ctx, fenceKey)
 	// TYPE only names what a key holds when leasekit did not write it. It is
 	// beyond the ACL the README gives leasekit: a user without it still gets
@@ -60,6 +64,13 @@ func readState(ctx context.Context, client *redis.Client, key, fenceKey string) 
 	s := lockState{key: key, fenceKey: fenceKey, ttl: pttl.Val(), lockType: typeName(lockType, "string"), fenceType: "string"}
 	if s.ttl == -2 {
 		s.lockType = "none"
+	}
+	if v, err := value.Result(); err == nil {
+		// Only the mark of waiters is read: the owner id is not kept.
+		p, _ := lease.ParseValue(v, false)
+		if s.ttl = p.LeaseLeft(s.ttl); s.ttl == 0 {
+			s.lapsed = true
+		}
 	}
 	switch err := last.Err(); {
 	case err == nil:
@@ -84,16 +95,18 @@ func typeName(cmd *redis.StatusCmd, assumed string) string {
 
 // describe returns the held, ttl and last token lines.
 func (s lockState) describe() (held, ttl, token string) {
-	switch s.lockType {
-	case "none":
+	switch {
+	case s.lockType == "none":
 		held = "no"
-	case "string":
+	case s.lockType == "string" && s.lapsed:
+		held = "no (its lease lapsed; the first waiter still alive takes it at its next attempt)"
+	case s.lockType == "string":
 		held = "yes"
 	default:
 		held = "unknown: " + s.foreignLock("the key")
 	}
 	switch {
-	case s.lockType == "none":
+	case s.lockType == "none" || s.lapsed:
 		ttl = "-"
 	case s.ttl < 0:
 		ttl = "none (the key has no expiry)"

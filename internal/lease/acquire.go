@@ -41,7 +41,16 @@ type found struct {
 	queued bool
 	place  string
 	server int64
+	// settle says the lock (or a permit) is free, but the queue must be
+	// served first: the lease lapsed with waiters queued, or the script
+	// stopped short at dead entries ahead of the first live waiter. The
+	// wait script settles it, at once (handoff.go).
+	settle bool
 }
+
+// maxSettle bounds the attempts a lone acquire makes to settle a lock whose
+// queue must be served first: each looks at a few hundred queue entries.
+const maxSettle = 1000
 
 // maxLateGrants is how many grants in a row may come back past their lease
 // deadline before a wait gives up: a ttl shorter than the round trip would
@@ -126,14 +135,29 @@ func (a *acquire) once(probe bool) (*Held, found, error) {
 	default:
 		f, err = a.setNX(probe)
 	}
+	// A probe leaves settling to the wait that follows; a lone attempt
+	// serves the queue first, and takes what is left.
+	for i := 0; err == nil && f.settle && !probe && i < maxSettle; i++ {
+		sent = time.Now()
+		f, err = a.settle()
+	}
 	if err != nil {
-		return nil, f, a.c.acquireErr(a.keys, err)
+		return nil, f, a.c.acquireErr(a.ctx, a.keys, err)
 	}
 	if !f.granted {
 		return nil, f, nil
 	}
 	h, err := a.lease(f, sent)
 	return h, f, err
+}
+
+// settle makes a lone attempt through the wait script, which serves the
+// queue first (a semaphore's acquire always does).
+func (a *acquire) settle() (found, error) {
+	if a.keys.ops.sem {
+		return a.runGrant(semAcquireScript, a.readWait, a.owner, Millis(a.ttl), a.keys.ops.arg, a.c.listen.channels)
+	}
+	return a.runGrant(waitScript, a.readWait, a.owner, Millis(a.ttl), a.c.scriptKind, notQueued, notQueued, notQueued, a.c.listen.channels)
 }
 
 // lease makes the lease of grant f, measured from start: a time no later than
@@ -186,9 +210,13 @@ func (a *acquire) readHolder(holder *redis.StringCmd, pttl *redis.DurationCmd) (
 		return found{}, err
 	}
 	p, _ := ParseValue(v, false)
-	switch {
-	case left == -2:
+	if left == -2 {
 		return found{}, nil // expired within the pipeline
+	}
+	left = p.LeaseLeft(left)
+	switch {
+	case left == 0:
+		return found{settle: true}, nil // lapsed, with waiters queued
 	case p.Owner == a.owner:
 		return found{granted: true, value: a.owner, left: max(left, 0)}, nil // -1: no expiry
 	case left < 0:
@@ -204,7 +232,7 @@ func (a *acquire) readFenced(reply any) (found, error) {
 	case string:
 		return a.granted(a.owner + ":" + v)
 	case int64:
-		return found{holderTTL: time.Duration(v) * time.Millisecond}, nil
+		return found{holderTTL: time.Duration(v) * time.Millisecond, settle: v == 0}, nil
 	}
 	return found{}, fmt.Errorf("unexpected reply %T", reply)
 }

@@ -1,12 +1,14 @@
 package lease
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -94,7 +96,7 @@ const otherLimit = "LIMIT "
 // acquireErr names the lock or semaphore in err, an acquire's failure. A
 // corrupt fence counter also matches InvalidToken, and a semaphore in use
 // with another limit LimitMismatch.
-func (c *Core) acquireErr(lk *keySet, err error) error {
+func (c *Core) acquireErr(ctx context.Context, lk *keySet, err error) error {
 	var n named
 	if errors.As(err, &n) {
 		return err
@@ -107,13 +109,35 @@ func (c *Core) acquireErr(lk *keySet, err error) error {
 		return fmt.Errorf("%w: %s has permits live under limit %s, and this Semaphore's limit is %d",
 			c.cfg.Errors.LimitMismatch, lk.label(), strings.TrimPrefix(re.Error(), otherLimit), lk.ops.limit)
 	}
-	return c.redisErr("acquire", lk, err)
+	return c.redisErr(ctx, "acquire", lk, err)
 }
 
 // redisErr names the operation, the lock or semaphore and its key in err, a
 // failure of Redis or of its reply.
-func (c *Core) redisErr(op string, lk *keySet, err error) error {
-	return WrapRedis(c.cfg.Kind, op+" "+lk.ops.what, lk.name, KeyErr(lk.lock, err))
+func (c *Core) redisErr(ctx context.Context, op string, lk *keySet, err error) error {
+	return WrapRedis(c.cfg.Kind, op+" "+lk.ops.what, lk.name, KeyErr(c.keyOf(ctx, lk, err), err))
+}
+
+// keyOf is the key that err, a failure of a script on the keys of lk, is
+// about: the lock's, or for a semaphore whose script met a key of another
+// type (WRONGTYPE, which names no key), the one of its three that holds
+// another type, found in one more round trip.
+func (c *Core) keyOf(ctx context.Context, lk *keySet, err error) string {
+	if !lk.ops.sem || err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+		return lk.lock
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	pipe := c.cfg.Client.Pipeline()
+	permits, queue := pipe.ZCard(ctx, lk.keys[0].(string)), pipe.ZCard(ctx, lk.keys[1].(string))
+	header := pipe.Get(ctx, lk.keys[2].(string))
+	_, _ = pipe.Exec(ctx) // each command's error is read below
+	for i, cmd := range []redis.Cmder{permits, queue, header} {
+		if redis.HasErrorPrefix(cmd.Err(), "WRONGTYPE") {
+			return lk.keys[i].(string)
+		}
+	}
+	return lk.lock
 }
 
 // KeyErr is err, a failure of Redis on key, with the key named.

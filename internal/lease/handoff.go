@@ -13,12 +13,24 @@ import (
 //
 // A lock's value is its grant:
 //
-//	value    = owner [ ":" token ] [ "*" ]
+//	value    = owner [ ":" token ] [ "*" [ expiry ] ]
 //
-// owner is the holder's owner id (no space, no ':'), token the fencing token
-// in decimal (fenced kinds only). The mark "*" says waiters have waited for
-// this grant, so its release must look at the queue; every script that
-// compares a value accepts it with or without the mark, and none returns it.
+// owner is the holder's owner id (no space, no ':', no '*'), token the
+// fencing token in decimal (fenced kinds only). The mark "*" says waiters
+// have waited for this grant, so its release must look at the queue; every
+// script that compares a value accepts it with or without the mark, and none
+// returns it. expiry is the lease's expiry on the server's clock in ms: a
+// marked key outlives its lease by Linger, so that nobody takes the lock
+// with a plain SET NX while waiters queue for it. A lease whose expiry has
+// passed has lapsed (its holder died or froze): the lock is free, and
+// whoever finds it so (a waiter's attempt, a release, an acquire through
+// the wait script) hands it to the first live waiter, as a release would.
+// A mark without expiry is on a key set by hand without one.
+//
+// The vacant value "*0" (no owner, a lapsed lease) holds the lock for the
+// queue while a call that serves it stopped short at dead entries ahead of
+// the first live waiter (no call looks at more than a few hundred): the
+// next call goes on (the releaser's, with value "", or a waiter's attempt).
 //
 // A queue entry is a member of the lock's wait queue (QueueKey: a sorted set
 // scored by place, the server clock in µs when the waiter first queued, kept
@@ -66,16 +78,23 @@ import (
 // that hands no permit over wakes such waiters. A header left when no permit
 // is live any more means nothing: the next acquire writes its own.
 
-// queuedMark ends the value of a lock that waiters have queued for.
+// queuedMark starts the mark of waiters at the end of a lock's value.
 const queuedMark = "*"
+
+// Linger is how long a key whose value carries the mark of waiters
+// outlives its lease; the queue outlives the holder's lease as long.
+const Linger = 10 * time.Second
 
 // Value is a lock's value, parsed.
 type Value struct {
 	Owner string
 	// Token is the fencing token, or 0 for an efficiency grant.
 	Token uint64
-	// Queued says the value carries the mark of waiters.
+	// Queued says the value carries the mark of waiters, and Expiry is the
+	// lease's expiry the mark records, in ms on the server's clock; -1 when
+	// the value records none.
 	Queued bool
+	Expiry int64
 }
 
 // errNoToken is ParseValue's error for a value whose token does not parse.
@@ -84,8 +103,12 @@ var errNoToken = errors.New("the token is not a positive 64-bit integer")
 // ParseValue parses a lock's value as GET returns it. fenced says whether
 // the value must carry a token.
 func ParseValue(v string, fenced bool) (Value, error) {
-	var p Value
-	v, p.Queued = strings.CutSuffix(v, queuedMark)
+	p := Value{Expiry: -1}
+	v, mark, queued := strings.Cut(v, queuedMark)
+	p.Queued = queued
+	if n, err := strconv.ParseInt(mark, 10, 64); queued && err == nil && n >= 0 {
+		p.Expiry = n
+	}
 	if !fenced {
 		p.Owner = v
 		return p, nil
@@ -93,10 +116,23 @@ func ParseValue(v string, fenced bool) (Value, error) {
 	owner, digits, ok := strings.Cut(v, ":")
 	token, err := strconv.ParseUint(digits, 10, 64)
 	if !ok || err != nil || token == 0 {
-		return Value{Owner: owner}, errNoToken
+		return Value{Owner: owner, Queued: p.Queued, Expiry: p.Expiry}, errNoToken
 	}
 	p.Owner, p.Token = owner, token
 	return p, nil
+}
+
+// LeaseLeft is what is left of the lease whose value is p, given its key's
+// remaining ttl (PTTL): a marked key outlives its lease by Linger.
+// Negative: no expiry; 0: the lease has lapsed.
+func (p Value) LeaseLeft(pttl time.Duration) time.Duration {
+	switch {
+	case pttl < 0:
+		return -1
+	case p.Expiry < 0:
+		return pttl
+	}
+	return max(pttl-Linger, 0)
 }
 
 // entry is a waiting acquire's queue entry, in every generation.

@@ -24,7 +24,26 @@ type Held struct {
 	ttl      time.Duration // of the grant or the last Refresh
 	released bool          // by a Release call that reached Redis
 	ended    bool          // its end (release or loss) went to the telemetry
+
+	// leader is the key of the election this lease leads (see Lead), and
+	// restore writes it back; "" for a lease that leads none.
+	leader  string
+	restore func(context.Context) error
 }
+
+// Lead makes the lease an election's leader's: every refresh keeps the
+// election's leader key alive with it, and when the key no longer holds the
+// grant (deleted, or evicted), calls restore to write it back. Call it
+// before the lease is refreshed.
+func (h *Held) Lead(leaderKey string, restore func(context.Context) error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.leader, h.restore = leaderKey, restore
+}
+
+// leaderLost is the refresh script's reply for a refresh that found the
+// leader key without the grant (scripts/refresh.lua).
+const leaderLost = 2
 
 // recordEnd records the end of the hold in the telemetry, once: a release,
 // or a loss for reason.
@@ -91,9 +110,19 @@ func (h *Held) Refresh(ctx context.Context, ttl time.Duration) error {
 // was gone, -1 when another owner held it.
 func (h *Held) refresh(ctx context.Context, ttl time.Duration) (int64, error) {
 	sent := time.Now()
-	n, err := h.core.refreshWith(ctx, h.keys, h.value, ttl).Int64()
+	h.mu.Lock()
+	leader, restore := h.leader, h.restore
+	h.mu.Unlock()
+	n, err := h.core.refreshWith(ctx, h.keys, h.value, ttl, leader).Int64()
 	if err != nil {
-		return 0, h.core.redisErr("refresh", h.keys, err)
+		return 0, h.core.redisErr(ctx, "refresh", h.keys, err)
+	}
+	if n == leaderLost {
+		n = 1
+		if err := restore(ctx); err != nil {
+			h.core.logger().Warn(h.core.cfg.Kind+": a leader could not write back its leader key; observers see no leader until it can",
+				"lock", h.keys.name, "err", err)
+		}
 	}
 	if n == 1 {
 		h.mu.Lock()
@@ -122,7 +151,7 @@ func (h *Held) Release(ctx context.Context) error {
 func (h *Held) release(ctx context.Context) (int64, error) {
 	reply, err := h.core.runRelease(ctx, h.keys, h.value, nil)
 	if err != nil {
-		return 0, h.core.redisErr("release", h.keys, err)
+		return 0, h.core.redisErr(ctx, "release", h.keys, err)
 	}
 	h.mu.Lock()
 	h.deadline, h.released = time.Time{}, true
@@ -156,7 +185,7 @@ func (c *Core) why(gone bool) string {
 func (h *Held) TTL(ctx context.Context) (time.Duration, error) {
 	ms, err := h.core.run(ctx, h.keys.ops.pttl, h.keys.held(), h.value).Int64()
 	if err != nil {
-		return 0, h.core.redisErr("ttl of", h.keys, err)
+		return 0, h.core.redisErr(ctx, "ttl of", h.keys, err)
 	}
 	switch {
 	case ms == -2 || ms == -3:
@@ -193,7 +222,10 @@ func (c *Core) runRelease(ctx context.Context, lk *keySet, value string, leaving
 	deadline := time.Now().Add(migrationWait)
 	for pause := 10 * time.Millisecond; ; pause = min(2*pause, 500*time.Millisecond) {
 		reply, err := c.run(ctx, lk.ops.release, lk.keys, args...).Result()
-		if err == nil || !slotMoving(err) || time.Now().Add(pause).After(deadline) {
+		if err == nil {
+			return c.serveOn(ctx, lk, reply), nil
+		}
+		if !slotMoving(err) || time.Now().Add(pause).After(deadline) {
 			return reply, err
 		}
 		t := time.NewTimer(pause)
@@ -204,6 +236,45 @@ func (c *Core) runRelease(ctx context.Context, lk *keySet, value string, leaving
 		case <-t.C:
 		}
 	}
+}
+
+// Replies of a release that stopped short at dead queue entries ahead of
+// the first live waiter (scripts/release.lua, sem_release.lua): the caller's
+// grant was released, or was gone already; the next call goes on.
+const (
+	releasedServeOn int64 = 3
+	goneServeOn     int64 = -2
+)
+
+// serveOnFor bounds how long a releaser goes on serving the queue past dead
+// entries; past it, the waiters' own attempts go on (each at most a second
+// later).
+const serveOnFor = 2 * time.Second
+
+// serveOn goes on serving the queue of the lock at lk after a release whose
+// reply says it stopped short at dead entries (their process was killed),
+// one short call after another, so that Redis serves other clients in
+// between; and returns the release's reply as if it had not stopped: 1 for
+// released, 0 for gone (also when a lapsed lease's release handed the lock
+// on, which its reply {0, token} says).
+func (c *Core) serveOn(ctx context.Context, lk *keySet, reply any) any {
+	if _, ok := reply.([]any); ok {
+		return int64(0) // the caller's lease had lapsed; the lock went on
+	}
+	n, _ := reply.(int64)
+	if n != releasedServeOn && n != goneServeOn {
+		return reply
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serveOnFor)
+	defer cancel()
+	for more := true; more && ctx.Err() == nil; {
+		r, err := c.run(ctx, lk.ops.release, lk.keys, vacant, matchExact, notQueued, c.listen.channels).Int64()
+		more = err == nil && (r == releasedServeOn || r == goneServeOn)
+	}
+	if n == goneServeOn {
+		return int64(0)
+	}
+	return int64(1)
 }
 
 // migrationWait bounds how long a release waits for the migration of its

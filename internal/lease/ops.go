@@ -50,9 +50,17 @@ func (o *ops) busy(name string) string {
 	return "lock " + Quote(name) + " is held by another owner"
 }
 
-// refreshWith runs the refresh script of lk for the grant stored as value.
-func (c *Core) refreshWith(ctx context.Context, lk *keySet, value string, ttl time.Duration) *redis.Cmd {
-	if c.cfg.ExpiringCounter && !lk.ops.sem {
+// refreshWith runs the refresh script of lk for the grant stored as value;
+// with leader, an election's leader key, which it keeps alive too.
+func (c *Core) refreshWith(ctx context.Context, lk *keySet, value string, ttl time.Duration, leader string) *redis.Cmd {
+	switch {
+	case leader != "":
+		kind := ""
+		if c.cfg.ExpiringCounter {
+			kind = "t"
+		}
+		return c.run(ctx, refreshScript, []any{lk.keys[0], lk.keys[2], leader}, value, Millis(ttl), kind)
+	case c.cfg.ExpiringCounter && !lk.ops.sem:
 		// The counter lives as long as the lease that drew from it.
 		return c.run(ctx, refreshScript, lk.refreshKeys(), value, Millis(ttl), "t")
 	}

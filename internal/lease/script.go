@@ -37,6 +37,10 @@ var (
 // string variable allocates, and these go out with every release.
 var matchExact, matchPrefix, shardedChannels, plainChannels, notQueued, isProbe any = "0", "1", "1", "0", "", "1"
 
+// vacant is the release value that goes on serving a queue a release left
+// vacant (handoff.go): the empty owner.
+var vacant any = ""
+
 // runner is what runs a script: a client of any kind, or a pipeline.
 type runner interface {
 	redis.Scripter

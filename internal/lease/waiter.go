@@ -123,6 +123,9 @@ func (w *waiter) wait() (*Held, error) {
 		if h != nil {
 			return h, nil
 		}
+		if f.settle {
+			continue // dead entries ahead: go on serving the queue at once
+		}
 		w.tel.Wait() // counted among the waiters from its first sleep
 		if h, err := w.sleep(f.holderTTL); h != nil || err != nil {
 			return h, err
@@ -146,7 +149,7 @@ func (w *waiter) attempt() (*Held, found, error) {
 		if e := w.entry; e != nil {
 			e.server = math.MaxInt64 // no grant message is sure until an attempt succeeds
 		}
-		return nil, f, w.c.acquireErr(w.keys, err)
+		return nil, f, w.c.acquireErr(w.ctx, w.keys, err)
 	}
 	if f.granted {
 		h, err := w.lease(f, sent)
@@ -186,11 +189,14 @@ func (a *acquire) readWait(r any) (found, error) {
 			return a.granted(v)
 		}
 	}
-	if len(reply) == 4 && (reply[0] == int64(0) || reply[0] == int64(3)) {
+	// A fifth element: the token of a grant the attempt handed to the
+	// first live waiter (wait.lua).
+	if (len(reply) == 4 || len(reply) == 5) && (reply[0] == int64(0) || reply[0] == int64(3) || reply[0] == int64(4)) {
 		left, ok1 := reply[1].(int64)
 		place, ok2 := reply[2].(string)
 		now, ok3 := reply[3].(string)
-		f := found{holderTTL: time.Duration(left) * time.Millisecond, queued: reply[0] == int64(3), place: place}
+		f := found{holderTTL: time.Duration(left) * time.Millisecond, queued: reply[0] == int64(3), place: place,
+			settle: reply[0] == int64(4)}
 		var err error
 		if now != "" {
 			f.server, err = parseMicros(now)
@@ -294,7 +300,7 @@ func (w *waiter) handed(msg string) (*Held, error) {
 	}
 	if err != nil {
 		_ = w.release(m.value(w.owner), nil)
-		return nil, w.c.acquireErr(w.keys, err)
+		return nil, w.c.acquireErr(w.ctx, w.keys, err)
 	}
 	return w.lease(f, m.start(e))
 }

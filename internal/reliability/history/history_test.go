@@ -442,6 +442,17 @@ func (grantHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 				value, _ := reply[1].(string)
 				_, token, _ = strings.Cut(value, ":")
 			}
+			// ... and a fifth element when it handed a lapsed lease's
+			// lock to the first live waiter, another client.
+			// A release of a lease that had lapsed says so with {0, token}.
+			if len(reply) == 5 || len(reply) == 2 && reply[0] == int64(0) {
+				handed, _ := reply[len(reply)-1].(string)
+				if n, err := strconv.ParseUint(handed, 10, 64); err == nil {
+					lock, _ := cmd.Args()[3].(string)
+					log.ops = append(log.ops, porcupine.Operation{ClientId: log.lane, Call: call, Return: ret, Output: n})
+					log.handed.Store(handedGrant{lock, n}, struct{}{})
+				}
+			}
 		}
 		if token == "" {
 			return nil

@@ -35,8 +35,20 @@ local v = redis.call('GET', KEYS[1])
 if not v then
   return {'gone'}
 end
-if string.byte(v, -1) == 42 then
-  v = string.sub(v, 1, -2)
+-- The mark of waiters carries the lease's expiry, which lapses once the
+-- clock in ms reaches it (the key outlives it): the record then expires
+-- at the same ms (PXAT expiry - 1: Redis expires a key once past its time).
+local ttl, expiry = redis.call('PTTL', KEYS[1]), nil
+local star = string.find(v, '*', 1, true)
+if star then
+  expiry = tonumber(string.sub(v, star + 1))
+  v = string.sub(v, 1, star - 1)
+  if expiry then
+    local now = redis.call('TIME')
+    if expiry <= tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) then
+      return {'gone'}
+    end
+  end
 end
 if v ~= ARGV[1] then
   return {'other'}
@@ -45,8 +57,9 @@ local prev = redis.call('GET', KEYS[2])
 if prev and prev ~= ARGV[1] then
   return {'overlap'}
 end
-local ttl = redis.call('PTTL', KEYS[1])
-if ttl > 0 then
+if expiry then
+  redis.call('SET', KEYS[2], ARGV[1], 'PXAT', expiry - 1)
+elseif ttl > 0 then
   redis.call('SET', KEYS[2], ARGV[1], 'PX', ttl)
 end
 return {'held'}

@@ -117,10 +117,11 @@ func (o *ownerLog) owner() string {
 	return o.last
 }
 
-// holds reports whether the lock value v (as GET returns it) is the grant of
-// owner with token (0 for efficiency).
+// holds reports whether the lock value v (as GET returns it, perhaps with
+// the mark of waiters: internal/lease/handoff.go) is the grant of owner with
+// token (0 for efficiency).
 func holds(v, owner string, token uint64) bool {
-	v = strings.TrimSuffix(v, "*")
+	v, _, _ = strings.Cut(v, "*")
 	if token == 0 {
 		return v == owner
 	}
@@ -151,8 +152,9 @@ func checkHeld(ctx context.Context, c redis.UniversalClient, name, owner string,
 
 // tokenOf is the token in a lock value, or "-" for an efficiency value.
 func tokenOf(v string) string {
+	v, _, _ = strings.Cut(v, "*")
 	if i := strings.LastIndexByte(v, ':'); i >= 0 {
-		return strings.TrimSuffix(v[i+1:], "*")
+		return v[i+1:]
 	}
 	return "-"
 }

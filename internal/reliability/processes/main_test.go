@@ -15,6 +15,7 @@ func TestMain(m *testing.M) {
 		"serve":   serveChild,
 		"worker":  workerChild,
 		"hold":    holdChild,
+		"line":    lineChild,
 	})
 	os.Exit(redistest.Main(m))
 }
