@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -30,10 +29,12 @@ import (
 //
 //	notice   = "elected" SP term SP ttl SP value | "vacant" SP term
 //
-// elected: the holder of the grant whose token is term took office with ttl
-// ms left on its lease (-1: no expiry); value is the rest of the message,
-// any bytes. vacant: the leader of term left office, and nobody holds the
-// lock.
+// elected: the holder of the grant whose token is term took office (or
+// wrote its leader key back) with ttl ms left on its lease (-1: no expiry);
+// value is the rest of the message, any bytes. vacant: the leader of term
+// left office, and nobody holds the lock. Anyone who may PUBLISH can send
+// these, so leasekit takes a notice as a hint to read the keys, never as
+// the news itself (observe.go); other readers should do the same.
 
 // Leader is an election's leader: the value it campaigned with, and its term (the
 // fencing token of its grant).
@@ -107,7 +108,7 @@ func (l *Locker) Campaign(ctx context.Context, name string, ttl time.Duration, v
 	if err := e.announce(ctx, h, value); err != nil {
 		return err
 	}
-	return e.lead(ctx, h, fn)
+	return e.lead(ctx, h, value, fn)
 }
 
 // Leader returns the current leader of the election called name: the value
@@ -174,8 +175,13 @@ func (e election) announce(ctx context.Context, h *lease.Held, value []byte) err
 	return fmt.Errorf("%w: election %s: the lease ended before its holder took office", ErrLockLost, lease.Quote(e.name))
 }
 
-// lead runs fn as the leader with lease h, and resigns when it returns.
-func (e election) lead(ctx context.Context, h *lease.Held, fn func(context.Context, uint64) error) error {
+// lead runs fn as the leader with lease h and value, and resigns when it
+// returns. Its refreshes keep the leader key alive, and write it back with
+// value when it was deleted.
+func (e election) lead(ctx context.Context, h *lease.Held, value []byte, fn func(context.Context, uint64) error) error {
+	h.Lead(e.keys[1].(string), func(ctx context.Context) error {
+		return announceScript.Run(ctx, e.l.client, e.keys, h.Value(), value, e.channel).Err()
+	})
 	tel := e.l.core.Telemetry()
 	tel.Leading(ctx, e.name, 1)
 	var once sync.Once
@@ -276,38 +282,4 @@ func parseSighting(reply []any) (sighting, error) {
 	}
 	s.leader = Leader{Value: []byte(value), Term: term}
 	return s, nil
-}
-
-// notice is a message on an election's channel, parsed.
-type notice struct {
-	vacant bool
-	leader Leader        // elected: the leader; vacant: the term that ended
-	ttl    time.Duration // elected: what was left of its lease
-}
-
-// parseNotice parses a message; ok is false for one that does not parse.
-func parseNotice(msg string) (n notice, ok bool) {
-	kind, rest, _ := strings.Cut(msg, " ")
-	var digits, ms, value string
-	switch kind {
-	case "vacant":
-		digits, n.vacant = rest, true
-	case "elected":
-		var ok1, ok2 bool
-		digits, rest, ok1 = strings.Cut(rest, " ")
-		ms, value, ok2 = strings.Cut(rest, " ")
-		left, err := strconv.ParseInt(ms, 10, 64)
-		if !ok1 || !ok2 || err != nil {
-			return notice{}, false
-		}
-		n.ttl, n.leader.Value = time.Duration(left)*time.Millisecond, []byte(value)
-	default:
-		return notice{}, false
-	}
-	term, err := strconv.ParseUint(digits, 10, 64)
-	if err != nil || term == 0 {
-		return notice{}, false
-	}
-	n.leader.Term = term
-	return n, true
 }

@@ -359,9 +359,10 @@ func TestPanickingLeaderResigns(t *testing.T) {
 	})
 }
 
-// TestObserveEveryChange: an observer gets the current leader first (none),
-// then every leader of a line of candidates that resign at once, in order,
-// each once, and none once the last has resigned.
+// TestObserveEveryChange: an observer sees the leader at first (none), then
+// each leader of a line of candidates that hand over one after another (each
+// resigns once the observer has seen it), in term order with the term
+// Campaign gave it, then none once the last resigned, and no more.
 func TestObserveEveryChange(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx, cancel := context.WithCancel(t.Context())
@@ -374,46 +375,136 @@ func TestObserveEveryChange(t *testing.T) {
 		if v := next(t, seen); v.Term != 0 || v.Value != nil {
 			t.Fatalf("first: got %s, want none", show(v))
 		}
-		first := campaign(ctx, newLocker(t, b, correctness.WithAudit(false)), "changes", time.Minute, "c0")
-		terms := []uint64{first.term(t)}
 		const n = 5
-		done := make([]chan error, n)
-		for i := 1; i < n; i++ {
-			done[i] = make(chan error, 1)
-			l := newLocker(t, b, correctness.WithAudit(false))
-			go func() {
-				done[i] <- l.Campaign(ctx, "changes", time.Minute, fmt.Appendf(nil, "c%d", i), func(context.Context, uint64) error {
-					return nil // resign at once
-				})
-			}()
-			count.Await(t, "wait", i)
-		}
-		if err := first.end(t); err != nil {
-			t.Fatal(err)
-		}
-		for i := 1; i < n; i++ {
-			if err := <-done[i]; err != nil {
-				t.Fatalf("c%d: %v", i, err)
+		line := make([]*candidate, n)
+		for i := range line {
+			line[i] = campaign(ctx, newLocker(t, b, correctness.WithAudit(false)), "changes", time.Minute, fmt.Sprint("c", i))
+			if i == 0 {
+				line[0].term(t)
+			} else {
+				count.Await(t, "wait", i)
 			}
 		}
 		var got []string
-		for i := 0; i < n; i++ {
+		last := uint64(0)
+		for i, c := range line {
 			v := next(t, seen)
 			got = append(got, show(v))
-			if string(v.Value) != fmt.Sprint("c", i) || i > 0 && v.Term <= terms[i-1] {
-				t.Fatalf("change %d: got %s after %v, want c%d with a higher term", i+1, show(v), got[:i], i)
+			term := v.Term
+			if i > 0 {
+				term = c.term(t)
 			}
-			terms = append(terms, v.Term)
+			if string(v.Value) != c.value || v.Term <= last || v.Term != term {
+				t.Fatalf("change %d: got %s after %v, want %s with term %d, above %d", i+1, show(v), got[:i], c.value, term, last)
+			}
+			last = v.Term
+			if err := c.end(t); err != nil {
+				t.Fatalf("%s: %v", c.value, err)
+			}
 		}
 		if v := next(t, seen); v.Term != 0 {
 			t.Fatalf("after the last resigned: got %s, want none (seen so far %v)", show(v), got)
 		}
-		if terms[0] != terms[1] {
-			t.Fatalf("the observer saw c0 with term %d, Campaign gave it %d", terms[1], terms[0])
-		}
 		cancel()
 		for v := range seen {
 			t.Fatalf("after the line ended: got %s, want no more changes", show(v))
+		}
+	})
+}
+
+// TestLeaderKeyHealsAndExpires: the leader key expires with the leader's
+// lease (a leader killed -9 leaves nothing forever); deleted while its
+// leader is in office, it is written back by the leader's next refresh, so
+// Leader and the observers are right again.
+func TestLeaderKeyHealsAndExpires(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		l := newLocker(t, b, correctness.WithAudit(false))
+		seen, err := l.Observe(ctx, "heals")
+		if err != nil {
+			t.Fatal(err)
+		}
+		next(t, seen) // none
+		const ttl = 600 * time.Millisecond
+		a := campaign(ctx, newLocker(t, b, correctness.WithAudit(false)), "heals", ttl, "a")
+		term := a.term(t)
+		if v := next(t, seen); v.Term != term {
+			t.Fatalf("got %s, want a@%d", show(v), term)
+		}
+		key := "leasekit:{heals}:leader"
+		if left := b.Client.PTTL(ctx, key).Val(); left <= 0 || left > ttl {
+			t.Fatalf("leader key ttl: %v, want the lease's, at most %v", left, ttl)
+		}
+		b.Client.Del(ctx, key)
+		// A notice makes the observer read now: nobody leads.
+		b.Client.Publish(ctx, key, "vacant 1")
+		if v := next(t, seen); v.Term != 0 {
+			t.Fatalf("after the leader key was deleted: got %s, want none", show(v))
+		}
+		// The next refresh, a third of the ttl later, writes it back.
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			got, err := l.Leader(ctx, "heals")
+			if err == nil && got.Term == term && string(got.Value) == "a" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("Leader after the leader key was deleted: got %s, %v; want a@%d again", show(got), err, term)
+			}
+		}
+		if left := b.Client.PTTL(ctx, key).Val(); left <= 0 || left > ttl {
+			t.Fatalf("leader key ttl once written back: %v, want the lease's, at most %v", left, ttl)
+		}
+		if v := next(t, seen); v.Term != term || string(v.Value) != "a" {
+			t.Fatalf("once the leader key was written back: got %s, want a@%d again", show(v), term)
+		}
+		if err := a.end(t); err != nil {
+			t.Fatal(err)
+		}
+		if n := b.Client.Exists(ctx, key).Val(); n != 0 {
+			t.Fatalf("the leader key is left after the leader resigned")
+		}
+	})
+}
+
+// TestObserveTrustsTheKeysNotTheNotices: a forged notice ("elected" with a
+// huge term, "vacant" while a leader is in office) costs an observer a read
+// and changes nothing it reports; the next real change is reported.
+func TestObserveTrustsTheKeysNotTheNotices(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		seen, err := newLocker(t, b, correctness.WithAudit(false)).Observe(ctx, "forged")
+		if err != nil {
+			t.Fatal(err)
+		}
+		next(t, seen) // none
+		a := campaign(ctx, newLocker(t, b, correctness.WithAudit(false)), "forged", time.Minute, "a")
+		term := a.term(t)
+		if v := next(t, seen); string(v.Value) != "a" || v.Term != term {
+			t.Fatalf("got %s, want a@%d", show(v), term)
+		}
+		channel := "leasekit:{forged}:leader"
+		for _, msg := range []string{"elected 9999999999999999999 1000 evil", "vacant " + fmt.Sprint(term), "elected 1 5 x"} {
+			if err := b.Client.Publish(ctx, channel, msg).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		count := redistest.Count(b.Client)
+		bName := campaign(ctx, newLocker(t, b, correctness.WithAudit(false)), "forged", time.Minute, "b")
+		count.Await(t, "wait", 1)
+		if err := a.end(t); err != nil {
+			t.Fatal(err)
+		}
+		bTerm := bName.term(t)
+		if v := next(t, seen); string(v.Value) != "b" || v.Term != bTerm {
+			t.Fatalf("after three forged notices and a real handover: got %s, want b@%d, the real next leader", show(v), bTerm)
+		}
+		if err := bName.end(t); err != nil {
+			t.Fatal(err)
+		}
+		if v := next(t, seen); v.Term != 0 {
+			t.Fatalf("after b resigned: got %s, want none", show(v))
 		}
 	})
 }
@@ -525,4 +616,44 @@ func TestCloseEndsObserve(t *testing.T) {
 			t.Fatalf("Observe after Close: got %v, want ErrClosed", err)
 		}
 	})
+}
+
+// TestManyObserversShareOneConnection: a thousand Observe calls of one
+// Locker ride its one subscription connection, and read the election once
+// per change between them, not once each: the server sees a handful of
+// connections more, not a thousand.
+func TestManyObserversShareOneConnection(t *testing.T) {
+	b := redistest.Real(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	client := redis.NewClient(&redis.Options{Addr: b.Server.Addr})
+	defer client.Close()
+	l := correctness.New(client, correctness.WithLogger(quiet), correctness.WithAudit(false))
+	defer l.Close()
+	clients := func() int { return strings.Count(b.Client.ClientList(ctx).Val(), "\n") }
+	before := clients()
+	const n = 1000
+	seen := make([]<-chan correctness.Leader, n)
+	for i := range seen {
+		var err error
+		if seen[i], err = l.Observe(ctx, "many"); err != nil {
+			t.Fatal(err)
+		}
+		next(t, seen[i]) // none
+	}
+	a := campaign(ctx, newLocker(t, b, correctness.WithAudit(false)), "many", time.Minute, "a")
+	term := a.term(t)
+	for i, s := range seen {
+		if v := next(t, s); v.Term != term {
+			t.Fatalf("observer %d: got %s, want a@%d", i, show(v), term)
+		}
+	}
+	got := clients() - before
+	t.Logf("%d observers: %d connections more", n, got)
+	if got > 5 {
+		t.Fatalf("%d observers opened %d connections, want a handful at most", n, got)
+	}
+	if err := a.end(t); err != nil {
+		t.Fatal(err)
+	}
 }

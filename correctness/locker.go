@@ -23,6 +23,9 @@ type Locker struct {
 	// closing ends with Close, and with it the Observe calls under way.
 	closing  context.Context
 	closeAll context.CancelFunc
+	// watches are the elections observed, by name (observe.go).
+	watchMu sync.Mutex
+	watches map[string]*watch
 }
 
 // New returns a Locker that runs its locks through client, which may be a

@@ -1,290 +1,267 @@
 package correctness
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/leasekit/leasekit/internal/lease"
-	"github.com/redis/go-redis/v9"
+	"github.com/leasekit/leasekit/internal/notify"
 )
 
 // Observe reports the leaders of the election called name. The channel gets
 // the current leader first (the zero Leader when the election has none),
-// then every change, in term order and never the same twice: each new
-// leader, and the zero Leader when the election is left without one. It is
-// closed when ctx ends.
+// then every change it sees: each new leader in rising term order, the same
+// leader again with a new value (Proclaim) or after a vacancy, and the zero
+// Leader when the election is left without one. It is closed when ctx ends.
 //
-// Observe learns of changes from the candidates, who announce them, and of a
-// leader that died from a timer at its lease's deadline: it does not poll.
-// A change reaches it about one round trip after it happens, or, for a
-// leader that died, within its ttl plus about a second. A leader whose term
-// is below one it has sent (brought back by a Redis failover that lost the
-// newer grant) is not sent; fences refuse it too. A receiver that falls
-// behind holds up the changes after the one it has not taken.
+// What Observe reports is always what the election's keys held at a read:
+// the candidates' notices only tell it when to read, so a forged or stale
+// message costs a read and changes nothing it reports. It reads after each
+// notice, at the deadline of the lease it last saw (a leader that died
+// announces nothing), and when its subscription comes back after a lost
+// connection. A change reaches it about two round trips after it happens,
+// or, for a leader that died, at its lease's deadline; a leader that came
+// and went between two reads (a term shorter than a round trip) is not
+// seen. A leader whose term is below one it has sent (brought back by a
+// Redis failover that lost the newer grant) is not sent; fences refuse it
+// too. A receiver that falls behind sees the newest leader when it takes
+// the next one, not every one it missed.
 //
-// Each Observe keeps a subscription connection of its own until ctx ends.
-// It returns ErrInvalidKey for a bad name, ErrClosed after Close (which
-// also ends the Observe calls under way, closing their channels), and a
-// Redis failure naming the election when it cannot subscribe or read the
-// leader.
+// The Observe calls of one Locker share its subscription connection, and
+// one read per change per election, however many observe. It returns
+// ErrInvalidKey for a bad name, ErrClosed after Close (which also ends the
+// Observe calls under way, closing their channels), and a Redis failure
+// naming the election when it cannot subscribe or read the leader.
 func (l *Locker) Observe(ctx context.Context, name string) (<-chan Leader, error) {
 	e, err := l.electionOf("observe", name)
 	if err != nil {
 		return nil, err
 	}
-	ps := l.client.Subscribe(ctx, e.channel)
-	first, err := e.subscribed(ctx, ps)
+	w, err := l.watch(ctx, e)
 	if err != nil {
-		_ = ps.Close()
 		return nil, err
 	}
-	o := &observer{
-		e: e, ps: ps, out: make(chan Leader, 1),
-		heard: make(chan any, 16), done: make(chan struct{}), received: make(chan struct{}),
-		timer: time.NewTimer(time.Hour),
+	o := &observer{w: w, out: make(chan Leader, 1), seen: make(chan sighting, 1), first: make(chan error, 1)}
+	w.add(o)
+	select {
+	case err = <-o.first:
+	case <-ctx.Done():
+		err = ctx.Err()
 	}
-	o.timer.Stop()
-	o.apply(ctx, first, true) // into the channel's buffer: it cannot block
+	if err != nil {
+		l.unwatch(w, o)
+		return nil, lease.WrapRedis("correctness", "observe election", name, err)
+	}
 	// The Locker's Close ends the observer as ctx does.
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(l.closing, cancel)
-	go o.receive()
 	go func() {
-		defer cancel()
+		defer close(o.out)
+		defer l.unwatch(w, o)
 		defer stop()
+		defer cancel()
 		o.run(ctx)
 	}()
 	return o.out, nil
 }
 
-// subscribeWait bounds the wait for Redis to confirm an observer's
-// subscription.
-const subscribeWait = 5 * time.Second
-
-// subscribed waits for Redis to confirm ps's subscription, and then reads
-// the leader: every change after that read is announced on the channel.
-func (e election) subscribed(ctx context.Context, ps *redis.PubSub) (sighting, error) {
-	msg, err := ps.ReceiveTimeout(ctx, subscribeWait)
-	if err == nil {
-		if _, ok := msg.(*redis.Subscription); !ok {
-			err = fmt.Errorf("unexpected %T before the subscription's confirmation", msg)
-		}
-	}
-	if err != nil {
-		return sighting{}, lease.WrapRedis("correctness", "observe election", e.name, err)
-	}
-	return e.read(ctx)
+// watch is one election's subscription and reads, shared by the observers
+// of one Locker: its notices, on the Locker's notification connection, and
+// the deadline of the lease it last saw, make it read the election, and
+// every observer gets what the read found.
+type watch struct {
+	e    election
+	sub  *notify.Waiter
+	kick chan struct{} // a new observer wants a read now
+	// ctx ends when the last observer leaves, and with it the reads.
+	ctx    context.Context
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	obs    map[*observer]bool // true until the observer has had a read
+	n      int                // observers, under Locker.watchMu
 }
 
-// observer is one Observe call.
-type observer struct {
-	e     election
-	ps    *redis.PubSub
-	out   chan Leader
-	heard chan any // receive's messages and subscription confirmations
-	// done is closed when run ends, received when receive has.
-	done, received chan struct{}
-	timer          *time.Timer // at the deadline of the lock's holder
-	told           told
-	started        bool   // the current leader was sent
-	unheard        uint64 // a term a read found in office before its announcement came
-	failed         int    // reads in a row that failed
+// watch returns the election's watch, subscribed, with a place kept for
+// one more observer.
+func (l *Locker) watch(ctx context.Context, e election) (*watch, error) {
+	l.watchMu.Lock()
+	defer l.watchMu.Unlock()
+	if w := l.watches[e.name]; w != nil {
+		w.n++
+		return w, nil
+	}
+	sub, err := l.core.Watch(ctx, e.channel)
+	switch {
+	case errors.Is(err, notify.ErrClosed):
+		return nil, fmt.Errorf("%w: cannot observe election %s", ErrClosed, lease.Quote(e.name))
+	case err != nil:
+		return nil, lease.WrapRedis("correctness", "observe election", e.name, err)
+	}
+	w := &watch{e: e, sub: sub, kick: make(chan struct{}, 1), obs: make(map[*observer]bool), n: 1}
+	w.ctx, w.cancel = context.WithCancel(context.Background())
+	if l.watches == nil {
+		l.watches = make(map[string]*watch)
+	}
+	l.watches[e.name] = w
+	go w.run()
+	return w, nil
 }
 
-// recheck bounds how long an observer waits for an announcement that a read
-// found due: announcements are the fast path, not the only one.
+// unwatch takes o off w, and ends w when it was the last observer.
+func (l *Locker) unwatch(w *watch, o *observer) {
+	w.mu.Lock()
+	delete(w.obs, o)
+	w.mu.Unlock()
+	l.watchMu.Lock()
+	defer l.watchMu.Unlock()
+	if w.n--; w.n == 0 {
+		delete(l.watches, w.e.name)
+		w.cancel()
+		w.sub.Leave()
+	}
+}
+
+// add makes o an observer of w, and asks for the read that o starts with.
+func (w *watch) add(o *observer) {
+	w.mu.Lock()
+	w.obs[o] = true
+	w.mu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// recheck bounds the pause between failed reads.
 const recheck = time.Second
 
-// receive hands ps's messages to run until run ends. After a lost
-// connection go-redis subscribes again, and the confirmation tells run to
-// read the leader: announcements made meanwhile were lost.
-func (o *observer) receive() {
-	defer close(o.received)
-	var pause time.Duration
+// run reads the election whenever a notice, a new observer, or the deadline
+// of the lease last seen asks for it, and gives each observer what it found,
+// until the last observer leaves.
+func (w *watch) run() {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
+	pause, failed := time.Duration(0), 0
 	for {
-		msg, err := o.ps.Receive(context.Background())
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-w.sub.Wake():
+		case <-w.kick:
+		case <-timer.C:
+		}
+		s, err := w.e.read(w.ctx)
+		if w.ctx.Err() != nil {
+			return
+		}
 		if err != nil {
-			pause = min(max(2*pause, 10*time.Millisecond), recheck)
-			select {
-			case <-o.done:
-				return
-			case <-time.After(pause):
+			if failed++; failed == 1 {
+				w.e.l.opts.logger.Warn("correctness: an observer cannot read the election's leader; trying again until it is stopped",
+					"election", w.e.name, "err", err)
 			}
+			w.failed(err)
+			pause = min(max(2*pause, 10*time.Millisecond), recheck)
+			timer.Reset(pause)
 			continue
 		}
-		pause = 0
+		pause, failed = 0, 0
+		timer.Stop()
+		if s.state != free && s.ttl >= 0 {
+			timer.Reset(s.ttl + time.Millisecond) // Redis expires a key once past its ttl
+		}
+		w.send(s)
+	}
+}
+
+// send gives every observer s, replacing what it has not taken yet.
+func (w *watch) send(s sighting) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for o, waiting := range w.obs {
 		select {
-		case o.heard <- msg:
-		case <-o.done:
-			return
+		case <-o.seen:
+		default:
+		}
+		o.seen <- s
+		if waiting {
+			w.obs[o] = false
+			o.first <- nil
 		}
 	}
 }
 
-// run sends the changes it hears of, and those that reads find, until ctx
-// ends.
+// failed tells the observers that are still waiting for their first read
+// that it failed: Observe returns the error.
+func (w *watch) failed(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for o, waiting := range w.obs {
+		if waiting {
+			delete(w.obs, o)
+			o.first <- err
+		}
+	}
+}
+
+// observer is one Observe call: what it has sent, and the reads it is given.
+type observer struct {
+	w     *watch
+	out   chan Leader
+	seen  chan sighting // the latest read not yet taken
+	first chan error    // the outcome of the first read: nil, or why it failed
+	told  told
+}
+
+// run sends the changes the reads find until ctx ends. The first read was
+// taken already: it is the first thing sent.
 func (o *observer) run(ctx context.Context) {
-	defer func() {
-		o.timer.Stop()
-		close(o.done)
-		_ = o.ps.Close()
-		<-o.received
-		close(o.out)
-	}()
 	for {
-		read, trusted := false, false
 		select {
 		case <-ctx.Done():
 			return
-		case <-o.timer.C:
-			read = true
-		case m := <-o.heard:
-			switch m := m.(type) {
-			case *redis.Subscription:
-				read, trusted = m.Kind == "subscribe", true
-			case *redis.Message:
-				if !o.hear(ctx, m.Payload) {
+		case s := <-o.seen:
+			if x, ok := o.told.next(s); ok {
+				select {
+				case o.out <- x:
+				case <-ctx.Done():
 					return
 				}
 			}
 		}
-		if read {
-			s, ok := o.read(ctx)
-			if !ok || !o.apply(ctx, s, trusted) {
-				return
-			}
-		}
-	}
-}
-
-// hear acts on a message; it returns false when ctx ended.
-func (o *observer) hear(ctx context.Context, msg string) bool {
-	n, ok := parseNotice(msg)
-	switch {
-	case !ok:
-		return true
-	case n.vacant:
-		if o.told.vacant(n.leader.Term) {
-			o.timer.Stop()
-			return o.send(ctx, Leader{})
-		}
-	case o.told.elected(n.leader):
-		o.arm(n.ttl)
-		return o.send(ctx, n.leader)
-	case n.leader.Term == o.told.last.Term:
-		o.arm(n.ttl) // again, after a client retry
-	}
-	return true
-}
-
-// apply acts on what a read found; it returns false when ctx ended. Only a
-// trusted read (the first, and the one after a lost connection) sends a new
-// leader: its announcement may still be on its way, and others before it.
-// A new leader whose announcement has not come by the next read, a second
-// later, is sent then.
-func (o *observer) apply(ctx context.Context, s sighting, trusted bool) bool {
-	first := !o.started
-	o.started = true
-	x := s.leader
-	switch {
-	case s.state != leading:
-		// The leader told of is gone: its lease ended or went to a
-		// candidate that has not taken office.
-		if s.state == waiting {
-			o.arm(s.ttl)
-		} else {
-			o.timer.Stop()
-		}
-		if o.told.vacant(0) || first {
-			return o.send(ctx, Leader{})
-		}
-	case x.Term <= o.told.highest:
-		o.arm(s.ttl) // alive; or a deposed leader's grant brought back by a failover
-	case trusted || x.Term == o.unheard:
-		o.told.elected(x)
-		o.arm(s.ttl)
-		return o.send(ctx, x)
-	default:
-		o.unheard = x.Term
-		d := recheck
-		if s.ttl >= 0 {
-			d = min(s.ttl, recheck)
-		}
-		o.arm(d)
-	}
-	return true
-}
-
-// arm sets the timer to the deadline of a lease with ttl left; a lease
-// without expiry needs none.
-func (o *observer) arm(ttl time.Duration) {
-	o.timer.Stop()
-	if ttl >= 0 {
-		o.timer.Reset(ttl + time.Millisecond) // Redis expires a key once past its ttl
-	}
-}
-
-// send sends v; it returns false when ctx ended first.
-func (o *observer) send(ctx context.Context, v Leader) bool {
-	select {
-	case o.out <- v:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// read reads the election, trying again while Redis fails, until ctx ends.
-func (o *observer) read(ctx context.Context) (sighting, bool) {
-	pause := 10 * time.Millisecond
-	for {
-		s, err := o.e.read(ctx)
-		if err == nil {
-			o.failed = 0
-			return s, true
-		}
-		if ctx.Err() != nil {
-			return s, false
-		}
-		if o.failed++; o.failed == 1 {
-			o.e.l.opts.logger.Warn("correctness: an observer cannot read the election's leader; trying again until its context ends",
-				"election", o.e.name, "err", err)
-		}
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return s, false
-		case <-t.C:
-		}
-		pause = min(2*pause, recheck)
 	}
 }
 
 // told is what an observer has sent: the last value, and the highest term.
 type told struct {
+	started bool
 	last    Leader
 	highest uint64
 }
 
-// elected reports whether to send x, a leader in office: only a term above
-// every one sent is.
-func (t *told) elected(x Leader) bool {
-	if x.Term <= t.highest {
-		return false
+// next returns what to send for a read that found s, if anything: the
+// first read whatever it found; then a leader with a term above every one
+// sent, or the one sent last again with a new value or after a vacancy; the
+// zero Leader when nobody leads any more. A leader below a term sent is a
+// deposed leader's grant brought back by a failover: nothing is sent.
+func (t *told) next(s sighting) (Leader, bool) {
+	first := !t.started
+	t.started = true
+	x := s.leader
+	switch {
+	case s.state != leading:
+		if first || t.last.Term != 0 {
+			t.last = Leader{}
+			return Leader{}, true
+		}
+	case x.Term < t.highest:
+	case first || x.Term > t.highest || t.last.Term == 0 || !bytes.Equal(x.Value, t.last.Value):
+		t.last, t.highest = x, x.Term
+		return x, true
 	}
-	t.last, t.highest = x, x.Term
-	return true
-}
-
-// vacant reports whether to send the zero Leader, now that the leader of
-// term (0: of whatever term was told last) has left office and nobody has
-// taken its place: only when a leader was told last, and not a newer one.
-func (t *told) vacant(term uint64) bool {
-	if t.last.Term == 0 || term != 0 && t.last.Term > term {
-		return false
-	}
-	t.last = Leader{}
-	return true
+	return Leader{}, false
 }

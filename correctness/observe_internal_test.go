@@ -5,33 +5,6 @@ import (
 	"time"
 )
 
-func TestParseNotice(t *testing.T) {
-	cases := []struct {
-		msg  string
-		want notice
-		ok   bool
-	}{
-		{"elected 17 900 host a:1", notice{leader: Leader{Value: []byte("host a:1"), Term: 17}, ttl: 900 * time.Millisecond}, true},
-		{"elected 17 -1 ", notice{leader: Leader{Value: []byte{}, Term: 17}, ttl: -time.Millisecond}, true},
-		{"elected 1795974129470711 5 \x00 \n", notice{leader: Leader{Value: []byte("\x00 \n"), Term: 1795974129470711}, ttl: 5 * time.Millisecond}, true},
-		{"vacant 18", notice{vacant: true, leader: Leader{Term: 18}}, true},
-		{"vacant 0", notice{}, false},
-		{"vacant x", notice{}, false},
-		{"elected 17 900", notice{}, false},
-		{"elected 0 900 v", notice{}, false},
-		{"elected 17 x v", notice{}, false},
-		{"resigned 17", notice{}, false},
-		{"", notice{}, false},
-	}
-	for _, tc := range cases {
-		got, ok := parseNotice(tc.msg)
-		if ok != tc.ok || ok && (got.vacant != tc.want.vacant || got.leader.Term != tc.want.leader.Term ||
-			string(got.leader.Value) != string(tc.want.leader.Value) || got.ttl != tc.want.ttl) {
-			t.Errorf("parseNotice(%q): got %+v, %v, want %+v, %v", tc.msg, got, ok, tc.want, tc.ok)
-		}
-	}
-}
-
 func TestParseSighting(t *testing.T) {
 	cases := []struct {
 		reply []any
@@ -58,45 +31,42 @@ func TestParseSighting(t *testing.T) {
 	}
 }
 
-// TestToldKeepsTermOrder: whatever order announcements, vacancies and reads
-// come in, an observer sends leaders in rising term order, none only after a
-// leader, and nothing twice.
+// TestToldKeepsTermOrder: whatever order reads find leaders in, an
+// observer sends the first read whatever it found, then leaders in rising
+// term order, the same leader again only with a new value or after a
+// vacancy, none only after a leader, and nothing twice.
 func TestToldKeepsTermOrder(t *testing.T) {
 	a, b := Leader{Value: []byte("a"), Term: 5}, Leader{Value: []byte("b"), Term: 9}
-	type step struct {
-		what string // "elected", "vacant" (with term), "gone" (a read found none)
-		x    Leader
-		term uint64
+	lead := func(x Leader) sighting { return sighting{state: leading, leader: x} }
+	none, waits := sighting{state: free}, sighting{state: waiting}
+	steps := []struct {
+		s    sighting
 		send bool
-	}
-	steps := []step{
-		{"gone", Leader{}, 0, false},   // none was sent first: no second none
-		{"elected", a, 0, true},        // a takes office
-		{"elected", a, 0, false},       // a retried announcement
-		{"vacant", Leader{}, 4, false}, // an older term's vacancy
-		{"elected", b, 0, true},        // b takes over from a
-		{"vacant", Leader{}, 5, false}, // a's vacancy, late
-		{"elected", a, 0, false},       // a's announcement, late
-		{"vacant", Leader{}, 9, true},  // b leaves, nobody in line
-		{"vacant", Leader{}, 9, false}, // again
-		{"gone", Leader{}, 0, false},   // a read agrees
-		{"elected", a, 0, false},       // a deposed leader brought back
-		{"elected", Leader{Value: []byte("c"), Term: 12}, 0, true},
-		{"gone", Leader{}, 0, true}, // c died: its deadline passed
+	}{
+		{none, true},     // the first read: nobody leads
+		{none, false},    // again: nothing new
+		{lead(a), true},  // a takes office
+		{lead(a), false}, // a read after a forged notice: nothing new
+		{lead(b), true},  // b takes over from a
+		{lead(a), false}, // a deposed leader's grant brought back by a failover
+		{waits, true},    // b's leader key deleted: no leader for now
+		{lead(b), true},  // b wrote it back: b again
+		{lead(Leader{Value: []byte("b2"), Term: 9}), true}, // b proclaimed a new value
+		{none, true},   // b left, nobody in line
+		{waits, false}, // a candidate not yet in office
+		{lead(Leader{Value: []byte("c"), Term: 12}), true},
 	}
 	var tl told
-	for i, s := range steps {
-		var got bool
-		switch s.what {
-		case "elected":
-			got = tl.elected(s.x)
-		case "vacant":
-			got = tl.vacant(s.term)
-		case "gone":
-			got = tl.vacant(0)
+	for i, step := range steps {
+		x, got := tl.next(step.s)
+		if got != step.send {
+			t.Fatalf("step %d (state %d, term %d): send %v, want %v", i+1, step.s.state, step.s.leader.Term, got, step.send)
 		}
-		if got != s.send {
-			t.Fatalf("step %d (%s %d/%d): send %v, want %v", i+1, s.what, s.x.Term, s.term, got, s.send)
+		if got && step.s.state == leading && (x.Term != step.s.leader.Term || string(x.Value) != string(step.s.leader.Value)) {
+			t.Fatalf("step %d: sent %+v, want %+v", i+1, x, step.s.leader)
+		}
+		if got && step.s.state != leading && x.Term != 0 {
+			t.Fatalf("step %d: sent %+v, want the zero Leader", i+1, x)
 		}
 	}
 }

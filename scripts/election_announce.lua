@@ -1,8 +1,10 @@
 -- election_announce: a candidate that holds the election's lock takes office:
 -- it stores its value as the leader's, beside the lock, and tells the
 -- observers. Only the holder of the grant can: a deposed leader's call
--- changes nothing. The leader key and the messages are specified in
--- correctness/election.go.
+-- changes nothing. A leader whose leader key was deleted writes it back the
+-- same way. The leader key expires with the lease (refresh.lua keeps it
+-- alive). The leader key and the messages are specified in
+-- correctness/election.go; the lock's value, in internal/lease/handoff.go.
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the election's leader key (a hash: grant, value)
@@ -11,19 +13,34 @@
 -- ARGV[3]  the election's channel
 --
 -- Reply: 1 when the candidate took office (again, after a client retry);
--- 0 when the lock holds another grant or none (nothing changed).
+-- 0 when the lock holds another grant, none, or a lease that lapsed
+-- (nothing changed).
 local held = redis.call('GET', KEYS[1])
 if not held then
   return 0
 end
-if string.byte(held, -1) == 42 then -- the mark of waiters
-  held = string.sub(held, 1, -2)
+local ttl
+local star = string.find(held, '*', 1, true)
+if star then
+  local expiry = tonumber(string.sub(held, star + 1))
+  held = string.sub(held, 1, star - 1)
+  if expiry then
+    local now = redis.call('TIME')
+    ttl = expiry - tonumber(now[1]) * 1000 - math.floor(tonumber(now[2]) / 1000)
+    if ttl <= 0 then
+      return 0
+    end
+    ttl = math.max(ttl, 1)
+  end
 end
 local colon = string.find(ARGV[1], ':', 1, true)
 if held ~= ARGV[1] or not colon then
   return 0
 end
+ttl = ttl or redis.call('PTTL', KEYS[1])
 redis.call('HSET', KEYS[2], 'grant', ARGV[1], 'value', ARGV[2])
-local ttl = redis.call('PTTL', KEYS[1])
+if ttl >= 0 then
+  redis.call('PEXPIRE', KEYS[2], math.max(ttl, 1))
+end
 redis.call('PUBLISH', ARGV[3], 'elected ' .. string.sub(ARGV[1], colon + 1) .. ' ' .. ttl .. ' ' .. ARGV[2])
 return 1

@@ -1,23 +1,35 @@
 -- election_leader: the election's leader, read with its lock in one step, so
 -- that a leader key left by a leader whose lease has ended is never taken
--- for the current one. The leader key is specified in correctness/election.go.
+-- for the current one. The leader key is specified in correctness/election.go;
+-- the lock's value, in internal/lease/handoff.go.
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the election's leader key (a hash: grant, value)
 -- ARGV[1]  '1' to read the leader's value too, else '0'
 --
--- Reply: {0} when the lock is free; {1, ttl} when it is held by a grant that
--- has not taken office; {2, ttl, term} or, with ARGV[1] = '1',
--- {2, ttl, term, value} when it is held by the leader. ttl is the lock's
--- remaining ms (-1: no expiry), term the grant's token as a decimal string.
+-- Reply: {0} when the lock is free (or its lease lapsed); {1, ttl} when it
+-- is held by a grant that has not taken office; {2, ttl, term} or, with
+-- ARGV[1] = '1', {2, ttl, term, value} when it is held by the leader. ttl is
+-- the lease's remaining ms (-1: no expiry), term the grant's token as a
+-- decimal string.
 local held = redis.call('GET', KEYS[1])
 if not held then
   return {0}
 end
-local ttl = redis.call('PTTL', KEYS[1])
-if string.byte(held, -1) == 42 then -- the mark of waiters
-  held = string.sub(held, 1, -2)
+local ttl
+local star = string.find(held, '*', 1, true)
+if star then
+  local expiry = tonumber(string.sub(held, star + 1))
+  held = string.sub(held, 1, star - 1)
+  if expiry then
+    local now = redis.call('TIME')
+    ttl = expiry - tonumber(now[1]) * 1000 - math.floor(tonumber(now[2]) / 1000)
+    if ttl <= 0 then
+      return {0}
+    end
+  end
 end
+ttl = ttl or redis.call('PTTL', KEYS[1])
 local colon = string.find(held, ':', 1, true)
 if not colon or redis.call('HGET', KEYS[2], 'grant') ~= held then
   return {1, ttl}

@@ -3,7 +3,7 @@
 -- observers that the election has no leader. A successor the release handed
 -- the lock to announces itself (election_announce), so no message is sent
 -- for it. The leader key and the messages are specified in
--- correctness/election.go.
+-- correctness/election.go; the lock's value, in internal/lease/handoff.go.
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the election's leader key (a hash: grant, value)
@@ -15,8 +15,21 @@ if redis.call('HGET', KEYS[2], 'grant') == ARGV[1] then
   redis.call('DEL', KEYS[2])
 end
 local colon = string.find(ARGV[1], ':', 1, true)
-if not colon or redis.call('GET', KEYS[1]) then
+if not colon then
   return 0
+end
+local held = redis.call('GET', KEYS[1])
+if held then
+  -- Held, unless a lease that lapsed with waiters queued (handoff.go).
+  local star = string.find(held, '*', 1, true)
+  local expiry = star and tonumber(string.sub(held, star + 1))
+  if not expiry then
+    return 0
+  end
+  local now = redis.call('TIME')
+  if expiry > tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) then
+    return 0
+  end
 end
 redis.call('PUBLISH', ARGV[2], 'vacant ' .. string.sub(ARGV[1], colon + 1))
 return 1

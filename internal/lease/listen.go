@@ -86,3 +86,13 @@ func (l *listener) unshard(err error) {
 }
 
 func (l *listener) close() error { return l.notifier.Close() }
+
+// Watch subscribes to channel on the Core's notifier for hints, as
+// notify.Notifier.Watch does (an election's observers use it): no second
+// subscription connection. The caller must call Leave.
+func (c *Core) Watch(ctx context.Context, channel string) (*notify.Waiter, error) {
+	if c.closed.Load() {
+		return nil, notify.ErrClosed
+	}
+	return c.listen.notifier.Watch(ctx, channel)
+}

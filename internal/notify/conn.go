@@ -158,10 +158,15 @@ func (n *Notifier) receive(cn *conn) {
 
 // deliver hands a message to the channel's waiters: a wake-up to the first
 // without one pending, a grant to the waiter it names, or to stray when it
-// names none.
+// names none; on a watched channel, a wake-up to every waiter.
 func (n *Notifier) deliver(m *redis.Message) {
 	n.mu.Lock()
 	sub := n.subs[m.Channel]
+	if sub != nil && sub.watched {
+		sub.signalAll()
+		n.mu.Unlock()
+		return
+	}
 	delivered := sub != nil && (m.Payload == "" || sub.granted(m.Payload))
 	if sub != nil && m.Payload == "" {
 		sub.wakeOne()

@@ -14,6 +14,11 @@
 // id alone is woken, and reads it with Grant. A grant for no waiter goes to
 // the Notifier's stray function.
 //
+// A watched channel (Watch) carries hints that something changed, such as
+// an election's notices: every message, and a resubscription after a
+// reconnect, wakes every watcher of the channel, which reads the truth from
+// the keys. It is subscribed while it has watchers.
+//
 // A lock's wake-up channel is subscribed while it has waiters. A grant
 // channel (one whose waiters have ids) stays subscribed once subscribed, so
 // that every later wait is spared the SUBSCRIBE round trip and waiters queue
@@ -103,6 +108,7 @@ type channelSub struct {
 	confirmed bool
 	err       error     // why the subscription failed, once ready is closed
 	kept      bool      // a grant channel: subscribed, waiters or not
+	watched   bool      // every message wakes every waiter (Watch)
 	idleSince time.Time // when a kept sharded one lost its last waiter
 	waiters   []*Waiter
 }
@@ -152,6 +158,18 @@ func (w *Waiter) Done() <-chan struct{} { return w.n.done }
 // Redis Cluster a channel with ids is a sharded one (SSUBSCRIBE), which must
 // hash to the slot of the lock it serves. The caller must call Leave.
 func (n *Notifier) Join(ctx context.Context, channel, id string) (*Waiter, error) {
+	return n.join(ctx, channel, id, false)
+}
+
+// Watch subscribes a watcher to channel, as Join does a waiter, for hints:
+// every message on the channel, whatever it says, and every resubscription
+// after a reconnect (messages may have been lost meanwhile) wakes every
+// watcher of the channel. The caller must call Leave.
+func (n *Notifier) Watch(ctx context.Context, channel string) (*Waiter, error) {
+	return n.join(ctx, channel, "", true)
+}
+
+func (n *Notifier) join(ctx context.Context, channel, id string, watched bool) (*Waiter, error) {
 	n.send.Lock()
 	n.mu.Lock()
 	if n.closed {
@@ -173,7 +191,7 @@ func (n *Notifier) Join(ctx context.Context, channel, id string) (*Waiter, error
 			cn = n.open(n.connKey(channel, id), channel)
 			fresh = cn
 		}
-		sub = &channelSub{channel: channel, conn: cn, need: c.sent, ready: make(chan struct{}), kept: id != ""}
+		sub = &channelSub{channel: channel, conn: cn, need: c.sent, ready: make(chan struct{}), kept: id != "", watched: watched}
 		cn.channels++
 		n.subs[channel] = sub
 	} else if sub.kept && len(sub.waiters) == 0 && sub.conn.sharded {
