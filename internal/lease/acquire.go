@@ -172,7 +172,7 @@ func (a *acquire) lease(f found, start time.Time) (*Held, error) {
 	if late := time.Since(deadline); late >= 0 {
 		_ = a.release(f.value, nil)
 		return nil, fmt.Errorf("%w: %s: the grant's reply came %v after its lease deadline (ttl %v): "+
-			"the ttl is too short for the round trip to Redis; released it", a.c.cfg.Errors.Late, a.keys.label(), late.Round(time.Millisecond), a.ttl)
+			"the ttl is too short for the round trip to Redis; released it", a.c.cfg.Errors.Late, a.keys.label(), late.Round(time.Microsecond), a.ttl)
 	}
 	return &Held{core: a.c, keys: a.keys, value: f.value, token: f.token, granted: start, deadline: deadline, ttl: a.ttl}, nil
 }

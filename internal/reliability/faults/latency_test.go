@@ -3,6 +3,7 @@ package faults_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,6 +163,18 @@ func TestLateGrantNotReported(t *testing.T) {
 				t.Fatalf("late grant: got %v, want an error matching ErrLateGrant and not ErrNotObtained", err)
 			}
 			t.Logf("late grant: %v", err)
+			// A 1 ms ttl, half of it the drift margin: the reply comes a
+			// fraction of a millisecond late, and the error says by how much.
+			p.Delay(time.Millisecond)
+			_, err = l.try(t.Context(), "late-1ms", time.Millisecond)
+			p.Delay(0)
+			if err != nil && errors.Is(err, k.lateGrant) {
+				_, after, _ := strings.Cut(err.Error(), "reply came ")
+				by, perr := time.ParseDuration(strings.Fields(after + " x")[0])
+				if perr != nil || by <= 0 {
+					t.Fatalf("late grant with a 1ms ttl: got %q, want how late it came, above 0", err)
+				}
+			}
 			if l.once == nil {
 				return
 			}
