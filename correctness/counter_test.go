@@ -182,3 +182,36 @@ func TestExpiringCounterFollowsRefreshes(t *testing.T) {
 		}
 	})
 }
+
+// TestCounterAheadOfTheClock: with the clock floor, a fence counter more
+// than an hour ahead of the server clock (a clock that ran fast and was set
+// back, or a forged value) makes every acquire fail with ErrInvalidToken,
+// naming the counter and saying to repair or delete it, rather than grant a
+// token every fence refuses; the counter is left as it was. Without the
+// clock floor tokens are not clock-based, and the counter goes on.
+func TestCounterAheadOfTheClock(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		ahead := strconv.FormatInt(b.Client.Time(ctx).Val().Add(2*time.Hour).UnixMicro(), 10)
+		for mode, opts := range drawModes {
+			l := newLocker(t, b, append(opts, correctness.WithAudit(false))...)
+			name := "ahead-" + strings.ReplaceAll(mode, " ", "-")
+			fence := lease.CounterKey(lease.DefaultPrefix, name)
+			b.Client.Set(ctx, fence, ahead, 0)
+			lease, err := l.TryAcquire(ctx, name, time.Minute)
+			if mode == "counter" {
+				if n, _ := strconv.ParseUint(ahead, 10, 64); err != nil || lease.Token() != n+1 {
+					t.Errorf("%s: TryAcquire: got %v, want the token after the counter", mode, err)
+				}
+				continue
+			}
+			if !errors.Is(err, correctness.ErrInvalidToken) || !strings.Contains(err.Error(), fence) ||
+				!strings.Contains(err.Error(), "more than an hour ahead") || !strings.Contains(err.Error(), "repair or delete it") {
+				t.Errorf("%s: TryAcquire: got %v, want ErrInvalidToken naming %s, more than an hour ahead", mode, err, fence)
+			}
+			if got := b.Client.Get(ctx, fence).Val(); got != ahead {
+				t.Errorf("%s: the counter now holds %q, want it left as %q", mode, got, ahead)
+			}
+		}
+	})
+}

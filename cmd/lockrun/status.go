@@ -22,6 +22,7 @@ type lockState struct {
 	lockType, fenceType string        // as TYPE reports them: "none", "string", "list", ...
 	ttl                 time.Duration // of the lease
 	token               string        // the fence counter, when it is a string
+	now                 time.Time     // the server's clock, if TIME may be read
 	// lapsed says the holder's lease ran out with waiters queued: the key
 	// stays until the first live waiter takes it (internal/lease/handoff.go).
 	lapsed bool
@@ -57,6 +58,7 @@ func readState(ctx context.Context, client *redis.Client, key, fenceKey string) 
 	// the status, with a foreign lock key read as held.
 	lockType := pipe.Type(ctx, key)
 	fenceType := pipe.Type(ctx, fenceKey)
+	clock := pipe.Time(ctx)
 	_, _ = pipe.Exec(ctx)
 	if err := pttl.Err(); err != nil {
 		return lockState{}, fmt.Errorf("reading %s: %w", lease.Quote(key), err)
@@ -71,6 +73,11 @@ func readState(ctx context.Context, client *redis.Client, key, fenceKey string) 
 		if s.ttl = p.LeaseLeft(s.ttl); s.ttl == 0 {
 			s.lapsed = true
 		}
+	}
+	if clock.Err() == nil {
+		// Like TYPE, optional: a user who may only read keys still gets
+		// the status, without the clock's check of the counter.
+		s.now = clock.Val()
 	}
 	switch err := last.Err(); {
 	case err == nil:
@@ -118,8 +125,8 @@ func (s lockState) describe() (held, ttl, token string) {
 		token = "none"
 	case s.fenceType != "string":
 		token = "unknown: " + s.foreignFence(s.fenceKey)
-	case counterFault(s.token) != "":
-		token = strconv.Quote(s.token) + " (" + counterFault(s.token) + ")"
+	case s.counterFault() != "":
+		token = strconv.Quote(s.token) + " (" + s.counterFault() + ")"
 	default:
 		token = s.token
 	}
@@ -135,8 +142,8 @@ func (s lockState) problems() []string {
 	switch {
 	case s.fenceType != "none" && s.fenceType != "string":
 		p = append(p, s.foreignFence(lease.Quote(s.fenceKey)))
-	case s.fenceType == "string" && counterFault(s.token) != "":
-		p = append(p, fmt.Sprintf("%s holds %q, %s", lease.Quote(s.fenceKey), s.token, counterFault(s.token)))
+	case s.fenceType == "string" && s.counterFault() != "":
+		p = append(p, fmt.Sprintf("%s holds %q, %s", lease.Quote(s.fenceKey), s.token, s.counterFault()))
 	}
 	return p
 }
@@ -151,17 +158,22 @@ func (s lockState) foreignFence(key string) string {
 	return fmt.Sprintf("%s holds a %s, not a fencing counter", key, s.fenceType)
 }
 
-// counterFault says why a fence counter that is a string cannot give the
-// next token, or returns "". INCR keeps it as the decimal form of a
-// non-negative 64-bit integer, with no sign, space or leading zero, and the
-// largest one has no successor: the acquire refuses both (ErrInvalidToken).
-func counterFault(s string) string {
-	n, err := strconv.ParseInt(s, 10, 64)
+// counterFault says why the fence counter, a string, cannot give the next
+// token, or returns "". INCR keeps it as the decimal form of a non-negative
+// 64-bit integer, with no sign, space or leading zero, and the largest one
+// has no successor; with the clock floor (lockrun's), one more than an hour
+// ahead of the server clock in µs gives tokens every fence refuses (a clock
+// that ran fast and was set back). The acquire refuses all three
+// (ErrInvalidToken).
+func (s lockState) counterFault() string {
+	n, err := strconv.ParseInt(s.token, 10, 64)
 	switch {
-	case err != nil || n < 0 || strconv.FormatInt(n, 10) != s:
+	case err != nil || n < 0 || strconv.FormatInt(n, 10) != s.token:
 		return "not a fencing token: the counter is corrupt"
 	case n == math.MaxInt64:
 		return "the largest token there is: no larger one can be drawn"
+	case !s.now.IsZero() && n > s.now.Add(time.Hour).UnixMicro():
+		return "more than an hour ahead of the server clock: did the clock run fast and get set back? Repair or delete it"
 	}
 	return ""
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasekit/leasekit/internal/lease"
 )
@@ -106,6 +108,7 @@ func TestCorruptKeysExit65(t *testing.T) {
 		{"text-counter", nil, "garbage", []string{"-fenced"}},
 		{"list-counter", nil, []string{"7"}, []string{"-fenced"}},
 		{"exhausted-counter", nil, "9223372036854775807", []string{"-fenced"}},
+		{"ahead-counter", nil, strconv.FormatInt(time.Now().Add(2*time.Hour).UnixMicro(), 10), []string{"-fenced"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
