@@ -10,12 +10,13 @@ import (
 
 func TestMain(m *testing.M) {
 	proc.Main(map[string]func() int{
-		"waiter":  waiterChild,
-		"give-up": giveUpChild,
-		"serve":   serveChild,
-		"worker":  workerChild,
-		"hold":    holdChild,
-		"line":    lineChild,
+		"waiter":   waiterChild,
+		"give-up":  giveUpChild,
+		"serve":    serveChild,
+		"worker":   workerChild,
+		"hold":     holdChild,
+		"line":     lineChild,
+		"features": featuresChild,
 	})
 	os.Exit(redistest.Main(m))
 }
