@@ -55,9 +55,15 @@ func (c command) run(ctx context.Context) (int, error) {
 		return startError(cmd.Path, err)
 	}
 	tty.handedOver()
+	// The guardian's fork and exec run beside the command's start, not
+	// before it: a command as quick as true is often gone by the time
+	// lockrun has the guardian to end.
+	guard := make(chan *guardian, 1)
+	go func() { guard <- guardGroup(cmd.Process.Pid, c.stdio.err) }()
 
 	g := &group{pgid: cmd.Process.Pid, grace: c.grace, stderr: c.stdio.err, tty: tty}
 	g.supervise(ctx, sigs, exited)
+	(<-guard).standDown() // not deferred: see standDown
 	if cmd.ProcessState == nil {
 		return exitCannotRun, exitf(exitCannotRun, "waiting for the command: %w", waitErr)
 	}
