@@ -20,12 +20,14 @@
 // makes carries the token and the resource rejects an older one.
 //
 // With -n N, NAME is a semaphore (package efficiency's Semaphore): up to N
-// runs of NAME go at once, on any machines, each holding a permit, and the
-// others wait (-wait) in arrival order or are skipped. A permit is an
-// efficiency lease, with the same guarantee and the same limit as the lock.
-// Every run of NAME must pass the same N while permits are held: a run with
-// another N is refused (64), so that two crontabs cannot disagree on the
-// limit unnoticed; once none is held, the next run's N takes effect.
+// runs of NAME go at once, on any machines, each holding a permit. As with a
+// lock, a run that finds all N held is skipped (75) unless it has -wait D:
+// then it queues, in arrival order, for up to D, as Semaphore.Acquire does.
+// A permit is an efficiency lease, with the same guarantee and the same
+// limit as the lock. Every run of NAME must pass the same N while permits
+// are held: a run with another N is refused (64), so that two crontabs
+// cannot disagree on the limit unnoticed; once none is held, the next run's
+// N takes effect.
 //
 // Flags:
 //
@@ -36,7 +38,8 @@
 //	                to every user in ps.
 //	-prefix P       key prefix (default "leasekit:"); the lock is P{NAME}
 //	-ttl D          lease length (default 30s), refreshed every ttl/3
-//	-wait D         wait up to D for the lock (default 0: try once)
+//	-wait D         wait up to D for the lock, or with -n a permit (default
+//	                0: try once)
 //	-fenced         take a correctness lease; the command gets its token
 //	-n N            run while holding one of N permits of the semaphore NAME
 //	                rather than the lock NAME (not with -fenced or -once)
