@@ -46,6 +46,7 @@ func startGuardian(pgid int) (*guardian, error) {
 		Path:        "/proc/self/exe",
 		Args:        []string{guardianArg0, strconv.Itoa(pgid)},
 		Dir:         "/",
+		Env:         []string{}, // it needs none, and holds no copy of a password in LEASEKIT_REDIS_URL
 		ExtraFiles:  []*os.File{r},
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
 	}
