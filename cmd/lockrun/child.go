@@ -33,7 +33,8 @@ type command struct {
 // exited and its whole group is gone, forwarding lockrun's signals to the
 // group, and returns the command's exit status as a shell reports it. When
 // ctx ends (the lease was lost) the group gets SIGTERM, then SIGKILL after the
-// grace period; so does what the command leaves behind when it exits.
+// grace period; so does what the command leaves behind when it exits. A
+// guardian kills the group should lockrun die first (see startGuardian).
 func (c command) run(ctx context.Context) (int, error) {
 	cmd := exec.Command(c.argv[0], c.argv[1:]...)
 	cmd.Env = c.env
@@ -55,9 +56,14 @@ func (c command) run(ctx context.Context) (int, error) {
 		return startError(cmd.Path, err)
 	}
 	tty.handedOver()
+	// The guardian starts on a goroutine of its own, so that its fork and
+	// exec overlap the command's run instead of adding to lockrun's.
+	guarded := make(chan *guardian, 1)
+	go func() { guarded <- guardGroup(cmd.Process.Pid, c.stdio.err) }()
 
 	g := &group{pgid: cmd.Process.Pid, grace: c.grace, stderr: c.stdio.err, tty: tty}
 	g.supervise(ctx, sigs, exited)
+	(<-guarded).standDown() // not deferred: see standDown
 	if cmd.ProcessState == nil {
 		return exitCannotRun, exitf(exitCannotRun, "waiting for the command: %w", waitErr)
 	}

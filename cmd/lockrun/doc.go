@@ -20,12 +20,14 @@
 // makes carries the token and the resource rejects an older one.
 //
 // With -n N, NAME is a semaphore (package efficiency's Semaphore): up to N
-// runs of NAME go at once, on any machines, each holding a permit, and the
-// others wait (-wait) in arrival order or are skipped. A permit is an
-// efficiency lease, with the same guarantee and the same limit as the lock.
-// Every run of NAME must pass the same N while permits are held: a run with
-// another N is refused (64), so that two crontabs cannot disagree on the
-// limit unnoticed; once none is held, the next run's N takes effect.
+// runs of NAME go at once, on any machines, each holding a permit. As with a
+// lock, a run that finds all N held is skipped (75) unless it has -wait D:
+// then it queues, in arrival order, for up to D, as Semaphore.Acquire does.
+// A permit is an efficiency lease, with the same guarantee and the same
+// limit as the lock. Every run of NAME must pass the same N while permits
+// are held: a run with another N is refused (64), so that two crontabs
+// cannot disagree on the limit unnoticed; once none is held, the next run's
+// N takes effect.
 //
 // Flags:
 //
@@ -36,7 +38,8 @@
 //	                to every user in ps.
 //	-prefix P       key prefix (default "leasekit:"); the lock is P{NAME}
 //	-ttl D          lease length (default 30s), refreshed every ttl/3
-//	-wait D         wait up to D for the lock (default 0: try once)
+//	-wait D         wait up to D for the lock, or with -n a permit (default
+//	                0: try once)
 //	-fenced         take a correctness lease; the command gets its token
 //	-n N            run while holding one of N permits of the semaphore NAME
 //	                rather than the lock NAME (not with -fenced or -once)
@@ -88,10 +91,21 @@
 //
 // When lockrun itself is killed (SIGKILL, the OOM killer), it can neither
 // stop the command nor release the lock, which stays held until its ttl runs
-// out. On Linux the kernel then kills the command with SIGKILL (a
-// parent-death signal), so that it does not run on without the lock; the
-// processes it started are not reached (under systemd, KillMode=control-group
-// stops them). Elsewhere the command runs on.
+// out. On Linux the command's whole group is then killed with SIGKILL, a
+// shell's children and background jobs included, so that none of it runs on
+// without the lock and overlaps the next run. A guardian does it: lockrun
+// re-executed, one small process per run (ps shows "lockrun: guardian
+// PGID"), that waits on a pipe only lockrun can write to and kills the group
+// when the kernel closes the pipe at lockrun's death, however it died.
+// lockrun ends it once the group is gone; it adds no Redis round trip. What
+// it cannot reach: a process that left the group (setsid, setpgid; a shell
+// with job control, such as bash after set -m, gives each job a group of its
+// own); the group of a guardian itself killed (kill -9 on its pid) or
+// stopped; and what the command started in the instant before the guardian
+// started, should lockrun be killed in that instant (the command itself
+// still dies, by a parent-death signal). Under systemd,
+// KillMode=control-group stops even those. Elsewhere than on Linux there is
+// no guardian, and the command runs on.
 //
 // At a terminal. When lockrun's standard input is its controlling terminal
 // and lockrun is the foreground job there (started by hand from a shell), the

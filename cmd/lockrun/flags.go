@@ -102,14 +102,14 @@ func parseArgs(args, env []string, stderr io.Writer) (config, error) {
 	if set["status"] {
 		c.name, c.status = status, true
 		if fs.NArg() > 0 {
-			return c, usagef("-status takes no command")
+			return c, usagef("-status takes no command; got %q after its NAME", fs.Arg(0))
 		}
 		return c, checkName(c.name)
 	}
 	if err := c.checkFlags(set); err != nil {
 		return c, err
 	}
-	if c.name, c.command, err = splitCommand(fs.Args()); err != nil {
+	if c.name, c.command, err = splitCommand(fs.Args(), endedFlags(args, fs.NArg())); err != nil {
 		return c, err
 	}
 	return c, checkName(c.name)
@@ -157,20 +157,33 @@ func (c *config) checkFlags(set map[string]bool) error {
 	return nil
 }
 
-// splitCommand splits NAME -- COMMAND [ARGS...].
-func splitCommand(args []string) (name string, command []string, err error) {
+// splitCommand splits NAME -- COMMAND [ARGS...]. dashed says that a --
+// ended the flags just before args: in lockrun -wait 5s -- true, the flags
+// take that --, and true would pass for NAME.
+func splitCommand(args []string, dashed bool) (name string, command []string, err error) {
 	switch {
+	case len(args) >= 2 && args[1] == "--":
+		if len(args) == 2 {
+			return "", nil, usagef("missing COMMAND after --")
+		}
+		return args[0], args[2:], nil
+	case dashed:
+		return "", nil, usagef("missing NAME before --")
 	case len(args) == 0:
 		return "", nil, usagef("missing NAME")
-	case len(args) == 1 || args[1] != "--":
-		if len(args) > 1 && strings.HasPrefix(args[1], "-") {
-			return "", nil, usagef("flags go before NAME, and -- after it; got %q after NAME", args[1])
-		}
-		return "", nil, usagef("missing -- after NAME")
-	case len(args) == 2:
-		return "", nil, usagef("missing COMMAND after --")
+	case len(args) == 1:
+		return "", nil, usagef("missing -- COMMAND after NAME %s", lease.Quote(args[0]))
+	case strings.HasPrefix(args[1], "-"):
+		return "", nil, usagef("flags go before NAME, and -- after it; got %q after NAME", args[1])
 	}
-	return args[0], args[2:], nil
+	return "", nil, usagef("missing -- after NAME %s", lease.Quote(args[0]))
+}
+
+// endedFlags reports whether the flag parser took a -- that ended the flags
+// in args, leaving rest arguments after it.
+func endedFlags(args []string, rest int) bool {
+	i := len(args) - rest - 1
+	return i >= 0 && args[i] == "--"
 }
 
 var errBadName = errors.New("invalid lock name")

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"errors"
+	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -87,5 +90,49 @@ func TestAuditCanBeTurnedOff(t *testing.T) {
 	wantCode(t, r, 0)
 	if !strings.Contains(r.stderr, "audit") {
 		t.Errorf("by default: stderr: got %q, want the audit's warning", r.stderr)
+	}
+}
+
+// TestUsageErrorsNameTheMistake: each usage error names what is missing or
+// misplaced, not a part the command line has.
+func TestUsageErrorsNameTheMistake(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"nothing", nil, "missing NAME"},
+		{"only flags", []string{"-ttl", "1s"}, "missing NAME"},
+		{"NAME missing before --", []string{"--", "true"}, "missing NAME before --"},
+		{"NAME missing after flags", []string{"-wait", "5s", "--", "true"}, "missing NAME before --"},
+		{"NAME missing, -- alone", []string{"--"}, "missing NAME before --"},
+		{"NAME missing before two --", []string{"--", "--", "true"}, "missing NAME before --"},
+		{"-- missing", []string{"job", "true"}, `missing -- after NAME "job"`},
+		{"-- and COMMAND missing", []string{"job"}, `missing -- COMMAND after NAME "job"`},
+		{"COMMAND missing", []string{"job", "--"}, "missing COMMAND after --"},
+		{"flag after NAME", []string{"job", "-ttl", "1s", "--", "true"}, `got "-ttl" after NAME`},
+		{"status with a command", []string{"-status", "job", "--", "true"}, `-status takes no command; got "true"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := parseArgs(tc.args, nil, io.Discard)
+			if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("lockrun %q: got %v, want a usage error containing %q", tc.args, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestNameAfterAnEndOfFlags: a -- that ends the flags may still come before
+// NAME -- COMMAND, and a -- in the command's arguments is the command's.
+func TestNameAfterAnEndOfFlags(t *testing.T) {
+	t.Parallel()
+	c, err := parseArgs([]string{"-wait", "5s", "--", "job", "--", "echo", "--"}, nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"echo", "--"}; c.name != "job" || !slices.Equal(c.command, want) {
+		t.Errorf("name %q, command %q: want %q, %q", c.name, c.command, "job", want)
 	}
 }

@@ -322,6 +322,7 @@ func TestExitStatus(t *testing.T) {
 		{"redis unreachable", []string{"-redis", "redis://user:s3cret@" + closed, "e", "--", "true"}, exitUnavailable, "cannot reach Redis at " + closed},
 		{"status, redis unreachable", []string{"-redis", "redis://:s3cret@" + closed, "-status", "e"}, exitUnavailable, closed},
 		{"no arguments", nil, exitUsage, "missing NAME"},
+		{"no NAME", []string{"--", "true"}, exitUsage, "missing NAME before --"},
 		{"no --", []string{"f", "true"}, exitUsage, "missing --"},
 		{"no command", []string{"f", "--"}, exitUsage, "missing COMMAND"},
 		{"flag after NAME", []string{"f", "-ttl", "1s", "--", "true"}, exitUsage, "flags go before NAME"},

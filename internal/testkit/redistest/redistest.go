@@ -242,7 +242,7 @@ func (s *Server) launch() error {
 		"--logfile", filepath.Join(s.Dir, "redis-"+port+".log"),
 	}, s.args...)
 	cmd := exec.Command("redis-server", argv...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = dieWithTest()
 	if err := cmd.Start(); err != nil {
 		return err
 	}
