@@ -198,7 +198,8 @@ func pathResource(r *http.Request) string {
 // ceiling (with WithProxyStore), or an empty resource name; 409 Conflict,
 // with a body naming both tokens, for an older token; 503 Service
 // Unavailable when the request's context ends while it waits for its
-// resource, or the store cannot be reached.
+// resource, or the store cannot be reached; 500 Internal Server Error when
+// the store's key for the resource holds a field that is no token.
 func (p *FencingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	token, err := requestToken(r)
 	if err != nil {
@@ -253,10 +254,13 @@ func (p *FencingProxy) check(ctx context.Context, f *fence, resource string, tok
 	}
 	switch rejection(err) {
 	case "":
-		if err != nil {
-			return http.StatusServiceUnavailable, err
+		switch {
+		case err == nil:
+			return 0, nil
+		case errors.Is(err, ErrInvalidToken): // the store's key holds no token
+			return http.StatusInternalServerError, err
 		}
-		return 0, nil
+		return http.StatusServiceUnavailable, err
 	case "ahead":
 		p.rejected(ctx, "ahead")
 		return http.StatusBadRequest, err

@@ -531,6 +531,30 @@ func TestFencingProxyStoreUnreachable(t *testing.T) {
 	}
 }
 
+// TestFencingProxyStoreCorruptKey: a store key whose 'claimed' holds no
+// token fails closed, with 500 naming the key, whatever the token.
+func TestFencingProxyStoreCorruptKey(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		backend := &backendLog{}
+		proxy := correctness.NewFencingProxy(backend, correctness.WithProxyStore(b.Client))
+		const key = "leasekit:{/ledger}:proxy"
+		b.Client.HSet(t.Context(), key, "claimed", "garbage")
+		now := uint64(b.Client.Time(t.Context()).Val().UnixMicro())
+		for _, token := range []uint64{5, now} {
+			status, body := serve(proxy, fencedRequest(t.Context(), "/ledger", strconv.FormatUint(token, 10)))
+			if status != http.StatusInternalServerError || !strings.Contains(body, key) || !strings.Contains(body, "claimed") {
+				t.Errorf("token %d: got status %d (body %q), want %d naming the key and the field", token, status, body, http.StatusInternalServerError)
+			}
+		}
+		if got := backend.served(); len(got) != 0 {
+			t.Errorf("backend served %v, want nothing", got)
+		}
+		if got := b.Client.HGetAll(t.Context(), key).Val(); len(got) != 1 || got["claimed"] != "garbage" {
+			t.Errorf("the store key is now %v", got)
+		}
+	})
+}
+
 // TestFencingProxyLimit: past its limit the proxy forgets the resource used
 // least recently, and then holds it to the highest token it forgot: never
 // an older token through. Other resources keep their own floor.

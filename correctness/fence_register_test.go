@@ -205,6 +205,39 @@ func TestRegisterRefusesForgedTokens(t *testing.T) {
 	})
 }
 
+// TestRegisterRefusesCorruptFields: a register whose 'token' or 'claimed'
+// field holds no token fails closed: Write and Claim, with an old token or
+// a clock-floor one, get ErrInvalidToken naming the key and the field, and
+// change nothing.
+func TestRegisterRefusesCorruptFields(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		reg := correctness.NewRegister(b.Client)
+		const key = "leasekit:{acct}:register"
+		for _, field := range []string{"token", "claimed"} {
+			for _, token := range []uint64{5, uint64(b.Client.Time(ctx).Val().UnixMicro())} {
+				for _, op := range []struct {
+					name string
+					run  func() error
+				}{
+					{"Write", func() error { return reg.Write(ctx, "acct", token, []byte("new")) }},
+					{"Claim", func() error { _, _, err := reg.Claim(ctx, "acct", token); return err }},
+				} {
+					b.Client.Del(ctx, key)
+					b.Client.HSet(ctx, key, field, "garbage", "value", "old")
+					err := op.run()
+					if !errors.Is(err, correctness.ErrInvalidToken) || !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), `field `+field+` holds "garbage"`) {
+						t.Errorf("%s(%d) over %s \"garbage\": got %v, want ErrInvalidToken naming %s and the field", op.name, token, field, err, key)
+					}
+					if got := b.Client.HGetAll(ctx, key).Val(); len(got) != 2 || got[field] != "garbage" || got["value"] != "old" {
+						t.Errorf("%s(%d) over %s \"garbage\": the register is now %v", op.name, token, field, got)
+					}
+				}
+			}
+		}
+	})
+}
+
 func TestRegisterClaimInput(t *testing.T) {
 	reg := correctness.NewRegister(redistest.Mini(t).Client)
 	if _, _, err := reg.Claim(t.Context(), "", 1); !errors.Is(err, correctness.ErrInvalidKey) {

@@ -7,7 +7,8 @@
 --
 -- Reply: {'ok', writer, value} when the token was recorded as claimed, with
 -- the token that wrote the value ('0' and false if none); otherwise refused's
--- reply ({'stale', highest} or {'ahead', ceiling}) and nothing changed.
+-- reply ({'corrupt', field, text}, {'stale', highest} or {'ahead', ceiling})
+-- and nothing changed.
 local h = redis.call('HMGET', KEYS[1], 'token', 'claimed', 'value')
 local no = refused(h[1], h[2], ARGV[1], ARGV[2])
 if no then

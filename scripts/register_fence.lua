@@ -3,18 +3,32 @@
 -- 'token' that wrote it, and 'claimed', the highest token that claimed it.
 --
 -- refused returns the reply that refuses token, or nil when token may claim
--- or write: {'stale', highest} when a newer token has claimed or written,
--- {'ahead', ceiling} when check is 'c' and a token new to the register is
--- beyond the ceiling (the server clock in microseconds plus an hour).
--- written and claimed are the register's 'token' and 'claimed' (false when
--- absent). Tokens are decimal strings without leading zeros, compared by
--- length and then by text: never through tostring(), whose %.14g rounds
--- them. One function, written out: each function a script defines is a
--- closure built anew on every call.
+-- or write: {'corrupt', field, text} when the register's 'token' or 'claimed'
+-- holds no token (text: its first 40 bytes); {'stale', highest} when a newer
+-- token has claimed or written; {'ahead', ceiling} when check is 'c' and a
+-- token new to the register is beyond the ceiling (the server clock in
+-- microseconds plus an hour). written and claimed are the register's 'token'
+-- and 'claimed' (false when absent). Tokens are decimal strings without
+-- leading zeros, from 1 to 2^64-1, compared by length and then by text:
+-- never through tostring(), whose %.14g rounds them. A field that is no
+-- token fails closed: compared as text, it could rank below every token. One
+-- function, written out: each function a script defines is a closure built
+-- anew on every call.
 local function refused(written, claimed, token, check)
-  local highest = written
-  if claimed and (not highest or #claimed > #highest or #claimed == #highest and claimed > highest) then
-    highest = claimed
+  local highest = false
+  for i = 1, 2 do
+    local field, t = 'token', written
+    if i == 2 then
+      field, t = 'claimed', claimed
+    end
+    if t then
+      if #t > 20 or not string.find(t, '^[1-9]%d*$') or #t == 20 and t > '18446744073709551615' then
+        return {'corrupt', field, string.sub(t, 1, 40)}
+      end
+      if not highest or #t > #highest or #t == #highest and t > highest then
+        highest = t
+      end
+    end
   end
   local n = #token
   if highest and (#highest > n or #highest == n and highest >= token) then

@@ -226,6 +226,41 @@ func TestRegisterFenceReadsTheOldLayout(t *testing.T) {
 	})
 }
 
+// TestRegisterFenceRefusesCorruptFields: a register whose 'token' or
+// 'claimed' holds no token refuses every write and claim, with the field and
+// its text, and is left as it was; however the text would compare with the
+// token (shorter, longer, equal length).
+func TestRegisterFenceRefusesCorruptFields(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		corrupt := []string{"garbage", "x", "", "0", "007", "-1", "1.5", " 7", "1e15",
+			"18446744073709551616", "123456789012345678901", strings.Repeat("9", 50)}
+		for _, field := range []string{"token", "claimed"} {
+			for _, text := range corrupt {
+				for _, token := range []string{"5", "1795974129470711"} {
+					for _, s := range []struct {
+						name string
+						run  func() any
+					}{
+						{"write", func() any { return scripts.RegisterWrite.Run(ctx, b.Client, []string{"reg"}, token, "v", "c").Val() }},
+						{"claim", func() any { return scripts.RegisterClaim.Run(ctx, b.Client, []string{"reg"}, token, "c").Val() }},
+					} {
+						b.Client.Del(ctx, "reg")
+						b.Client.HSet(ctx, "reg", field, text, "value", "old")
+						want := fmt.Sprint([]any{"corrupt", field, text[:min(len(text), 40)]})
+						if got := fmt.Sprint(s.run()); got != want {
+							t.Errorf("%s with token %s over %s %q: got %s, want %s", s.name, token, field, text, got, want)
+						}
+						if got := b.Client.HGetAll(ctx, "reg").Val(); len(got) != 2 || got[field] != text || got["value"] != "old" {
+							t.Errorf("%s with token %s over %s %q: the register is now %v", s.name, token, field, text, got)
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
 func TestFencedAcquireRefusesAKeyOfAnotherType(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		b.Client.HSet(t.Context(), "lock", "f", "v")
