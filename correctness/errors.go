@@ -51,8 +51,10 @@ var (
 
 	// ErrStaleToken means a fence refused a write or claim because a newer
 	// token had claimed or written the resource: the caller's lease was
-	// superseded. The caller must stop; retrying with the same token cannot
-	// succeed.
+	// superseded. Or, at a FencingProxy's store, because the token is below
+	// the clock floor of a resource that keeps no token (WithProxyRetention):
+	// the caller's lease is older than the retention allows. The caller must
+	// stop; retrying with the same token cannot succeed.
 	ErrStaleToken = errors.New("correctness: stale fencing token")
 
 	// ErrNotReplicated means WithReplicas was set and fewer replicas than

@@ -123,8 +123,9 @@ const ceilingAhead = 3600 * 1_000_000
 
 // fence runs script, register_write or register_claim, for token on the
 // register at key, and returns the items of its reply after 'ok' (none for
-// a write's 1), or the refusal: a *StaleTokenError, an *aheadError, or
-// ErrInvalidToken for a register field that holds no token.
+// a write's 1), or the refusal: a *StaleTokenError, ErrStaleToken for a
+// token below the clock floor of a register that keeps no token, an
+// *aheadError, or ErrInvalidToken for a register field that holds no token.
 func (r *Register) fence(ctx context.Context, script lease.Script, op, key, resource string, token uint64, args ...any) ([]any, error) {
 	args = append([]any{strconv.FormatUint(token, 10)}, args...)
 	reply, err := script.Run(ctx, r.client, []any{key}, args...).Result()
@@ -145,14 +146,18 @@ func (r *Register) fence(ctx context.Context, script lease.Script, op, key, reso
 	case word == "corrupt" && len(items) == 3:
 		return nil, fmt.Errorf("%w: fence of %s (key %s): field %v holds %q, not a fencing token; repair or delete it",
 			ErrInvalidToken, lease.Quote(resource), lease.Quote(key), items[1], items[2])
-	case (word == "stale" || word == "ahead") && len(items) == 2:
+	case (word == "stale" || word == "floor" || word == "ahead") && len(items) == 2:
 		s, _ := items[1].(string)
 		bound, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("%w: fence of %s (key %s) holds token %q", ErrInvalidToken, lease.Quote(resource), lease.Quote(key), s)
 		}
-		if word == "stale" {
+		switch word {
+		case "stale":
 			return nil, &StaleTokenError{Token: token, Highest: bound}
+		case "floor":
+			return nil, fmt.Errorf("%w %d: below %d, the clock floor of %s (key %s), which keeps no token: no request reached it within the retention (see WithProxyRetention), or none ever did",
+				ErrStaleToken, token, bound, lease.Quote(resource), lease.Quote(key))
 		}
 		return nil, &aheadError{token: token, clock: bound - min(bound, ceilingAhead)}
 	}
