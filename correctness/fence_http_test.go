@@ -655,6 +655,84 @@ func TestWithProxyRetentionUnderTwoHoursPanics(t *testing.T) {
 	correctness.WithProxyRetention(2*time.Hour - time.Millisecond)
 }
 
+// BenchmarkProxyStoreMemory sends each request for a new resource (a path
+// like /ledger/invoice-12345) through a FencingProxy whose store is the real
+// redis-server, and reports what the store costs Redis: memory per resource
+// (growth of INFO used_memory), the keys it leaves without expiry, and the
+// commands its script runs per request (INFO commandstats, EVALSHA left
+// out); with the default retention, and with keys that never expire.
+// docs/fencing.md has the figures of
+//
+//	LEASEKIT_REQUIRE_REDIS=1 go test -run '^$' -bench ProxyStoreMemory -benchtime 20000x ./correctness
+func BenchmarkProxyStoreMemory(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		opts []correctness.Option
+	}{{"retention", nil}, {"no-expiry", []correctness.Option{correctness.WithClockFloor(false)}}} {
+		b.Run(c.name, func(b *testing.B) {
+			be := redistest.Real(b)
+			ctx := b.Context()
+			proxy := correctness.NewFencingProxy(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), correctness.WithProxyStore(be.Client, c.opts...))
+			token := uint64(be.Client.Time(ctx).Val().UnixMicro())
+			send := func(path string) {
+				token++
+				if status, body := serve(proxy, fencedRequest(ctx, path, strconv.FormatUint(token, 10))); status != http.StatusOK {
+					b.Fatalf("%s: got status %d (body %q)", path, status, body)
+				}
+			}
+			send("/warm") // loads the script
+			if err := be.Client.ConfigResetStat(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+			before := usedMemory(b, be)
+			n := 0
+			for b.Loop() {
+				send(fmt.Sprintf("/ledger/invoice-%d", n))
+				n++
+			}
+			b.ReportMetric(float64(usedMemory(b, be)-before)/float64(n), "used-B/resource")
+			var commands float64
+			for command, calls := range commandStat(b, be, "calls") {
+				if command != "evalsha" && command != "config|resetstat" && command != "info" {
+					commands += calls
+				}
+			}
+			b.ReportMetric(commands/float64(n), "commands/request")
+			var forever int
+			iter := be.Client.Scan(ctx, 0, "*", 1000).Iterator()
+			for iter.Next(ctx) {
+				if be.Client.PTTL(ctx, iter.Val()).Val() < 0 {
+					forever++
+				}
+			}
+			if err := iter.Err(); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(forever), "keys-without-expiry")
+		})
+	}
+}
+
+// usedMemory reads used_memory from INFO memory.
+func usedMemory(b *testing.B, be *redistest.Backend) int64 {
+	b.Helper()
+	info, err := be.Client.Info(b.Context(), "memory").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for l := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "used_memory:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return n
+		}
+	}
+	b.Fatalf("INFO memory has no used_memory:\n%s", info)
+	return 0
+}
+
 // TestFencingProxyStoreCorruptKey: a store key whose 'claimed' holds no
 // token fails closed, with 500 naming the key, whatever the token.
 func TestFencingProxyStoreCorruptKey(t *testing.T) {

@@ -312,23 +312,36 @@ func BenchmarkRegisterServerTime(b *testing.B) {
 // serverUsecPerCall reads usec_per_call of command from INFO commandstats.
 func serverUsecPerCall(b *testing.B, be *redistest.Backend, command string) float64 {
 	b.Helper()
+	v, ok := commandStat(b, be, "usec_per_call")[command]
+	if !ok {
+		b.Fatalf("INFO commandstats has no usec_per_call for %s", command)
+	}
+	return v
+}
+
+// commandStat reads one field (calls, usec_per_call, ...) of every command
+// in INFO commandstats, by the command's name.
+func commandStat(b *testing.B, be *redistest.Backend, field string) map[string]float64 {
+	b.Helper()
 	info, err := be.Client.Info(b.Context(), "commandstats").Result()
 	if err != nil {
 		b.Fatal(err)
 	}
+	stats := make(map[string]float64)
 	for l := range strings.Lines(info) {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(l), "cmdstat_"+command+":"); ok {
-			for f := range strings.SplitSeq(rest, ",") {
-				if v, ok := strings.CutPrefix(f, "usec_per_call="); ok {
-					n, err := strconv.ParseFloat(v, 64)
-					if err != nil {
-						b.Fatal(err)
-					}
-					return n
+		command, rest, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(l), "cmdstat_"), ":")
+		if !ok || strings.HasPrefix(l, "#") {
+			continue
+		}
+		for f := range strings.SplitSeq(rest, ",") {
+			if v, ok := strings.CutPrefix(f, field+"="); ok {
+				n, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					b.Fatal(err)
 				}
+				stats[command] = n
 			}
 		}
 	}
-	b.Fatalf("INFO commandstats has no usec_per_call for %s:\n%s", command, info)
-	return 0
+	return stats
 }
