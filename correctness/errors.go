@@ -44,13 +44,17 @@ var (
 	// could not be parsed, or (with the clock floor) was more than an hour
 	// ahead of the fence's server clock, which no Locker issues; or that a
 	// lock's fence counter key holds something no token can be drawn from
-	// (another type, text, the largest 64-bit integer). The error says which.
+	// (another type, text, the largest 64-bit integer), or a fence's key in
+	// Redis (a Register's, the proxy store's) a field that is no token. The
+	// error says which.
 	ErrInvalidToken = errors.New("correctness: invalid token")
 
 	// ErrStaleToken means a fence refused a write or claim because a newer
 	// token had claimed or written the resource: the caller's lease was
-	// superseded. The caller must stop; retrying with the same token cannot
-	// succeed.
+	// superseded. Or, at a FencingProxy's store, because the token is below
+	// the clock floor of a resource that keeps no token (WithProxyRetention):
+	// the caller's lease is older than the retention allows. The caller must
+	// stop; retrying with the same token cannot succeed.
 	ErrStaleToken = errors.New("correctness: stale fencing token")
 
 	// ErrNotReplicated means WithReplicas was set and fewer replicas than

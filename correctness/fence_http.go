@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/telemetry"
@@ -48,7 +49,8 @@ const TokenHeader = "Fencing-Token"
 // in its memory alone, and a restarted proxy starts from 0 for every
 // resource, so the first token it sees for a resource is accepted however old
 // it is. WithProxyStore keeps them in Redis, where a restarted proxy finds
-// them. Memory holds a bounded number of resources (WithProxyLimit).
+// them, for a bounded time (WithProxyRetention); memory holds a bounded
+// number of resources (WithProxyLimit).
 //
 // In memory the proxy cannot tell a forged token: a request whose
 // Fencing-Token is larger than any Locker issues is forwarded, and every
@@ -67,6 +69,7 @@ type FencingProxy struct {
 	resource func(*http.Request) string
 	store    *Register // nil: memory alone
 	limit    int
+	keep     time.Duration // the store's retention
 
 	tel *telemetry.Telemetry // nil: fenceTelemetry's
 
@@ -122,20 +125,60 @@ func WithProxyMeterProvider(mp metric.MeterProvider) ProxyOption {
 }
 
 // WithProxyStore keeps the highest token of each resource in Redis, through
-// client, at <prefix>{resource}:proxy, a key that leasekit never deletes: a
-// restarted proxy, or one that forgot a resource (WithProxyLimit), still
-// refuses a token older than one forwarded before. Of the options only
-// WithPrefix (default "leasekit:") and WithClockFloor (default true: refuse a
-// token more than an hour ahead of the server clock, as Register does)
-// apply. Each request that passes the proxy's memory costs one round trip to
-// Redis; while Redis cannot be reached, requests get 503 Service Unavailable.
-// Default: memory alone. WithProxyStore panics if client is nil.
+// client, at <prefix>{resource}:proxy: a restarted proxy, or one that forgot
+// a resource (WithProxyLimit), still refuses a token older than one
+// forwarded before. Of the options only WithPrefix (default "leasekit:") and
+// WithClockFloor apply. With the clock floor on (the default), the store
+// refuses a token more than an hour ahead of the server clock, as Register
+// does, and a key expires once no request has passed for its resource for
+// the retention (WithProxyRetention). With WithClockFloor(false), which
+// tokens that count grants need, keys never expire: such tokens carry no
+// time, so a resource whose key expired could not be held to anything. Each
+// key then costs about 145 bytes of Redis memory for a 21-byte path, more
+// for a longer name (1.4 KB for 1.1 KB), until you delete the keys of
+// resources gone for good. Each request that passes the proxy's memory
+// costs one round trip to Redis; while Redis cannot be reached, requests get
+// 503 Service Unavailable. Default: memory alone. WithProxyStore panics if
+// client is nil.
 func WithProxyStore(client redis.UniversalClient, opts ...Option) ProxyOption {
 	if lease.IsNilClient(client) {
 		panic("correctness: WithProxyStore: nil redis client")
 	}
 	store := NewRegister(client, opts...)
 	return func(p *FencingProxy) { p.store = store }
+}
+
+// DefaultProxyRetention is how long the store of a FencingProxy keeps the
+// highest token of a resource after the last request for it, unless
+// WithProxyRetention sets another.
+const DefaultProxyRetention = 24 * time.Hour
+
+// minProxyRetention is the shortest retention. Under an hour, the floor of a
+// resource the store holds no token for would be ahead of the clock, and
+// refuse every holder; two hours leave a holder's token an hour.
+const minProxyRetention = 2 * time.Hour
+
+// WithProxyRetention sets how long the store (WithProxyStore, with the clock
+// floor on) keeps the highest token of a resource after the last request it
+// forwarded for it; each forwarded request restarts that time. A resource
+// the store holds no token for (its key expired, was lost, or never was) is
+// held to a floor from the Redis clock: a token below the server clock in
+// microseconds, minus d, plus an hour, gets 409 Conflict. That never lets an
+// older token through: the tokens of a key that expired were each forwarded
+// first at least d ago, when the clock ceiling refused any token more than
+// an hour ahead, so all are below the floor. The price: a holder that keeps
+// one token longer than d less an hour (a long Hold, an election's term)
+// gets 409 for a resource that no request reached within d, or a new one,
+// and must acquire again; set d above the longest a token of yours lives.
+// Redis keeps a key for each resource forwarded within the last d, about
+// 195 bytes for a 21-byte path, and none longer (docs/fencing.md has the
+// figures). Default: DefaultProxyRetention. WithProxyRetention panics if d is
+// under two hours.
+func WithProxyRetention(d time.Duration) ProxyOption {
+	if d < minProxyRetention {
+		panic(fmt.Sprintf("correctness: WithProxyRetention(%v): under %v", d, minProxyRetention))
+	}
+	return func(p *FencingProxy) { p.keep = d }
 }
 
 // DefaultProxyLimit is the number of resources a FencingProxy keeps in
@@ -154,7 +197,8 @@ const DefaultProxyLimit = 10_000
 // on (the default), whose tokens follow the server's clock; with
 // WithClockFloor(false) tokens count the grants of each lock, and a quiet
 // lock's tokens can stay below a floor that a busy lock's raised for a long
-// time: use WithProxyStore then, or a limit above the number of resources.
+// time: use WithProxyStore with WithClockFloor(false) then, or a limit above
+// the number of resources.
 // Default: DefaultProxyLimit; n < 1 means the default.
 func WithProxyLimit(n int) ProxyOption {
 	return func(p *FencingProxy) {
@@ -167,7 +211,7 @@ func WithProxyLimit(n int) ProxyOption {
 // NewFencingProxy returns a FencingProxy in front of next. A nil next answers
 // every accepted request with 502 Bad Gateway.
 func NewFencingProxy(next http.Handler, opts ...ProxyOption) *FencingProxy {
-	p := &FencingProxy{next: next, resource: pathResource, limit: DefaultProxyLimit, fences: make(map[string]*fence)}
+	p := &FencingProxy{next: next, resource: pathResource, limit: DefaultProxyLimit, keep: DefaultProxyRetention, fences: make(map[string]*fence)}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(p)
@@ -198,7 +242,8 @@ func pathResource(r *http.Request) string {
 // ceiling (with WithProxyStore), or an empty resource name; 409 Conflict,
 // with a body naming both tokens, for an older token; 503 Service
 // Unavailable when the request's context ends while it waits for its
-// resource, or the store cannot be reached.
+// resource, or the store cannot be reached; 500 Internal Server Error when
+// the store's key for the resource holds a field that is no token.
 func (p *FencingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	token, err := requestToken(r)
 	if err != nil {
@@ -249,21 +294,25 @@ func (p *FencingProxy) check(ctx context.Context, f *fence, resource string, tok
 			return http.StatusBadRequest, err
 		}
 		key := lease.LockKey(p.store.prefix, resource) + ":proxy"
-		_, err = p.store.fence(ctx, registerClaim, "fencing proxy claim of", key, resource, token, p.store.check)
+		_, err = p.store.fence(ctx, registerClaim, "fencing proxy claim of", key, resource, token, p.store.check, p.keep.Milliseconds())
 	}
 	switch rejection(err) {
 	case "":
-		if err != nil {
-			return http.StatusServiceUnavailable, err
+		switch {
+		case err == nil:
+			return 0, nil
+		case errors.Is(err, ErrInvalidToken): // the store's key holds no token
+			return http.StatusInternalServerError, err
 		}
-		return 0, nil
+		return http.StatusServiceUnavailable, err
 	case "ahead":
 		p.rejected(ctx, "ahead")
 		return http.StatusBadRequest, err
 	}
-	var stale *StaleTokenError
-	if errors.As(err, &stale) {
-		f.highest.Store(max(f.highest.Load(), stale.Highest)) // spare the store the next one
+	// Spare the store the next one. (Not a clock floor's refusal: that
+	// floor names no token forwarded for the resource.)
+	if stale, ok := err.(*StaleTokenError); ok {
+		f.highest.Store(max(f.highest.Load(), stale.Highest))
 	}
 	p.rejected(ctx, "stale")
 	return http.StatusConflict, err

@@ -1,6 +1,7 @@
 package correctness_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"hash/fnv"
@@ -437,9 +438,11 @@ func TestFencingProxyReadsClaim(t *testing.T) {
 
 // TestFencingProxyStoreSurvivesRestart restarts the proxy (a new
 // FencingProxy on the same Redis) between holders: the new one still
-// refuses the older token, whichever holder came first.
+// refuses the older token, whichever holder came first. Tokens are the
+// clock floor's, base+33 and on, as the store expects.
 func TestFencingProxyStoreSurvivesRestart(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		base := uint64(b.Client.Time(t.Context()).Val().UnixMicro())
 		backend := &backendLog{}
 		start := func() *correctness.FencingProxy {
 			return correctness.NewFencingProxy(backend, correctness.WithProxyStore(b.Client))
@@ -448,18 +451,18 @@ func TestFencingProxyStoreSurvivesRestart(t *testing.T) {
 			restart bool
 			path    string
 			method  string
-			token   string
+			token   uint64 // past base
 			want    int
 		}{
 			// A claims first; B claims after a restart, and A's write after another is refused.
-			{false, "/a-first", http.MethodGet, "33", http.StatusOK},
-			{true, "/a-first", http.MethodGet, "34", http.StatusOK},
-			{true, "/a-first", http.MethodPut, "33", http.StatusConflict},
-			{false, "/a-first", http.MethodPut, "34", http.StatusOK},
+			{false, "/a-first", http.MethodGet, 33, http.StatusOK},
+			{true, "/a-first", http.MethodGet, 34, http.StatusOK},
+			{true, "/a-first", http.MethodPut, 33, http.StatusConflict},
+			{false, "/a-first", http.MethodPut, 34, http.StatusOK},
 			// B writes; after the restart, paused A is refused at once.
-			{false, "/b-first", http.MethodPut, "34", http.StatusOK},
-			{true, "/b-first", http.MethodPut, "33", http.StatusConflict},
-			{false, "/b-first", http.MethodPut, "35", http.StatusOK},
+			{false, "/b-first", http.MethodPut, 34, http.StatusOK},
+			{true, "/b-first", http.MethodPut, 33, http.StatusConflict},
+			{false, "/b-first", http.MethodPut, 35, http.StatusOK},
 		}
 		proxy := start()
 		for i, s := range steps {
@@ -467,16 +470,17 @@ func TestFencingProxyStoreSurvivesRestart(t *testing.T) {
 				proxy = start()
 			}
 			r := httptest.NewRequestWithContext(t.Context(), s.method, s.path, nil)
-			r.Header.Set(correctness.TokenHeader, s.token)
+			r.Header.Set(correctness.TokenHeader, strconv.FormatUint(base+s.token, 10))
 			if status, body := serve(proxy, r); status != s.want {
-				t.Fatalf("step %d, %s %s with token %s: got status %d, want %d (body %q)", i, s.method, s.path, s.token, status, s.want, body)
+				t.Fatalf("step %d, %s %s with token base+%d: got status %d, want %d (body %q)", i, s.method, s.path, s.token, status, s.want, body)
 			}
 		}
-		if got, want := backend.served(), []uint64{33, 34, 34, 34, 35}; !slices.Equal(got, want) {
+		want := []uint64{base + 33, base + 34, base + 34, base + 34, base + 35}
+		if got := backend.served(); !slices.Equal(got, want) {
 			t.Errorf("backend served %v, want %v", got, want)
 		}
-		if got := b.Client.HGet(t.Context(), "leasekit:{/b-first}:proxy", "claimed").Val(); got != "35" {
-			t.Errorf("store: got %q, want the highest token, 35, at leasekit:{/b-first}:proxy", got)
+		if got, want := b.Client.HGet(t.Context(), "leasekit:{/b-first}:proxy", "claimed").Val(), strconv.FormatUint(base+35, 10); got != want {
+			t.Errorf("store: got %q, want the highest token, %s, at leasekit:{/b-first}:proxy", got, want)
 		}
 	})
 }
@@ -529,6 +533,228 @@ func TestFencingProxyStoreUnreachable(t *testing.T) {
 	if got := backend.served(); len(got) != 0 {
 		t.Errorf("backend served %v, want nothing", got)
 	}
+}
+
+// TestFencingProxyStoreExpiredKeyRefusesOldTokens: the store's key of a
+// resource expires once no request has passed for it for the retention, and
+// a proxy, even a new one, then still refuses every token older than one it
+// forwarded: the clock floor holds the resource. On miniredis the retention
+// goes by (Advance); a real server cannot wait hours, so there the tokens
+// are a retention old already, and the key is expired with PEXPIRE 1.
+func TestFencingProxyStoreExpiredKeyRefusesOldTokens(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		const keep = 3 * time.Hour
+		const key = "leasekit:{/ledger}:proxy"
+		backend := &backendLog{}
+		start := func() *correctness.FencingProxy {
+			return correctness.NewFencingProxy(backend, correctness.WithProxyStore(b.Client), correctness.WithProxyRetention(keep))
+		}
+		proxy := start()
+		put := func(token uint64) (int, string) {
+			return serve(proxy, fencedRequest(ctx, "/ledger", strconv.FormatUint(token, 10)))
+		}
+		highest := uint64(b.Client.Time(ctx).Val().UnixMicro()) // the highest forwarded
+		if b.Real() {
+			highest -= uint64((keep + time.Minute).Microseconds())
+			b.Client.HSet(ctx, key, "claimed", highest-10) // as the store left it then
+		}
+		if status, body := put(highest); status != http.StatusOK {
+			t.Fatalf("the highest token: got status %d, want %d (body %q)", status, http.StatusOK, body)
+		}
+		if ttl := b.Client.PTTL(ctx, key).Val(); ttl <= 0 || ttl > keep {
+			t.Fatalf("the key's PTTL: got %v, want the retention, %v", ttl, keep)
+		}
+		if b.Real() {
+			b.Client.PExpire(ctx, key, time.Millisecond)
+			for b.Client.Exists(ctx, key).Val() != 0 {
+				time.Sleep(time.Millisecond)
+			}
+		} else {
+			b.Advance(keep + time.Minute)
+			if n := b.Client.Exists(ctx, key).Val(); n != 0 {
+				t.Fatalf("the key outlived its retention")
+			}
+		}
+		// A new proxy asks the store, which keeps only the floor; the one
+		// that forwarded highest refuses older tokens from memory too.
+		for i, p := range []*correctness.FencingProxy{start(), proxy} {
+			for _, token := range []uint64{highest - 1, 1, highest} {
+				status, body := serve(p, fencedRequest(ctx, "/ledger", strconv.FormatUint(token, 10)))
+				if status != http.StatusConflict || i == 0 && (!strings.Contains(body, "clock floor") || !strings.Contains(body, key)) {
+					t.Errorf("proxy %d, token %d after the key expired: got status %d (body %q), want %d", i, token, status, body, http.StatusConflict)
+				}
+			}
+		}
+		fresh := uint64(b.Client.Time(ctx).Val().UnixMicro())
+		if status, body := put(fresh); status != http.StatusOK {
+			t.Fatalf("a new lease's token: got status %d, want %d (body %q)", status, http.StatusOK, body)
+		}
+		if got, want := backend.served(), []uint64{highest, fresh}; !slices.Equal(got, want) {
+			t.Errorf("backend served %v, want %v", got, want)
+		}
+	})
+}
+
+// TestFencingProxyStoreKeysExpire: with the clock floor, every key the store
+// writes expires within the retention; without it (tokens that count
+// grants) none does, and small tokens pass. Either way a request costs one
+// round trip.
+func TestFencingProxyStoreKeysExpire(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		now := uint64(b.Client.Time(ctx).Val().UnixMicro())
+		cases := []struct {
+			name  string
+			opts  []correctness.ProxyOption
+			first uint64
+			keep  time.Duration // 0: no expiry
+		}{
+			{"default", []correctness.ProxyOption{correctness.WithProxyStore(b.Client)}, now, correctness.DefaultProxyRetention},
+			{"retention", []correctness.ProxyOption{correctness.WithProxyStore(b.Client), correctness.WithProxyRetention(3 * time.Hour)}, now, 3 * time.Hour},
+			{"counting tokens", []correctness.ProxyOption{correctness.WithProxyStore(b.Client, correctness.WithClockFloor(false))}, 1, 0},
+		}
+		count := redistest.Count(b.Client)
+		for _, c := range cases {
+			b.Client.FlushAll(ctx)
+			proxy := correctness.NewFencingProxy(&backendLog{}, c.opts...)
+			const n = 100
+			for i := range n {
+				if i == 1 {
+					count.Reset() // the first may load the script
+				}
+				for range 2 { // the second: the same holder again
+					if status, body := serve(proxy, fencedRequest(ctx, fmt.Sprintf("/r/%d", i), strconv.FormatUint(c.first+uint64(i), 10))); status != http.StatusOK {
+						t.Fatalf("%s, resource %d: got status %d (body %q)", c.name, i, status, body)
+					}
+				}
+			}
+			if got, want := count.Total(), 2*(n-1); got != want || count.Of("register_claim") != want {
+				t.Errorf("%s: %d round trips (%d register_claim) for %d requests, want one each", c.name, got, count.Of("register_claim"), want)
+			}
+			keys, err := b.Client.Keys(ctx, "*").Result()
+			if err != nil || len(keys) != n {
+				t.Fatalf("%s: got %d keys, %v, want %d", c.name, len(keys), err, n)
+			}
+			for _, k := range keys {
+				ttl := b.Client.PTTL(ctx, k).Val()
+				if c.keep > 0 && (ttl <= 0 || ttl > c.keep) || c.keep == 0 && ttl != -1 {
+					t.Errorf("%s: %s has PTTL %v, want %v (-1ns: none)", c.name, k, ttl, cmp.Or(c.keep, -time.Nanosecond))
+				}
+			}
+		}
+	})
+}
+
+func TestWithProxyRetentionUnderTwoHoursPanics(t *testing.T) {
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "WithProxyRetention") {
+			t.Errorf("got panic %v, want one naming WithProxyRetention", r)
+		}
+	}()
+	correctness.WithProxyRetention(2*time.Hour - time.Millisecond)
+}
+
+// BenchmarkProxyStoreMemory sends each request for a new resource (a path
+// like /ledger/invoice-12345) through a FencingProxy whose store is the real
+// redis-server, and reports what the store costs Redis: memory per resource
+// (growth of INFO used_memory), the keys it leaves without expiry, and the
+// commands its script runs per request (INFO commandstats, EVALSHA left
+// out); with the default retention, and with keys that never expire.
+// docs/fencing.md has the figures of
+//
+//	LEASEKIT_REQUIRE_REDIS=1 go test -run '^$' -bench ProxyStoreMemory -benchtime 20000x ./correctness
+func BenchmarkProxyStoreMemory(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		opts []correctness.Option
+	}{{"retention", nil}, {"no-expiry", []correctness.Option{correctness.WithClockFloor(false)}}} {
+		b.Run(c.name, func(b *testing.B) {
+			be := redistest.Real(b)
+			ctx := b.Context()
+			proxy := correctness.NewFencingProxy(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), correctness.WithProxyStore(be.Client, c.opts...))
+			token := uint64(be.Client.Time(ctx).Val().UnixMicro())
+			send := func(path string) {
+				token++
+				if status, body := serve(proxy, fencedRequest(ctx, path, strconv.FormatUint(token, 10))); status != http.StatusOK {
+					b.Fatalf("%s: got status %d (body %q)", path, status, body)
+				}
+			}
+			send("/warm") // loads the script
+			if err := be.Client.ConfigResetStat(ctx).Err(); err != nil {
+				b.Fatal(err)
+			}
+			before := usedMemory(b, be)
+			n := 0
+			for b.Loop() {
+				send(fmt.Sprintf("/ledger/invoice-%d", n))
+				n++
+			}
+			b.ReportMetric(float64(usedMemory(b, be)-before)/float64(n), "used-B/resource")
+			var commands float64
+			for command, calls := range commandStat(b, be, "calls") {
+				if command != "evalsha" && command != "config|resetstat" && command != "info" {
+					commands += calls
+				}
+			}
+			b.ReportMetric(commands/float64(n), "commands/request")
+			var forever int
+			iter := be.Client.Scan(ctx, 0, "*", 1000).Iterator()
+			for iter.Next(ctx) {
+				if be.Client.PTTL(ctx, iter.Val()).Val() < 0 {
+					forever++
+				}
+			}
+			if err := iter.Err(); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(forever), "keys-without-expiry")
+		})
+	}
+}
+
+// usedMemory reads used_memory from INFO memory.
+func usedMemory(b *testing.B, be *redistest.Backend) int64 {
+	b.Helper()
+	info, err := be.Client.Info(b.Context(), "memory").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for l := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "used_memory:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return n
+		}
+	}
+	b.Fatalf("INFO memory has no used_memory:\n%s", info)
+	return 0
+}
+
+// TestFencingProxyStoreCorruptKey: a store key whose 'claimed' holds no
+// token fails closed, with 500 naming the key, whatever the token.
+func TestFencingProxyStoreCorruptKey(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		backend := &backendLog{}
+		proxy := correctness.NewFencingProxy(backend, correctness.WithProxyStore(b.Client))
+		const key = "leasekit:{/ledger}:proxy"
+		b.Client.HSet(t.Context(), key, "claimed", "garbage")
+		now := uint64(b.Client.Time(t.Context()).Val().UnixMicro())
+		for _, token := range []uint64{5, now} {
+			status, body := serve(proxy, fencedRequest(t.Context(), "/ledger", strconv.FormatUint(token, 10)))
+			if status != http.StatusInternalServerError || !strings.Contains(body, key) || !strings.Contains(body, "claimed") {
+				t.Errorf("token %d: got status %d (body %q), want %d naming the key and the field", token, status, body, http.StatusInternalServerError)
+			}
+		}
+		if got := backend.served(); len(got) != 0 {
+			t.Errorf("backend served %v, want nothing", got)
+		}
+		if got := b.Client.HGetAll(t.Context(), key).Val(); len(got) != 1 || got["claimed"] != "garbage" {
+			t.Errorf("the store key is now %v", got)
+		}
+	})
 }
 
 // TestFencingProxyLimit: past its limit the proxy forgets the resource used

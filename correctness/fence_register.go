@@ -59,8 +59,10 @@ func NewRegister(client redis.UniversalClient, opts ...Option) *Register {
 // An equal token is accepted: a token belongs to one grant, so it is the same
 // holder writing again. An older token gets a *StaleTokenError (matching
 // ErrStaleToken) and changes nothing; so does a token beyond the clock
-// ceiling (see Register), with ErrInvalidToken. Token 0 is ErrInvalidToken;
-// an empty resource name is ErrInvalidKey.
+// ceiling (see Register), with ErrInvalidToken, and so does a register whose
+// token or claimed field holds no token (set by hand or by foreign code),
+// with ErrInvalidToken naming the key and the field. Token 0 is
+// ErrInvalidToken; an empty resource name is ErrInvalidKey.
 func (r *Register) Write(ctx context.Context, resource string, token uint64, value []byte) error {
 	if err := checkFence(resource, token); err != nil {
 		return err
@@ -121,7 +123,9 @@ const ceilingAhead = 3600 * 1_000_000
 
 // fence runs script, register_write or register_claim, for token on the
 // register at key, and returns the items of its reply after 'ok' (none for
-// a write's 1), or the refusal: a *StaleTokenError, or an *aheadError.
+// a write's 1), or the refusal: a *StaleTokenError, ErrStaleToken for a
+// token below the clock floor of a register that keeps no token, an
+// *aheadError, or ErrInvalidToken for a register field that holds no token.
 func (r *Register) fence(ctx context.Context, script lease.Script, op, key, resource string, token uint64, args ...any) ([]any, error) {
 	args = append([]any{strconv.FormatUint(token, 10)}, args...)
 	reply, err := script.Run(ctx, r.client, []any{key}, args...).Result()
@@ -139,14 +143,21 @@ func (r *Register) fence(ctx context.Context, script lease.Script, op, key, reso
 	switch {
 	case word == "ok":
 		return items[1:], nil
-	case (word == "stale" || word == "ahead") && len(items) == 2:
+	case word == "corrupt" && len(items) == 3:
+		return nil, fmt.Errorf("%w: fence of %s (key %s): field %v holds %q, not a fencing token; repair or delete it",
+			ErrInvalidToken, lease.Quote(resource), lease.Quote(key), items[1], items[2])
+	case (word == "stale" || word == "floor" || word == "ahead") && len(items) == 2:
 		s, _ := items[1].(string)
 		bound, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("%w: fence of %s (key %s) holds token %q", ErrInvalidToken, lease.Quote(resource), lease.Quote(key), s)
 		}
-		if word == "stale" {
+		switch word {
+		case "stale":
 			return nil, &StaleTokenError{Token: token, Highest: bound}
+		case "floor":
+			return nil, fmt.Errorf("%w %d: below %d, the clock floor of %s (key %s), which keeps no token: no request reached it within the retention (see WithProxyRetention), or none ever did",
+				ErrStaleToken, token, bound, lease.Quote(resource), lease.Quote(key))
 		}
 		return nil, &aheadError{token: token, clock: bound - min(bound, ceilingAhead)}
 	}

@@ -205,6 +205,39 @@ func TestRegisterRefusesForgedTokens(t *testing.T) {
 	})
 }
 
+// TestRegisterRefusesCorruptFields: a register whose 'token' or 'claimed'
+// field holds no token fails closed: Write and Claim, with an old token or
+// a clock-floor one, get ErrInvalidToken naming the key and the field, and
+// change nothing.
+func TestRegisterRefusesCorruptFields(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		reg := correctness.NewRegister(b.Client)
+		const key = "leasekit:{acct}:register"
+		for _, field := range []string{"token", "claimed"} {
+			for _, token := range []uint64{5, uint64(b.Client.Time(ctx).Val().UnixMicro())} {
+				for _, op := range []struct {
+					name string
+					run  func() error
+				}{
+					{"Write", func() error { return reg.Write(ctx, "acct", token, []byte("new")) }},
+					{"Claim", func() error { _, _, err := reg.Claim(ctx, "acct", token); return err }},
+				} {
+					b.Client.Del(ctx, key)
+					b.Client.HSet(ctx, key, field, "garbage", "value", "old")
+					err := op.run()
+					if !errors.Is(err, correctness.ErrInvalidToken) || !strings.Contains(err.Error(), key) || !strings.Contains(err.Error(), `field `+field+` holds "garbage"`) {
+						t.Errorf("%s(%d) over %s \"garbage\": got %v, want ErrInvalidToken naming %s and the field", op.name, token, field, err, key)
+					}
+					if got := b.Client.HGetAll(ctx, key).Val(); len(got) != 2 || got[field] != "garbage" || got["value"] != "old" {
+						t.Errorf("%s(%d) over %s \"garbage\": the register is now %v", op.name, token, field, got)
+					}
+				}
+			}
+		}
+	})
+}
+
 func TestRegisterClaimInput(t *testing.T) {
 	reg := correctness.NewRegister(redistest.Mini(t).Client)
 	if _, _, err := reg.Claim(t.Context(), "", 1); !errors.Is(err, correctness.ErrInvalidKey) {
@@ -279,23 +312,36 @@ func BenchmarkRegisterServerTime(b *testing.B) {
 // serverUsecPerCall reads usec_per_call of command from INFO commandstats.
 func serverUsecPerCall(b *testing.B, be *redistest.Backend, command string) float64 {
 	b.Helper()
+	v, ok := commandStat(b, be, "usec_per_call")[command]
+	if !ok {
+		b.Fatalf("INFO commandstats has no usec_per_call for %s", command)
+	}
+	return v
+}
+
+// commandStat reads one field (calls, usec_per_call, ...) of every command
+// in INFO commandstats, by the command's name.
+func commandStat(b *testing.B, be *redistest.Backend, field string) map[string]float64 {
+	b.Helper()
 	info, err := be.Client.Info(b.Context(), "commandstats").Result()
 	if err != nil {
 		b.Fatal(err)
 	}
+	stats := make(map[string]float64)
 	for l := range strings.Lines(info) {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(l), "cmdstat_"+command+":"); ok {
-			for f := range strings.SplitSeq(rest, ",") {
-				if v, ok := strings.CutPrefix(f, "usec_per_call="); ok {
-					n, err := strconv.ParseFloat(v, 64)
-					if err != nil {
-						b.Fatal(err)
-					}
-					return n
+		command, rest, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(l), "cmdstat_"), ":")
+		if !ok || strings.HasPrefix(l, "#") {
+			continue
+		}
+		for f := range strings.SplitSeq(rest, ",") {
+			if v, ok := strings.CutPrefix(f, field+"="); ok {
+				n, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					b.Fatal(err)
 				}
+				stats[command] = n
 			}
 		}
 	}
-	b.Fatalf("INFO commandstats has no usec_per_call for %s:\n%s", command, info)
-	return 0
+	return stats
 }

@@ -98,8 +98,9 @@ var (
 	RegisterWrite = redis.NewScript(registerFenceSrc + registerWriteSrc)
 
 	// RegisterClaim raises a fenced register's fence to the claimer's token,
-	// if no newer token claimed or wrote it, and returns its value. See
-	// register_claim.lua.
+	// if no newer token claimed or wrote it, and returns its value; given a
+	// retention (the proxy store's), it restarts the key's expiry, and holds
+	// a missing register to the clock floor. See register_claim.lua.
 	RegisterClaim = redis.NewScript(registerFenceSrc + registerClaimSrc)
 
 	// ElectionAnnounce makes the holder of an election's lock its leader: it

@@ -265,6 +265,104 @@ func TestRegisterFenceReadsTheOldLayout(t *testing.T) {
 	})
 }
 
+// TestRegisterFenceRefusesCorruptFields: a register whose 'token' or
+// 'claimed' holds no token refuses every write and claim, with the field and
+// its text, and is left as it was; however the text would compare with the
+// token (shorter, longer, equal length).
+func TestRegisterFenceRefusesCorruptFields(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		corrupt := []string{"garbage", "x", "", "0", "007", "-1", "1.5", " 7", "1e15",
+			"18446744073709551616", "123456789012345678901", strings.Repeat("9", 50)}
+		for _, field := range []string{"token", "claimed"} {
+			for _, text := range corrupt {
+				for _, token := range []string{"5", "1795974129470711"} {
+					for _, s := range []struct {
+						name string
+						run  func() any
+					}{
+						{"write", func() any { return scripts.RegisterWrite.Run(ctx, b.Client, []string{"reg"}, token, "v", "c").Val() }},
+						{"claim", func() any { return scripts.RegisterClaim.Run(ctx, b.Client, []string{"reg"}, token, "c").Val() }},
+					} {
+						b.Client.Del(ctx, "reg")
+						b.Client.HSet(ctx, "reg", field, text, "value", "old")
+						want := fmt.Sprint([]any{"corrupt", field, text[:min(len(text), 40)]})
+						if got := fmt.Sprint(s.run()); got != want {
+							t.Errorf("%s with token %s over %s %q: got %s, want %s", s.name, token, field, text, got, want)
+						}
+						if got := b.Client.HGetAll(ctx, "reg").Val(); len(got) != 2 || got[field] != text || got["value"] != "old" {
+							t.Errorf("%s with token %s over %s %q: the register is now %v", s.name, token, field, text, got)
+						}
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestRegisterClaimRetention: with a retention and the ceiling, each claim
+// register_claim accepts restarts the key's expiry, and a missing register
+// refuses a token below the clock floor (the server clock in µs, less the
+// retention, plus an hour and a second) and creates nothing; without the
+// ceiling, or without a retention, the key never expires.
+func TestRegisterClaimRetention(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		const keep = 24 * time.Hour
+		ms := strconv.FormatInt(keep.Milliseconds(), 10)
+		now := b.Client.Time(ctx).Val().UnixMicro()
+		floor := now - keep.Microseconds() + (time.Hour + time.Second).Microseconds()
+		tok := func(us int64) string { return strconv.FormatInt(us, 10) }
+		claim := func(key, token string, args ...any) string {
+			return fmt.Sprint(scripts.RegisterClaim.Run(ctx, b.Client, []string{key}, append([]any{token}, args...)...).Val())
+		}
+
+		for _, token := range []string{"5", tok(floor - time.Minute.Microseconds())} {
+			got := claim("reg", token, "c", ms)
+			var f int64
+			if _, err := fmt.Sscanf(got, "[floor %d]", &f); err != nil || f < floor || f > floor+time.Minute.Microseconds() {
+				t.Errorf("token %s on a missing register: got %s, want [floor %d or up to a minute later]", token, got, floor)
+			}
+			if n := b.Client.Exists(ctx, "reg").Val(); n != 0 {
+				t.Errorf("token %s on a missing register: a refused claim created the key", token)
+			}
+		}
+		if got := claim("reg", tok(now), "c", ms); got != "[ok 0 <nil>]" {
+			t.Fatalf("a clock token on a missing register: got %s, want [ok 0 <nil>]", got)
+		}
+		if ttl := b.Client.PTTL(ctx, "reg").Val(); ttl <= 0 || ttl > keep {
+			t.Fatalf("after an accepted claim: PTTL %v, want the retention, %v", ttl, keep)
+		}
+		// Each accepted claim restarts the expiry; a refused one does not.
+		for _, s := range []struct {
+			after   int64 // the token, past now
+			refresh bool
+		}{{0, true}, {1, true}, {-1, false}} {
+			b.Client.PExpire(ctx, "reg", time.Minute)
+			claim("reg", tok(now+s.after), "c", ms)
+			if ttl := b.Client.PTTL(ctx, "reg").Val(); (ttl > time.Minute) != s.refresh {
+				t.Errorf("claim with token now%+d: PTTL %v, want it restarted to the retention: %v", s.after, ttl, s.refresh)
+			}
+		}
+		for _, c := range []struct {
+			name string
+			args []any
+		}{
+			{"no retention", []any{"c", ""}},
+			{"no ARGV[3] (a Register's claim)", []any{"c"}},
+			{"a retention without the ceiling", []any{"", ms}},
+		} {
+			if got := claim("other", "5", c.args...); got != "[ok 0 <nil>]" {
+				t.Errorf("%s: got %s, want the claim accepted, with no floor", c.name, got)
+			}
+			if ttl := b.Client.PTTL(ctx, "other").Val(); ttl != -1 {
+				t.Errorf("%s: PTTL %v, want none", c.name, ttl)
+			}
+			b.Client.Del(ctx, "other")
+		}
+	})
+}
+
 func TestFencedAcquireRefusesAKeyOfAnotherType(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		b.Client.HSet(t.Context(), "lock", "f", "v")
