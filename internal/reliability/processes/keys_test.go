@@ -3,8 +3,11 @@ package processes_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +31,8 @@ var noExpiry = []string{":fence", ":register"}
 // efficiency and a correctness lock, a permit of a semaphore, an election's
 // leadership, a Register write, a Once that keeps its lock for its period)
 // and keeps them, printing "holding"; as "waiter", it waits in line for
-// each; as "done", it takes and releases each, printing "done". The test
+// each; as "done", it takes and releases each (and sends a request through
+// a FencingProxy with a Redis store), printing "done". The test
 // kills a holder and a waiter with -9.
 func featuresChild() int {
 	f := strings.Fields(os.Getenv("LEASEKIT_FEATURES"))
@@ -45,7 +49,10 @@ func featuresChild() int {
 		for _, err := range []error{
 			e.Do(ctx, "keys-e", ttl, func(context.Context) error { return nil }),
 			c.Do(ctx, "keys-c", ttl, func(_ context.Context, token uint64) error {
-				return correctness.NewRegister(client).Write(ctx, "keys-r", token, []byte("v"))
+				if err := correctness.NewRegister(client).Write(ctx, "keys-r", token, []byte("v")); err != nil {
+					return err
+				}
+				return proxied(client, token)
 			}),
 			e.Semaphore("keys-s", 1).Do(ctx, ttl, func(context.Context) error { return nil }),
 			c.Campaign(ctx, "keys-elect", ttl, []byte("v"), func(context.Context, uint64) error { return nil }),
@@ -77,6 +84,21 @@ func featuresChild() int {
 		fmt.Println("holding")
 	}
 	select {}
+}
+
+// proxied sends one request with token through a FencingProxy that keeps
+// its resources in Redis.
+func proxied(client *redis.Client, token uint64) error {
+	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {})
+	p := correctness.NewFencingProxy(ok, correctness.WithProxyStore(client))
+	r := httptest.NewRequest(http.MethodPut, "/keys-proxy", nil)
+	r.Header.Set(correctness.TokenHeader, strconv.FormatUint(token, 10))
+	w := httptest.NewRecorder()
+	p.ServeHTTP(w, r)
+	if w.Code != http.StatusOK {
+		return fmt.Errorf("proxy: %d %s", w.Code, w.Body)
+	}
+	return nil
 }
 
 // TestNoKeyOutlivesItsHolders: after the holders of every feature are gone,
