@@ -12,7 +12,7 @@ import (
 
 // The rules these tests hold the scripts to are the day a holder dies:
 // a lease that lapsed with waiters queued goes to the first live waiter,
-// as a release would hand it; no call looks at more than a few hundred
+// as a release would hand it; no call looks at more than a hundred
 // queue entries. The value with its mark is specified in
 // internal/lease/handoff.go.
 
@@ -116,7 +116,7 @@ func deadEntries(t *testing.T, b *redistest.Backend, key, kind string, n int) *r
 }
 
 // TestDeadEntriesAreServedInShortCalls: a release behind 1,000 dead entries
-// looks at a few hundred, leaves the lock vacant (no SET NX can take it)
+// looks at a hundred, leaves the lock vacant (no SET NX can take it)
 // and says so; calls with the empty value go on, and the last hands the
 // lock to the live waiter. A waiter's attempt on the vacant lock says to
 // attempt again.
@@ -159,7 +159,7 @@ func TestDeadEntriesAreServedInShortCalls(t *testing.T) {
 			}
 		}
 		if calls < 2 {
-			t.Fatalf("served 1000 dead entries in %d calls, want each call to look at a few hundred at most", calls)
+			t.Fatalf("served 1000 dead entries in %d calls, want each call to look at a hundred at most", calls)
 		}
 		expectGrant(t, listen, "chan-live", "id-live.0", "-", before, serverMicros(t, b.Client))
 		if v := lockValue(t, b); v != "live*" {
@@ -190,7 +190,7 @@ func TestSemaphoreDeadEntriesAreServedInShortCalls(t *testing.T) {
 			n = s.release("", "")
 		}
 		if calls < 3 {
-			t.Fatalf("served 1000 dead entries in %d calls, want each to look at a few hundred at most", calls)
+			t.Fatalf("served 1000 dead entries in %d calls, want each to look at a hundred at most", calls)
 		}
 		msg, err := listen.ReceiveMessage(t.Context())
 		if err != nil || msg.Channel != "chan-live" {

@@ -90,9 +90,9 @@ end
 -- publishes a grant: 'PUBLISH' or 'SPUBLISH'.
 local function scanning(sharded)
   if sharded == '1' then
-    return {numsub = 'SHARDNUMSUB', left = 200}, 'SPUBLISH'
+    return {numsub = 'SHARDNUMSUB', left = 100}, 'SPUBLISH'
   end
-  return {numsub = 'NUMSUB', left = 200}, 'PUBLISH'
+  return {numsub = 'NUMSUB', left = 100}, 'PUBLISH'
 end
 
 -- announce(publish, w, token, now, limit) publishes the grant message for

@@ -49,8 +49,8 @@ type found struct {
 }
 
 // maxSettle bounds the attempts a lone acquire makes to settle a lock whose
-// queue must be served first: each looks at a few hundred queue entries.
-const maxSettle = 1000
+// queue must be served first: each looks at a hundred queue entries at most.
+const maxSettle = 2000
 
 // maxLateGrants is how many grants in a row may come back past their lease
 // deadline before a wait gives up: a ttl shorter than the round trip would

@@ -29,7 +29,7 @@ import (
 //
 // The vacant value "*0" (no owner, a lapsed lease) holds the lock for the
 // queue while a call that serves it stopped short at dead entries ahead of
-// the first live waiter (no call looks at more than a few hundred): the
+// the first live waiter (no call looks at more than a hundred): the
 // next call goes on (the releaser's, with value "", or a waiter's attempt).
 //
 // A queue entry is a member of the lock's wait queue (QueueKey: a sorted set
