@@ -104,7 +104,7 @@ func New(cfg Config) *Core {
 	c := &Core{cfg: cfg, kind: scriptKind(cfg)}
 	c.scriptKind = c.kind
 	c.lock = lockOps(c)
-	c.strays = &strays{c: c, m: make(map[string]*stray), done: make(chan struct{})}
+	c.strays = &strays{c: c, m: make(map[string]*stray), taken: make(map[string]*took), done: make(chan struct{})}
 	c.listen = newListener(c)
 	return c
 }

@@ -86,6 +86,14 @@ func (h *Held) Deadline() time.Time {
 	return h.deadline
 }
 
+// over reports whether the lease has ended for its holder: released, found
+// lost, or past its deadline.
+func (h *Held) over() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.released || h.ended || !time.Now().Before(h.deadline)
+}
+
 // isReleased reports whether a Release of this lease reached Redis.
 func (h *Held) isReleased() bool {
 	h.mu.Lock()

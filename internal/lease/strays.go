@@ -16,6 +16,8 @@ type strays struct {
 	c       *Core
 	mu      sync.Mutex
 	m       map[string]*stray // by the entry's id
+	taken   map[string]*took  // by the entry's id
+	tookIDs []string          // the ids in taken, oldest first
 	closed  bool
 	running bool
 	done    chan struct{} // closed by close
@@ -27,6 +29,30 @@ type stray struct {
 	a     *acquire
 	entry *entry
 }
+
+// took is a waiter that left with a grant a message handed it: anyone who
+// may PUBLISH can send such a message, and nothing read the key before the
+// waiter took it. If it was forged, the waiter's entry is still queued, and
+// a later release hands the lock to it: a grant message for a waiter that
+// left already, which would otherwise wait out its ttl. So the Core keeps,
+// for each, what it took; a grant message that names it later is released
+// at once, unless it is the grant the waiter holds (the same message again,
+// or, for an efficiency lock, whose grants of one owner are all alike, the
+// real handoff of the grant a forged message announced early).
+type took struct {
+	a     *acquire
+	value string
+	h     *Held
+	at    time.Time
+}
+
+// tookFor bounds how long a took is kept after its lease is over: an entry
+// outlives its waiter's last try by at most the queue's life, a holder's
+// ttl plus Linger.
+func tookFor(ttl time.Duration) time.Duration { return ttl + Linger }
+
+// maxTook bounds the took kept: past it, the oldest go, over or not.
+const maxTook = 4096
 
 // sweepEvery is how often the strays' entries are tried again.
 const sweepEvery = time.Second
@@ -59,8 +85,21 @@ func (s *strays) heard(msg string) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	if tk := s.taken[m.id]; tk != nil {
+		if v := m.value(tk.a.owner); v != tk.value || tk.h.over() {
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				_ = tk.a.tryRelease(v, nil)
+			}()
+		}
+		return
+	}
 	st := s.m[m.id]
-	if st == nil || s.closed {
+	if st == nil {
 		return
 	}
 	s.wg.Add(1)
@@ -70,6 +109,27 @@ func (s *strays) heard(msg string) {
 			s.forget(m.id, st)
 		}
 	}()
+}
+
+// took records that a's waiter, whose entry is e, left with the lease h a
+// grant message handed it (see took).
+func (s *strays) took(a *acquire, e *entry, h *Held) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	now := time.Now()
+	for len(s.tookIDs) > 0 {
+		tk := s.taken[s.tookIDs[0]]
+		if len(s.tookIDs) < maxTook && tk != nil && (!tk.h.over() || now.Sub(tk.at) <= tookFor(tk.a.ttl)) {
+			break
+		}
+		delete(s.taken, s.tookIDs[0])
+		s.tookIDs = s.tookIDs[1:]
+	}
+	s.taken[e.id] = &took{a: a, value: h.value, h: h, at: now}
+	s.tookIDs = append(s.tookIDs, e.id)
 }
 
 // sweep takes the strays' entries out of their queues, and releases any

@@ -52,6 +52,9 @@ func (a *acquire) obtain(t *telemetry.Acquire) (*Held, error) {
 	w.tel = t
 	h, err = w.wait()
 	w.leave(h != nil)
+	if h != nil && w.handedOver {
+		w.c.strays.took(&w.acquire, w.entry, h)
+	}
 	return h, err
 }
 
@@ -65,8 +68,10 @@ type waiter struct {
 	woken  bool // the last sleep ended with a wake-up
 	unsure bool // an attempt's reply was lost: Redis may have granted it
 	late   int  // grants in a row that came back past their deadline
-	failed int  // attempts in a row that Redis failed
-	tel    *telemetry.Acquire
+	// handedOver says the lease came in a grant message (see strays.took).
+	handedOver bool
+	failed     int // attempts in a row that Redis failed
+	tel        *telemetry.Acquire
 }
 
 // join subscribes the waiter to what tells it of a release (listen.go).
@@ -270,6 +275,7 @@ func (w *waiter) sleep(holderTTL time.Duration) (*Held, error) {
 	}
 	if h != nil {
 		w.tel.Event("handed over")
+		w.handedOver = true
 	}
 	return h, err
 }
