@@ -3,16 +3,56 @@
 -- semaphore's. The queue entry and the grant message are specified in
 -- internal/lease/handoff.go.
 --
+-- waiting(e, place, us, scan) parses the queue entry e, queued at place,
+-- and returns its waiter as a table {owner, ttl, kind, ticket, channel,
+-- entry, place} if it may still take a grant at us (the server clock in
+-- µs), else nil: an entry that does not parse, whose waiter's patience ran
+-- out, or whose channel nobody is subscribed to (a PSUBSCRIBE does not
+-- count; scan.numsub is 'NUMSUB' or 'SHARDNUMSUB', and scan keeps each
+-- channel's count, asked once per script).
+local function waiting(e, place, us, scan)
+  -- entry = owner SP ttl SP kind SP patience SP ticket SP channel
+  local a = string.find(e, ' ', 1, true)
+  local b = a and string.find(e, ' ', a + 1, true)
+  local c = b and string.find(e, ' ', b + 1, true)
+  local d = c and string.find(e, ' ', c + 1, true)
+  local f = d and string.find(e, ' ', d + 1, true)
+  local kind = f and string.sub(e, b + 1, c - 1)
+  local ttl = f and string.sub(e, a + 1, b - 1) or ''
+  local patience = f and tonumber(string.sub(e, c + 1, d - 1))
+  local valid = f and a > 1 and f > d + 1 and f < #e and patience and patience >= 0 and
+      #ttl > 0 and #ttl < 16 and (kind == 'e' or kind == 'f' or kind == 'c' or kind == 't')
+  -- PX refuses 0: a ttl is digits without a leading zero.
+  for j = 1, valid and #ttl or 0 do
+    local digit = string.byte(ttl, j)
+    valid = valid and digit >= (j == 1 and 49 or 48) and digit <= 57
+  end
+  -- A waiter whose patience ran out has given up: skip it.
+  if not valid or patience > 0 and us > tonumber(place) + patience * 1000 then
+    return nil
+  end
+  local channel = string.sub(e, f + 1)
+  local subscribers = scan[channel]
+  if not subscribers then
+    subscribers = redis.call('PUBSUB', scan.numsub, channel)[2]
+    scan[channel] = subscribers
+  end
+  if subscribers == 0 then
+    return nil
+  end
+  return {owner = string.sub(e, 1, a - 1), ttl = ttl, kind = kind, ticket = string.sub(e, d + 1, f - 1),
+    channel = channel, entry = e, place = place}
+end
+
 -- next_waiter(queue, now, scan, mine1, mine2) takes entries off the head of
 -- queue until one whose waiter may still take a grant, and returns it as a
--- table {owner, ttl, kind, ticket, channel, entry, place}, or nil; and the
--- TIME reply now, read at the first entry when not given. An entry that
--- does not parse, whose waiter's patience ran out by now, or whose channel
--- nobody is subscribed to (a PSUBSCRIBE does not count) is dropped. An entry
--- equal to mine1 or mine2, the caller's own, is returned as {entry, place,
--- mine = true}. scan is what the calls of one script share: numsub
--- ('NUMSUB' or 'SHARDNUMSUB'), the subscriber counts of the channels seen,
--- and left, how many more entries the script may look at: it returns nil
+-- table (see waiting), or nil; and the TIME reply now, read at the first
+-- entry when not given. An entry whose waiter cannot take a grant (waiting)
+-- is dropped. An entry equal to mine1 or mine2, the caller's own, is
+-- returned as {entry, place, mine = true}. scan is what the calls of one
+-- script share: numsub ('NUMSUB' or 'SHARDNUMSUB'), the subscriber counts of
+-- the channels seen, and left, how many more entries the script may look
+-- at: it returns nil
 -- with scan.more set once that runs out with entries left, so that no call
 -- runs long however many dead entries a killed process left (the caller
 -- says so in its reply, and the next call goes on).
@@ -33,38 +73,7 @@ local function next_waiter(queue, now, scan, mine1, mine2)
       if e ~= '' and (e == mine1 or e == mine2) then
         w = {entry = e, place = popped[i + 1], mine = true}
       else
-        -- entry = owner SP ttl SP kind SP patience SP ticket SP channel
-        local a = string.find(e, ' ', 1, true)
-        local b = a and string.find(e, ' ', a + 1, true)
-        local c = b and string.find(e, ' ', b + 1, true)
-        local d = c and string.find(e, ' ', c + 1, true)
-        local f = d and string.find(e, ' ', d + 1, true)
-        local kind = f and string.sub(e, b + 1, c - 1)
-        local ttl = f and string.sub(e, a + 1, b - 1) or ''
-        local patience = f and tonumber(string.sub(e, c + 1, d - 1))
-        local valid = f and a > 1 and f > d + 1 and f < #e and patience and patience >= 0 and
-            #ttl > 0 and #ttl < 16 and (kind == 'e' or kind == 'f' or kind == 'c' or kind == 't')
-        -- PX refuses 0: a ttl is digits without a leading zero.
-        for j = 1, valid and #ttl or 0 do
-          local digit = string.byte(ttl, j)
-          valid = valid and digit >= (j == 1 and 49 or 48) and digit <= 57
-        end
-        -- A waiter whose patience ran out has given up: skip it.
-        if valid and patience > 0 and us > tonumber(popped[i + 1]) + patience * 1000 then
-          valid = false
-        end
-        local channel = valid and string.sub(e, f + 1)
-        if valid then
-          local subscribers = scan[channel]
-          if not subscribers then
-            subscribers = redis.call('PUBSUB', scan.numsub, channel)[2]
-            scan[channel] = subscribers
-          end
-          if subscribers > 0 then
-            w = {owner = string.sub(e, 1, a - 1), ttl = ttl, kind = kind, ticket = string.sub(e, d + 1, f - 1),
-              channel = channel, entry = e, place = popped[i + 1]}
-          end
-        end
+        w = waiting(e, popped[i + 1], us, scan)
       end
       if w then
         if i + 1 < #popped then

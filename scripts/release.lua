@@ -11,7 +11,10 @@
 -- KEYS[3]  the lock's fence counter key
 -- ARGV[1]  the value the caller's grant stored; with ARGV[2] = '1', its
 --          "owner:" prefix (a prefix not ending in ':' matches nothing)
--- ARGV[2]  '1' to match ARGV[1] as a prefix, else exactly
+-- ARGV[2]  '1' to match ARGV[1] as a prefix, '2' to end whatever grant
+--          the lock holds (an operator's break), else '0': exactly
+-- KEYS[4]  with '2', an election's leader key, optional: the broken
+--          holder's term is cleared from it, and its observers told
 -- ARGV[3]  a queue entry to remove first (a waiter giving up), or ''
 -- ARGV[4]  '1' when grant channels are sharded (Redis Cluster), else '0'
 -- ARGV[5]  another entry to remove with ARGV[3] (its next one), optional
@@ -44,6 +47,12 @@ if star then
 end
 if gone then
   -- The lease lapsed: nobody's to release, and the queue is served below.
+elseif ARGV[2] == '2' then
+  local colon = KEYS[4] and string.find(held, ':', 1, true)
+  if colon and redis.call('HGET', KEYS[4], 'grant') == held then
+    redis.call('DEL', KEYS[4])
+    redis.call('PUBLISH', KEYS[4], 'vacant ' .. string.sub(held, colon + 1))
+  end
 elseif ARGV[2] == '1' then
   if #ARGV[1] < 2 or string.sub(ARGV[1], -1) ~= ':' or string.sub(held, 1, #ARGV[1]) ~= ARGV[1] then
     return -1

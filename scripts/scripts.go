@@ -56,9 +56,16 @@ var (
 	electionLeaderSrc string
 	//go:embed election_resign.lua
 	electionResignSrc string
+	//go:embed election_proclaim.lua
+	electionProclaimSrc string
 
 	//go:embed queue.lua
 	queueSrc string
+	//go:embed inspect.lua
+	inspectSrc string
+	//go:embed sem_inspect.lua
+	semInspectSrc string
+
 	//go:embed semaphore.lua
 	semaphoreSrc string
 	//go:embed sem_acquire.lua
@@ -116,6 +123,19 @@ var (
 	// tells the observers when nobody holds the lock. See
 	// election_resign.lua.
 	ElectionResign = redis.NewScript(electionResignSrc)
+
+	// Inspect reads whether a lock is held, for how long, by which token,
+	// and how many live waiters queue for it, changing nothing. See
+	// inspect.lua.
+	Inspect = redis.NewScript(queueSrc + inspectSrc)
+
+	// SemInspect reads a semaphore's limit, live permits and live waiters,
+	// changing nothing. See sem_inspect.lua.
+	SemInspect = redis.NewScript(queueSrc + semaphoreSrc + semInspectSrc)
+
+	// ElectionProclaim changes the value the election reports for the
+	// leader of a term, while it is in office. See election_proclaim.lua.
+	ElectionProclaim = redis.NewScript(electionProclaimSrc)
 
 	// SemAcquire takes a permit of a semaphore if one is free once the
 	// waiters queued first are served, or replies with the ms until the

@@ -3,6 +3,7 @@
 //
 //	lockrun [flags] NAME -- COMMAND [ARGS...]
 //	lockrun [-redis URL] [-prefix P] [-fenced | -n N] -status NAME
+//	lockrun [-redis URL] [-prefix P] [-fenced] -break NAME
 //
 // Every machine that runs the same NAME against the same Redis takes turns: the
 // command, and every process it starts, runs only while this lockrun holds the
@@ -61,9 +62,20 @@
 //	                ran); the status is still 75. Not the default: at a
 //	                terminal or in a journal a silent skip looks like a run
 //	                that did nothing, while a crontab says -quiet once.
-//	-status NAME    print whether NAME is held, its remaining ttl and its last
-//	                fencing token, and exit (with -redis and -prefix); with
-//	                -n, the semaphore's limit, holders and waiters
+//	-status NAME    print whether NAME is held, its remaining ttl, its live
+//	                waiters and its last fencing token, and exit (with
+//	                -redis and -prefix); with -n, the semaphore's limit,
+//	                holders and waiters
+//	-break NAME     end the lease on the lock NAME at once, whoever holds
+//	                it, and exit: the first live waiter gets the lock, as the
+//	                holder's release would hand it. The holder is not asked
+//	                and may still be running until its next refresh (its
+//	                lockrun then stops its command, exit 74), so break only a
+//	                holder known to be dead. With -fenced, a correctness
+//	                break: the next grant's token is higher, so fences refuse
+//	                the broken holder, and an election's leader is deposed.
+//	                Not with -n: a semaphore has no single holder, and a dead
+//	                holder's permit returns at its ttl
 //
 // The command inherits lockrun's standard input, output and error and its
 // environment, plus LEASEKIT_NAME (the lock's NAME) and, with -fenced,
@@ -146,10 +158,17 @@
 //	64              bad usage, or an -n other than the N the semaphore's
 //	                held permits were granted under
 //
-// -status prints key: value lines (lock, key, held, ttl, last token) and exits
-// 0. With -n it prints the semaphore's (semaphore, key, limit, held, a
-// "holder: ttl D" line per permit, waiting, a "waiter: queued D ago" line per
-// queue entry) instead. It never prints the holder's owner id: that id is what releases the lock.
+// -break exits 0 when it broke a lease, 1 when nobody held the lock
+// (nothing was broken), and 65, 69, 77 as above.
+//
+// -status prints key: value lines (lock, key, held, ttl, waiters, last token)
+// and exits 0. waiters counts the live waiters queued (an entry whose
+// process is gone is not counted); it reads "unknown" for a user who may
+// only read keys. With -n it prints the semaphore's (semaphore, key, limit,
+// held, a "holder: ttl D" line per permit, waiting: the live waiters, a
+// "waiter: queued D ago" line per queue entry) instead. A lock whose
+// holder's lease lapsed with waiters queued reads as not held: the first
+// live waiter takes it at its next attempt. It never prints the holder's owner id: that id is what releases the lock.
 // When the lock's key is not a string, or the fence counter is not a string
 // holding a non-negative integer below the largest 64-bit one, the held or
 // last token line says what is there ("held: unknown: the key holds a list,

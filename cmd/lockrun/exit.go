@@ -5,6 +5,7 @@ import "fmt"
 // Exit statuses of lockrun's own, from sysexits.h, chosen so that they do not
 // collide with the usual statuses of a shell command (1, 2, 126, 127, 128+N).
 const (
+	exitNotBroken   = 1  // -break: nobody held the lock (no command runs, so 1 collides with none)
 	exitUsage       = 64 // EX_USAGE: bad command line
 	exitDataErr     = 65 // EX_DATAERR: a key of the lock holds what leasekit never writes
 	exitUnavailable = 69 // EX_UNAVAILABLE: Redis cannot be reached

@@ -19,7 +19,8 @@ const redisURLEnv = "LEASEKIT_REDIS_URL"
 const defaultRedisURL = "redis://127.0.0.1:6379"
 
 const usageLine = `usage: lockrun [flags] NAME -- COMMAND [ARGS...]
-       lockrun [-redis URL] [-prefix P] [-fenced | -n N] -status NAME`
+       lockrun [-redis URL] [-prefix P] [-fenced | -n N] -status NAME
+       lockrun [-redis URL] [-prefix P] [-fenced] -break NAME`
 
 // config is what the command line asks for.
 type config struct {
@@ -35,6 +36,7 @@ type config struct {
 	quiet   bool     // say nothing when the run is skipped (exit 75)
 	name    string   // the lock's name (or -status's)
 	status  bool     // print the lock's state instead of running a command
+	breaks  bool     // break the lock's lease instead of running a command
 	command []string // argv of the command to run
 }
 
@@ -53,7 +55,7 @@ func usagef(format string, a ...any) error {
 // for anything else it cannot run.
 func parseArgs(args, env []string, stderr io.Writer) (config, error) {
 	var c config
-	var redisURL, status string
+	var redisURL, status, breakName string
 	fs := flag.NewFlagSet("lockrun", flag.ContinueOnError)
 	// The flag package would print the error and the usage itself; run
 	// prints both once, as for every other usage error.
@@ -70,6 +72,7 @@ func parseArgs(args, env []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.once, "once", 0, "run at most once per `PERIOD` per NAME across all machines")
 	fs.DurationVar(&c.grace, "grace", 10*time.Second, "time between SIGTERM and SIGKILL when stopping the command's processes (the lease was lost, or the command left them behind)")
 	fs.StringVar(&status, "status", "", "print the state of the lock called `NAME` and exit")
+	fs.StringVar(&breakName, "break", "", "end the lease on the lock called `NAME` at once, whoever holds it, and exit: its first live waiter gets it (its holder may still be running: break only one known to be dead)")
 	fs.BoolVar(&c.quiet, "quiet", false, "print nothing when the lock is held or the period already ran (exit 75)")
 	fs.BoolVar(&c.audit, "audit", true, "with -fenced, warn on stderr about Redis settings that weaken fencing")
 	if err := fs.Parse(args); err != nil {
@@ -99,10 +102,19 @@ func parseArgs(args, env []string, stderr io.Writer) (config, error) {
 	if err := c.checkLimit(set); err != nil {
 		return c, err
 	}
-	if set["status"] {
-		c.name, c.status = status, true
+	switch {
+	case set["status"] && set["break"]:
+		return c, usagef("-status and -break cannot be combined: run one, then the other")
+	case set["break"] && set["n"]:
+		return c, usagef("-break cannot be combined with -n: a semaphore has no single holder to break; a permit whose holder died returns at its ttl")
+	case set["status"], set["break"]:
+		c.name, c.status, c.breaks = status, set["status"], set["break"]
+		flag := "-status"
+		if c.breaks {
+			c.name, flag = breakName, "-break"
+		}
 		if fs.NArg() > 0 {
-			return c, usagef("-status takes no command; got %q after its NAME", fs.Arg(0))
+			return c, usagef("%s takes no command; got %q after its NAME", flag, fs.Arg(0))
 		}
 		return c, checkName(c.name)
 	}

@@ -38,6 +38,8 @@ func run(args, env []string, std stdio) int {
 		return fail(std.err, printSemaphoreStatus(ctx, client, cfg, std.out))
 	case cfg.status:
 		return fail(std.err, printStatus(ctx, client, cfg, std.out))
+	case cfg.breaks:
+		return breakLock(ctx, client, cfg, std)
 	}
 	code, err := lockAndRun(ctx, client, cfg, env, std)
 	if err != nil {

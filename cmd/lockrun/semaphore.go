@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leasekit/leasekit/efficiency"
 	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/redis/go-redis/v9"
 )
@@ -24,7 +25,9 @@ type semaphoreState struct {
 }
 
 // printSemaphoreStatus prints the semaphore's limit, its holders (each
-// permit's remaining ttl) and its waiters (how long each has been queued).
+// permit's remaining ttl), how many live waiters queue, and every queue
+// entry (how long each has been queued; an entry of a waiter that is gone
+// stays until the next release drops it).
 // When a key holds what leasekit never writes, it says so and returns an
 // error with status 65.
 func printSemaphoreStatus(ctx context.Context, client *redis.Client, cfg config, out io.Writer) error {
@@ -48,7 +51,7 @@ func printSemaphoreStatus(ctx context.Context, client *redis.Client, cfg config,
 	for _, ttl := range s.holders {
 		fmt.Fprintf(&b, "holder: ttl %v\n", ttl.Round(time.Millisecond))
 	}
-	fmt.Fprintf(&b, "waiting: %d\n", len(s.waiters))
+	fmt.Fprintf(&b, "waiting: %s\n", liveSemaphoreWaiters(ctx, client, cfg, len(s.waiters)))
 	for _, wait := range s.waiters {
 		fmt.Fprintf(&b, "waiter: queued %v ago\n", wait.Round(time.Millisecond))
 	}
@@ -121,4 +124,20 @@ func (s *semaphoreState) read(key string, cmd *redis.ZSliceCmd, add func(redis.Z
 		add(z)
 	}
 	return nil
+}
+
+// liveSemaphoreWaiters is how many live waiters queue for the semaphore,
+// with the number of queue entries when some are of waiters gone, or, when
+// it cannot say (a user who may only read keys), the entries alone.
+func liveSemaphoreWaiters(ctx context.Context, client *redis.Client, cfg config, entries int) string {
+	l := efficiency.New(client, efficiency.WithPrefix(cfg.prefix))
+	defer l.Close()
+	info, err := l.Semaphore(cfg.name, max(cfg.limit, 1)).Inspect(ctx)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("%d queued (who of them is alive is unknown)", entries)
+	case info.Waiters < entries:
+		return fmt.Sprintf("%d (and %d entries of waiters gone)", info.Waiters, entries-info.Waiters)
+	}
+	return strconv.Itoa(info.Waiters)
 }

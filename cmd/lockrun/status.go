@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leasekit/leasekit/efficiency"
 	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/redis/go-redis/v9"
 )
@@ -38,7 +39,8 @@ func printStatus(ctx context.Context, client *redis.Client, cfg config, out io.W
 		return unavailable(cfg.redis, err)
 	}
 	held, ttl, token := s.describe()
-	if _, err := fmt.Fprintf(out, "lock: %s\nkey: %s\nheld: %s\nttl: %s\nlast token: %s\n", cfg.name, s.key, held, ttl, token); err != nil {
+	waiters := liveWaiters(ctx, client, cfg)
+	if _, err := fmt.Fprintf(out, "lock: %s\nkey: %s\nheld: %s\nttl: %s\nwaiters: %s\nlast token: %s\n", cfg.name, s.key, held, ttl, waiters, token); err != nil {
 		return err
 	}
 	if problems := s.problems(); len(problems) > 0 {
@@ -176,4 +178,20 @@ func (s lockState) counterFault() string {
 		return "more than an hour ahead of the server clock: did the clock run fast and get set back? Repair or delete it"
 	}
 	return ""
+}
+
+// liveWaiters is how many live waiters queue for the lock (an efficiency
+// Locker's Inspect: the count is the same for either kind), or why it
+// cannot say: the inspect script is beyond a user who may only read keys.
+func liveWaiters(ctx context.Context, client *redis.Client, cfg config) string {
+	l := efficiency.New(client, efficiency.WithPrefix(cfg.prefix))
+	defer l.Close()
+	info, err := l.Inspect(ctx, cfg.name)
+	switch {
+	case err == nil:
+		return strconv.Itoa(info.Waiters)
+	case strings.Contains(err.Error(), "NOPERM"):
+		return "unknown (this user may not run leasekit's scripts)"
+	}
+	return "unknown"
 }

@@ -101,15 +101,26 @@ func (c *Core) acquireErr(ctx context.Context, lk *keySet, err error) error {
 	if errors.As(err, &n) {
 		return err
 	}
+	if e := c.fenceErr(lk, err); e != nil {
+		return e
+	}
 	var re redis.Error
 	switch {
-	case errors.As(err, &re) && strings.HasPrefix(re.Error(), badFence):
-		return fmt.Errorf("%w: %s: %s", c.cfg.Errors.InvalidToken, lk.label(), strings.TrimPrefix(re.Error(), badFence))
-	case re != nil && lk.ops.sem && strings.HasPrefix(re.Error(), otherLimit):
+	case errors.As(err, &re) && lk.ops.sem && strings.HasPrefix(re.Error(), otherLimit):
 		return fmt.Errorf("%w: %s has permits live under limit %s, and this Semaphore's limit is %d",
 			c.cfg.Errors.LimitMismatch, lk.label(), strings.TrimPrefix(re.Error(), otherLimit), lk.ops.limit)
 	}
 	return c.redisErr(ctx, "acquire", lk, err)
+}
+
+// fenceErr is the error of a script that found a fence counter it cannot
+// draw a token from (BADFENCE), matching InvalidToken; nil for any other.
+func (c *Core) fenceErr(lk *keySet, err error) error {
+	var re redis.Error
+	if errors.As(err, &re) && strings.HasPrefix(re.Error(), badFence) {
+		return fmt.Errorf("%w: %s: %s", c.cfg.Errors.InvalidToken, lk.label(), strings.TrimPrefix(re.Error(), badFence))
+	}
+	return nil
 }
 
 // redisErr names the operation, the lock or semaphore and its key in err, a

@@ -227,9 +227,15 @@ func (c *Core) runRelease(ctx context.Context, lk *keySet, value string, leaving
 		// lost reply, at the next one.
 		args = []any{value, match, leaving.text(leaving.gen), c.listen.channels, leaving.text(leaving.gen + 1)}
 	}
+	return c.releaseWith(ctx, lk, lk.keys, args)
+}
+
+// releaseWith runs the release script of lk on keys with args, as
+// runRelease describes.
+func (c *Core) releaseWith(ctx context.Context, lk *keySet, keys, args []any) (any, error) {
 	deadline := time.Now().Add(migrationWait)
 	for pause := 10 * time.Millisecond; ; pause = min(2*pause, 500*time.Millisecond) {
-		reply, err := c.run(ctx, lk.ops.release, lk.keys, args...).Result()
+		reply, err := c.run(ctx, lk.ops.release, keys, args...).Result()
 		if err == nil {
 			return c.serveOn(ctx, lk, reply), nil
 		}

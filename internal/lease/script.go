@@ -31,6 +31,8 @@ var (
 	semReleaseScript    = NewScript(scripts.SemRelease)
 	semRefreshScript    = NewScript(scripts.SemRefresh)
 	semPTTLScript       = NewScript(scripts.SemPTTL)
+	inspectScript       = NewScript(scripts.Inspect)
+	semInspectScript    = NewScript(scripts.SemInspect)
 )
 
 // Arguments of the release script chosen at run time, boxed once: boxing a

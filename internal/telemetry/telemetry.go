@@ -97,6 +97,7 @@ type Telemetry struct {
 	waiters, held       metric.Int64UpDownCounter
 	leading             metric.Int64UpDownCounter
 	handoffs, rejected  metric.Int64Counter
+	breaks              metric.Int64Counter
 
 	acquireOpts [outcomes][2][]metric.RecordOption
 	holdOpts    [2][]metric.RecordOption // released, lost
@@ -108,7 +109,7 @@ type Telemetry struct {
 }
 
 // ops are the operations that have spans.
-var ops = []string{"TryObtain", "Obtain", "TryAcquire", "Acquire", "Do", "Hold", "Once", "Release", "Campaign", "Lead"}
+var ops = []string{"TryObtain", "Obtain", "TryAcquire", "Acquire", "Do", "Hold", "Once", "Release", "Campaign", "Lead", "Break"}
 
 // New returns a Telemetry for cfg. Instruments that the provider refuses
 // (a broken SDK) record nothing rather than fail the Locker.
@@ -128,6 +129,7 @@ func New(cfg Config) *Telemetry {
 	t.lost = counter(m, "leasekit.lock.lost", "Leases lost while held.")
 	t.refreshFails = counter(m, "leasekit.lock.refresh.failures", "Refreshes that failed (the lease may still be confirmed by a later one).")
 	t.handoffs = counter(m, "leasekit.lock.handoffs", "Grants a release handed straight to a queued waiter.")
+	t.breaks = counter(m, "leasekit.lock.breaks", "Leases an operator ended with Break, whose holder was not asked.")
 	t.rejected = counter(m, "leasekit.fence.rejections", "Requests a fence refused: an older token (reason stale), or one beyond the clock ceiling (reason ahead).")
 	t.waiters = upDown(m, "leasekit.lock.waiters", "This Locker's acquires waiting now.")
 	t.held = upDown(m, "leasekit.lock.held", "Locks this Locker granted that have not been released or seen lost.")
@@ -376,6 +378,13 @@ func (t *Telemetry) HoldEnded(ctx context.Context, lock string, granted time.Tim
 func (t *Telemetry) Handoff(ctx context.Context, lock string) {
 	if t != nil {
 		t.add(ctx, t.handoffs, 1, t.kindOpts, lock)
+	}
+}
+
+// Broken counts a lease an operator ended with Break.
+func (t *Telemetry) Broken(ctx context.Context, lock string) {
+	if t != nil {
+		t.add(ctx, t.breaks, 1, t.kindOpts, lock)
 	}
 }
 

@@ -51,6 +51,9 @@ var named = []struct {
 	{scripts.SemRelease, "sem_release"},
 	{scripts.SemRefresh, "sem_refresh"},
 	{scripts.SemPTTL, "sem_pttl"},
+	{scripts.Inspect, "inspect"},
+	{scripts.SemInspect, "sem_inspect"},
+	{scripts.ElectionProclaim, "election_proclaim"},
 }
 
 // scriptNames are the names of named by SHA1.

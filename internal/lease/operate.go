@@ -1,0 +1,134 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/leasekit/leasekit/internal/telemetry"
+)
+
+// What an operator may do to a lock or semaphore in production: read it
+// (Inspect) and end a stuck lease (Break). Neither ever returns or logs an
+// owner id.
+
+// matchAny is the release script's ARGV[2] for a break: whatever grant the
+// lock holds.
+var matchAny any = "2"
+
+// Info is what Inspect reads of a lock.
+type Info struct {
+	Held    bool          // a live lease holds the lock
+	TTL     time.Duration // left on that lease; 0 when not held, -1 without expiry
+	Waiters int           // live waiters queued for it
+	// Token is the holder's fencing token; when not held, the last token
+	// granted (0: none yet, or an efficiency lock).
+	Token uint64
+}
+
+// Inspect reads the lock called name in one round trip, changing nothing.
+// Waiters counts the live entries among the first 300 of the queue exactly,
+// and every entry past those: the script stays short whatever the queue
+// holds. Waiters that do not queue (a Ring, a Redis 6 cluster) are not
+// counted.
+func (c *Core) Inspect(ctx context.Context, name string) (Info, error) {
+	if err := c.operate("inspect", name); err != nil {
+		return Info{}, err
+	}
+	lk := c.lockKeys(name)
+	reply, err := c.run(ctx, inspectScript, lk.keys, c.listen.channels).Slice()
+	if err != nil {
+		return Info{}, c.operationErr(ctx, "inspect", lk, err)
+	}
+	held, ok1 := reply[0].(int64)
+	ms, ok2 := reply[1].(int64)
+	waiters, ok3 := reply[2].(int64)
+	token, ok4 := reply[3].(string)
+	if len(reply) != 4 || !ok1 || !ok2 || !ok3 || !ok4 {
+		return Info{}, c.redisErr(ctx, "inspect", lk, fmt.Errorf("unexpected reply of %d elements", len(reply)))
+	}
+	info := Info{Held: held == 1, TTL: time.Duration(ms) * time.Millisecond, Waiters: int(waiters)}
+	if ms < 0 {
+		info.TTL = -1
+	}
+	if c.cfg.Fenced && token != "" {
+		if info.Token, err = strconv.ParseUint(token, 10, 64); err != nil {
+			return Info{}, namesLock(fmt.Errorf("%w: %s: fence counter %s holds %q, not a fencing token; repair or delete it",
+				c.cfg.Errors.InvalidToken, lk.label(), Quote(lk.keys[2].(string)), token))
+		}
+	}
+	return info, nil
+}
+
+// SemaphoreInfo is what Semaphore.Inspect reads.
+type SemaphoreInfo struct {
+	Limit   int // the limit of the live permits; 0 when none is live, -1 when its record is gone
+	Held    int // live permits
+	Waiters int // live waiters queued, counted as Inspect counts a lock's
+}
+
+// Inspect reads the semaphore in one round trip, changing nothing.
+func (s *Semaphore) Inspect(ctx context.Context) (SemaphoreInfo, error) {
+	c, lk := s.c, s.keys
+	if err := c.operate("inspect", lk.name); err != nil {
+		return SemaphoreInfo{}, err
+	}
+	reply, err := c.run(ctx, semInspectScript, lk.keys, c.listen.channels).Int64Slice()
+	if err == nil && len(reply) != 3 {
+		err = fmt.Errorf("unexpected reply of %d elements", len(reply))
+	}
+	if err != nil {
+		return SemaphoreInfo{}, c.operationErr(ctx, "inspect", lk, err)
+	}
+	return SemaphoreInfo{Limit: int(reply[0]), Held: int(reply[1]), Waiters: int(reply[2])}, nil
+}
+
+// Break ends the lease on the lock called name at once, whoever holds it,
+// and hands the lock to the first live waiter, exactly as the holder's
+// release would; with leaderKey, an election's, it also clears the broken
+// holder's term there and tells the observers. It reports whether a live
+// lease was broken. The broken holder is not told: its next refresh finds
+// another owner (its Do, Hold or Campaign ends with LockLost), and its
+// Release returns NotHeld. Every break is logged at WARN and counted.
+func (c *Core) Break(ctx context.Context, name, leaderKey string) (broken bool, err error) {
+	if err := c.operate("break", name); err != nil {
+		return false, err
+	}
+	lk := c.lockKeys(name)
+	tel := lk.ops.tel
+	ctx, span := tel.Start(ctx, "Break", name)
+	defer func() { telemetry.End(span, err) }()
+	keys := lk.keys
+	if leaderKey != "" {
+		keys = append(keys[:len(keys):len(keys)], leaderKey)
+	}
+	reply, err := c.releaseWith(ctx, lk, keys, []any{vacant, matchAny, notQueued, c.listen.channels})
+	if err != nil {
+		return false, c.operationErr(ctx, "break", lk, err)
+	}
+	if n, ok := reply.(int64); ok && n <= 0 {
+		return false, nil
+	}
+	c.logger().Warn(c.cfg.Kind+": broke the lease on a lock: its holder was not asked, and may still be running", "lock", name)
+	tel.Broken(ctx, name)
+	return true, nil
+}
+
+// operate checks what every operator's call on the lock or semaphore called
+// name must: an open Core and a name a lock can have.
+func (c *Core) operate(op, name string) error {
+	if c.closed.Load() {
+		return fmt.Errorf("%w: cannot %s lock %s", c.cfg.Errors.Closed, op, Quote(name))
+	}
+	return CheckName(c.cfg.Errors.InvalidKey, name)
+}
+
+// operationErr is the error of an operator's call that Redis failed: a
+// corrupt fence counter matches InvalidToken, as an acquire's does.
+func (c *Core) operationErr(ctx context.Context, op string, lk *keySet, err error) error {
+	if e := c.fenceErr(lk, err); e != nil {
+		return e
+	}
+	return c.redisErr(ctx, op, lk, err)
+}

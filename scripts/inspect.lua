@@ -1,0 +1,61 @@
+-- inspect: what an operator may know of a lock, read without changing
+-- anything: whether a live lease holds it, for how long, how many live
+-- waiters queue for it, and its token. (queue.lua is prepended.) The value
+-- with its mark and the queue entry are specified in
+-- internal/lease/handoff.go. Never returns the owner id.
+--
+-- KEYS[1]  the lock key
+-- KEYS[2]  the lock's wait queue
+-- KEYS[3]  the lock's fence counter key
+-- ARGV[1]  '1' when grant channels are sharded (Redis Cluster), else '0'
+--
+-- Reply: {held, ttl, waiters, token}: held 1 or 0; ttl the lease's
+-- remaining ms (0 when not held, -1 without expiry); waiters the live
+-- entries among the first 300 of the queue, plus every entry past those,
+-- unchecked (so that the script stays short whatever the queue holds);
+-- token the holder's fencing token, or when not held the counter's (the
+-- last token granted), as text ('' for none). A counter of another type:
+-- an error reply starting BADFENCE.
+local now = redis.call('TIME')
+local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local held = redis.call('GET', KEYS[1])
+local ttl, token = 0, ''
+local star = held and string.find(held, '*', 1, true)
+if star then
+  local expiry = tonumber(string.sub(held, star + 1))
+  held = string.sub(held, 1, star - 1)
+  if expiry and expiry <= ms then
+    held = nil -- the lease lapsed: the next try serves the queue
+  elseif expiry then
+    ttl = expiry - ms
+  end
+end
+if held then
+  if ttl == 0 then
+    ttl = redis.call('PTTL', KEYS[1])
+  end
+  local colon = string.find(held, ':', 1, true)
+  if colon then
+    token = string.sub(held, colon + 1)
+  end
+end
+if token == '' then
+  local counter = redis.pcall('GET', KEYS[3])
+  if type(counter) == 'table' then
+    return redis.error_reply('BADFENCE fence counter ' .. KEYS[3] .. ' holds a key of another type (' .. tostring(counter.err) .. ')')
+  end
+  token = counter or ''
+end
+local scan = scanning(ARGV[1])
+local us = tonumber(now[1]) * 1000000 + tonumber(now[2])
+local entries = redis.call('ZRANGE', KEYS[2], 0, 299, 'WITHSCORES')
+local waiters = 0
+for i = 1, #entries, 2 do
+  if waiting(entries[i], entries[i + 1], us, scan) then
+    waiters = waiters + 1
+  end
+end
+if #entries == 600 then
+  waiters = waiters + redis.call('ZCARD', KEYS[2]) - 300
+end
+return {held and 1 or 0, ttl, waiters, token}
