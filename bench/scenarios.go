@@ -541,7 +541,8 @@ func (b *bench) setSubject() subject {
 }
 
 // timeParallel runs s on keysParallelWorkers goroutines, each on its own key,
-// for d (each runs one op when d is 0: the warm-up).
+// for d (each runs one op when d is 0: the warm-up); an op that takes longer
+// than the ttl gives up, and counts as a failure.
 func (b *bench) timeParallel(ctx context.Context, res *seqResult, s subject, scenario string, d time.Duration) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -555,7 +556,12 @@ func (b *bench) timeParallel(ctx context.Context, res *seqResult, s subject, sce
 			failures := 0
 			for first := true; first || time.Now().Before(deadline); first = false {
 				t := time.Now()
-				if err := s.op(ctx, key); err != nil {
+				// As a convoy's, an op gives up after one ttl: a library
+				// that hangs a waiter costs a failure, not the run.
+				octx, cancel := context.WithTimeout(ctx, b.cfg.ttl)
+				err := s.op(octx, key)
+				cancel()
+				if err != nil {
 					failures++
 					continue
 				}
