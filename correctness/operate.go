@@ -37,14 +37,14 @@ func (l *Locker) Inspect(ctx context.Context, name string) (Info, error) {
 
 // Break ends the lease on the lock called name at once, whoever holds it,
 // and hands the lock to the first live waiter, exactly as the holder's
-// release would: the next grant's token is higher than the broken holder's,
-// so every fence refuses the broken holder's later writes. It reports
+// release would, with a token higher than the broken holder's. It reports
 // whether a live lease was broken (false when nobody held the lock).
 // Breaking an election's lock deposes its leader: its term is cleared from
-// the leader key and observers see the next leader, or a vacancy. The
-// broken holder is not asked: its Do, Hold or Campaign learns of it at its
-// next refresh (its ctx ends with ErrLockLost), and its Release returns
-// ErrNotHeld; until then it may still act, and only the fences stop it.
+// the leader key, and observers see the next leader or a vacancy. The
+// broken holder is not asked, and may still be running until it learns of
+// the break: every fence refuses its writes once its successor has written
+// or claimed. Its Do, Hold or Campaign learns of it at its next refresh
+// (its ctx ends with ErrLockLost), and its Release returns ErrNotHeld.
 // Every break is logged at WARN with the lock's name and counted
 // (leasekit.lock.breaks, and a span). Errors as Inspect's.
 func (l *Locker) Break(ctx context.Context, name string) (broken bool, err error) {

@@ -32,12 +32,13 @@ func (l *Locker) Inspect(ctx context.Context, name string) (Info, error) {
 // and hands the lock to the first live waiter, exactly as the holder's
 // release would. It reports whether a live lease was broken (false when
 // nobody held the lock). The broken holder is not asked, and may still be
-// running: two holders may then overlap, as after a pause past the ttl. So
-// break only a holder known to be dead (its host gone, its process killed)
-// or one whose overlap costs little. The broken holder's Do learns of it at
-// its next refresh (its ctx ends with ErrLockLost), and its Release returns
-// ErrNotHeld. Every break is logged at WARN with the lock's name and
-// counted (leasekit.lock.breaks, and a span). Errors as Inspect's.
+// running until it learns of the break: two holders may then overlap, as
+// after a pause past the ttl, so break only a holder known to be dead (its
+// host gone, its process killed) or one whose overlap costs little. Its Do
+// or Hold learns of it at its next refresh (its ctx ends with ErrLockLost),
+// and its Release returns ErrNotHeld. Every break is logged at WARN with
+// the lock's name and counted (leasekit.lock.breaks, and a span). Errors as
+// Inspect's.
 func (l *Locker) Break(ctx context.Context, name string) (broken bool, err error) {
 	return l.core.Break(ctx, name, "")
 }

@@ -11,7 +11,9 @@
 //	env.Steal("nightly-report") // as if our holder paused past its ttl
 //
 // A semaphore's permits have their own controls: Permits, ExpirePermits and
-// StealPermit.
+// StealPermit. The operator's tools work on the Env as on a server: a
+// Locker's Inspect agrees with Holder, and its Break ends a holder's Do at
+// its next refresh.
 //
 // Lock names are the names your code passes to Obtain, Acquire, Do or Once,
 // not Redis keys; give New the same WithPrefix as your Lockers if they use one

@@ -226,3 +226,52 @@ func TestStealPermitStopsDo(t *testing.T) {
 		t.Fatalf("got %v, want ErrLockLost", err)
 	}
 }
+
+// TestControlsAndOperatorTools: Inspect agrees with the Env's controls
+// (Holder, Expire, Steal), and a Break on miniredis ends the holder's Do:
+// its ctx ends with ErrLockLost at its next refresh.
+func TestControlsAndOperatorTools(t *testing.T) {
+	env := leasetest.New(t)
+	ctx := t.Context()
+	l := env.Correctness()
+	lease, err := l.TryAcquire(ctx, "operated", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := l.Inspect(ctx, "operated")
+	if h := env.Holder("operated"); err != nil || !info.Held || info.Token != h.Token || info.TTL != h.TTL {
+		t.Fatalf("Inspect %+v, %v; Holder %+v: want them to agree", info, err, h)
+	}
+	env.Expire("operated")
+	if info, err := l.Inspect(ctx, "operated"); err != nil || info.Held || info.Token != lease.Token() {
+		t.Fatalf("after Expire: got %+v, %v, want free with the last token %d", info, err, lease.Token())
+	}
+	stolen, err := env.Steal("operated")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := l.Inspect(ctx, "operated"); err != nil || !info.Held || info.Token != stolen {
+		t.Fatalf("after Steal: got %+v, %v, want held with the thief's token %d", info, err, stolen)
+	}
+
+	e := env.Efficiency()
+	ended := make(chan error, 1)
+	held := make(chan struct{})
+	go func() {
+		ended <- e.Do(ctx, "broken", 300*time.Millisecond, func(ctx context.Context) error {
+			close(held)
+			<-ctx.Done()
+			return context.Cause(ctx)
+		})
+	}()
+	<-held
+	if broken, err := e.Break(ctx, "broken"); err != nil || !broken {
+		t.Fatalf("Break: got %v, %v, want broken", broken, err)
+	}
+	if h := env.Holder("broken"); h.Held {
+		t.Fatalf("after Break: Holder says %+v, want free", h)
+	}
+	if err := <-ended; !errors.Is(err, efficiency.ErrLockLost) {
+		t.Fatalf("the broken holder's Do: got %v, want ErrLockLost", err)
+	}
+}

@@ -121,13 +121,34 @@ func TestEveryOperationUnderLeastPrivilege(t *testing.T) {
 	leaders, err := cl.Observe(octx, "leader")
 	must("Observe", err)
 	<-leaders // none yet
-	must("Campaign", cl.Campaign(ctx, "leader", time.Minute, []byte("v"), func(ctx context.Context, _ uint64) error {
-		_, err := cl.Leader(ctx, "leader")
-		return err
+	must("Campaign", cl.Campaign(ctx, "leader", time.Minute, []byte("v"), func(ctx context.Context, term uint64) error {
+		if _, err := cl.Leader(ctx, "leader"); err != nil {
+			return err
+		}
+		if v := <-leaders; string(v.Value) != "v" {
+			t.Errorf("Observe under the ACL: got %q, want the leader", v.Value)
+		}
+		return cl.Proclaim(ctx, "leader", term, []byte("w"))
 	}))
-	if v, w := <-leaders, <-leaders; string(v.Value) != "v" || w.Term != 0 {
-		t.Fatalf("Observe under the ACL: got %q then term %d, want the leader then none", v.Value, w.Term)
+	if v, w := <-leaders, <-leaders; string(v.Value) != "w" || w.Term != 0 {
+		t.Fatalf("Observe under the ACL: got %q then term %d, want the proclaimed value then none", v.Value, w.Term)
 	}
+
+	// The operator's tools.
+	_, err = el.TryObtain(ctx, "stuck", time.Minute)
+	must("TryObtain", err)
+	_, err = el.Inspect(ctx, "stuck")
+	must("Inspect", err)
+	_, err = el.Break(ctx, "stuck")
+	must("Break", err)
+	_, err = cl.TryAcquire(ctx, "stuck-account", time.Minute)
+	must("TryAcquire", err)
+	_, err = cl.Inspect(ctx, "stuck-account")
+	must("correctness Inspect", err)
+	_, err = cl.Break(ctx, "stuck-account")
+	must("correctness Break", err)
+	_, err = sem.Inspect(ctx)
+	must("Semaphore.Inspect", err)
 	fs, err := cl.Audit(ctx)
 	must("Audit", err)
 	for _, f := range fs {

@@ -17,6 +17,7 @@ func TestMain(m *testing.M) {
 		"hold":     holdChild,
 		"line":     lineChild,
 		"features": featuresChild,
+		"frozen":   frozenChild,
 	})
 	os.Exit(redistest.Main(m))
 }
