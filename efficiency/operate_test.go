@@ -13,6 +13,9 @@ import (
 	"github.com/leasekit/leasekit/efficiency"
 	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 // queueWaiter starts an Obtain of name on its own Locker (so that closing
@@ -122,7 +125,11 @@ func TestBreak(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
 		var log logged
-		operator := newLocker(t, b, efficiency.WithLogger(log.logger()))
+		reader, spans := sdkmetric.NewManualReader(), tracetest.NewSpanRecorder()
+		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+		t.Cleanup(func() { _ = mp.Shutdown(context.Background()); _ = tp.Shutdown(context.Background()) })
+		operator := newLocker(t, b, efficiency.WithLogger(log.logger()), efficiency.WithMeterProvider(mp), efficiency.WithTracerProvider(tp))
 		if broken, err := operator.Break(ctx, "broken"); err != nil || broken {
 			t.Fatalf("a free lock: got %v, %v, want nothing broken", broken, err)
 		}
@@ -157,6 +164,18 @@ func TestBreak(t *testing.T) {
 		}
 		if got := log.String(); !strings.Contains(got, "level=WARN") || !strings.Contains(got, "lock=broken") {
 			t.Fatalf("log: got %q, want a WARN naming the lock", got)
+		}
+		if n := gauge(t, reader, "leasekit.lock.breaks"); n != 1 {
+			t.Fatalf("leasekit.lock.breaks: got %d, want 1 (the free lock's Break broke nothing)", n)
+		}
+		breaks := 0
+		for _, s := range spans.Ended() {
+			if s.Name() == "efficiency.Break" {
+				breaks++
+			}
+		}
+		if breaks != 2 {
+			t.Fatalf("spans: got %d efficiency.Break, want one per call, 2", breaks)
 		}
 	})
 }
