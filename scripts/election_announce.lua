@@ -5,6 +5,7 @@
 -- same way. The leader key expires with the lease (refresh.lua keeps it
 -- alive). The leader key and the messages are specified in
 -- correctness/election.go; the lock's value, in internal/lease/handoff.go.
+-- (lease.lua is prepended.)
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the election's leader key (a hash: grant, value)
@@ -15,29 +16,14 @@
 -- Reply: 1 when the candidate took office (again, after a client retry);
 -- 0 when the lock holds another grant, none, or a lease that lapsed
 -- (nothing changed).
-local held = redis.call('GET', KEYS[1])
-if not held then
-  return 0
-end
-local ttl
-local star = string.find(held, '*', 1, true)
-if star then
-  local expiry = tonumber(string.sub(held, star + 1))
-  held = string.sub(held, 1, star - 1)
-  if expiry then
-    local now = redis.call('TIME')
-    ttl = expiry - tonumber(now[1]) * 1000 - math.floor(tonumber(now[2]) / 1000)
-    if ttl <= 0 then
-      return 0
-    end
-    ttl = math.max(ttl, 1)
-  end
+local held, ttl = redis.call('GET', KEYS[1]), 0
+if held then
+  held, ttl = lease(held)
 end
 local colon = string.find(ARGV[1], ':', 1, true)
-if held ~= ARGV[1] or not colon then
+if not held or held ~= ARGV[1] or not colon then
   return 0
 end
-ttl = ttl or redis.call('PTTL', KEYS[1])
 redis.call('HSET', KEYS[2], 'grant', ARGV[1], 'value', ARGV[2])
 if ttl >= 0 then
   redis.call('PEXPIRE', KEYS[2], math.max(ttl, 1))

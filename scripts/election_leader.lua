@@ -1,7 +1,7 @@
 -- election_leader: the election's leader, read with its lock in one step, so
 -- that a leader key left by a leader whose lease has ended is never taken
 -- for the current one. The leader key is specified in correctness/election.go;
--- the lock's value, in internal/lease/handoff.go.
+-- the lock's value, in internal/lease/handoff.go. (lease.lua is prepended.)
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the election's leader key (a hash: grant, value)
@@ -12,24 +12,13 @@
 -- ARGV[1] = '1', {2, ttl, term, value} when it is held by the leader. ttl is
 -- the lease's remaining ms (-1: no expiry), term the grant's token as a
 -- decimal string.
-local held = redis.call('GET', KEYS[1])
+local held, ttl = redis.call('GET', KEYS[1]), 0
+if held then
+  held, ttl = lease(held)
+end
 if not held then
   return {0}
 end
-local ttl
-local star = string.find(held, '*', 1, true)
-if star then
-  local expiry = tonumber(string.sub(held, star + 1))
-  held = string.sub(held, 1, star - 1)
-  if expiry then
-    local now = redis.call('TIME')
-    ttl = expiry - tonumber(now[1]) * 1000 - math.floor(tonumber(now[2]) / 1000)
-    if ttl <= 0 then
-      return {0}
-    end
-  end
-end
-ttl = ttl or redis.call('PTTL', KEYS[1])
 local colon = string.find(held, ':', 1, true)
 if not colon or redis.call('HGET', KEYS[2], 'grant') ~= held then
   return {1, ttl}

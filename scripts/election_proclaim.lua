@@ -4,6 +4,7 @@
 -- with a lease that has not lapsed. A leader key that was deleted is
 -- written back with it. The leader key and the messages are specified in
 -- correctness/election.go; the lock's value, in internal/lease/handoff.go.
+-- (lease.lua is prepended.)
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the election's leader key (a hash: grant, value)
@@ -13,24 +14,11 @@
 --
 -- Reply: 1 when the value was changed; 0 when the term is not in office
 -- (nothing changed).
-local held = redis.call('GET', KEYS[1])
-if not held then
-  return 0
+local held, ttl = redis.call('GET', KEYS[1]), 0
+if held then
+  held, ttl = lease(held)
 end
-local ttl
-local star = string.find(held, '*', 1, true)
-if star then
-  local expiry = tonumber(string.sub(held, star + 1))
-  held = string.sub(held, 1, star - 1)
-  if expiry then
-    local now = redis.call('TIME')
-    ttl = expiry - tonumber(now[1]) * 1000 - math.floor(tonumber(now[2]) / 1000)
-    if ttl <= 0 then
-      return 0
-    end
-  end
-end
-local colon = string.find(held, ':', 1, true)
+local colon = held and string.find(held, ':', 1, true)
 if not colon or string.sub(held, colon + 1) ~= ARGV[1] then
   return 0
 end
@@ -38,7 +26,6 @@ local grant = redis.call('HGET', KEYS[2], 'grant')
 if grant and grant ~= held then
   return 0 -- another term's key: the holder has not taken office
 end
-ttl = ttl or redis.call('PTTL', KEYS[1])
 redis.call('HSET', KEYS[2], 'grant', held, 'value', ARGV[2])
 if ttl >= 0 then
   redis.call('PEXPIRE', KEYS[2], math.max(ttl, 1))

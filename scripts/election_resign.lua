@@ -4,6 +4,7 @@
 -- the lock to announces itself (election_announce), so no message is sent
 -- for it. The leader key and the messages are specified in
 -- correctness/election.go; the lock's value, in internal/lease/handoff.go.
+-- (lease.lua is prepended.)
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the election's leader key (a hash: grant, value)
@@ -19,17 +20,8 @@ if not colon then
   return 0
 end
 local held = redis.call('GET', KEYS[1])
-if held then
-  -- Held, unless a lease that lapsed with waiters queued (handoff.go).
-  local star = string.find(held, '*', 1, true)
-  local expiry = star and tonumber(string.sub(held, star + 1))
-  if not expiry then
-    return 0
-  end
-  local now = redis.call('TIME')
-  if expiry > tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) then
-    return 0
-  end
+if held and lease(held) then
+  return 0 -- held, by a lease that has not lapsed
 end
 redis.call('PUBLISH', ARGV[2], 'vacant ' .. string.sub(ARGV[1], colon + 1))
 return 1

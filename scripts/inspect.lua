@@ -1,6 +1,6 @@
 -- inspect: what an operator may know of a lock, read without changing
 -- anything: whether a live lease holds it, for how long, how many live
--- waiters queue for it, and its token. (queue.lua is prepended.) The value
+-- waiters queue for it, and its token. (lease.lua and queue.lua are prepended.) The value
 -- with its mark and the queue entry are specified in
 -- internal/lease/handoff.go. Never returns the owner id.
 --
@@ -18,26 +18,13 @@
 -- an error reply starting BADFENCE.
 local now = redis.call('TIME')
 local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-local held = redis.call('GET', KEYS[1])
-local ttl, token = 0, ''
-local star = held and string.find(held, '*', 1, true)
-if star then
-  local expiry = tonumber(string.sub(held, star + 1))
-  held = string.sub(held, 1, star - 1)
-  if expiry and expiry <= ms then
-    held = nil -- the lease lapsed: the next try serves the queue
-  elseif expiry then
-    ttl = expiry - ms
-  end
-end
+local held, ttl, token = redis.call('GET', KEYS[1]), 0, ''
 if held then
-  if ttl == 0 then
-    ttl = redis.call('PTTL', KEYS[1])
-  end
-  local colon = string.find(held, ':', 1, true)
-  if colon then
-    token = string.sub(held, colon + 1)
-  end
+  held, ttl = lease(held)
+end
+local colon = held and string.find(held, ':', 1, true)
+if colon then
+  token = string.sub(held, colon + 1)
 end
 if token == '' then
   local counter = redis.pcall('GET', KEYS[3])

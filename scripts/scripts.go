@@ -5,15 +5,16 @@
 // Each .lua file's header comment names its KEYS, ARGV and reply. The three
 // that grant a lock (fenced_acquire, wait, release) have grant.lua, the
 // function they share, prepended; the ones that queue waiters or hand a
-// grant to one (wait, release and the semaphore's), queue.lua; the
-// semaphore's (sem_*), semaphore.lua after it; and the two of a register
-// (register_write, register_claim), register_fence.lua. The scripts are embedded at build time
-// and exported as *redis.Script values, for leasekit's packages and for tools
-// that must speak the same protocol on the same keys (a test, a repair
-// script); leasekit runs them with EVALSHA, and EVAL when the server does not
-// have one cached (internal/lease's Script.Run). The handoff's wire format,
-// which wait.lua and release.lua read and write, is specified in
-// internal/lease/handoff.go.
+// grant to one (wait, release and the semaphore's), and inspect, queue.lua;
+// the semaphore's (sem_*), semaphore.lua after it; the two of a register
+// (register_write, register_claim), register_fence.lua; and the election's
+// and inspect, which read a lock's lease without holding it, lease.lua. The
+// scripts are embedded at build time and exported as *redis.Script values,
+// for leasekit's packages and for tools that must speak the same protocol
+// on the same keys (a test, a repair script); leasekit runs them with
+// EVALSHA, and EVAL when the server does not have one cached (internal/lease's
+// Script.Run). The handoff's wire format, which wait.lua and release.lua
+// read and write, is specified in internal/lease/handoff.go.
 //
 // Not every command leasekit sends is a script: the efficiency acquire is a
 // plain SET NX PX, a Register's read an HMGET, the correctness audit CONFIG
@@ -61,6 +62,8 @@ var (
 
 	//go:embed queue.lua
 	queueSrc string
+	//go:embed lease.lua
+	leaseSrc string
 	//go:embed inspect.lua
 	inspectSrc string
 	//go:embed sem_inspect.lua
@@ -113,21 +116,21 @@ var (
 	// ElectionAnnounce makes the holder of an election's lock its leader: it
 	// stores the leader's value and tells the observers. See
 	// election_announce.lua.
-	ElectionAnnounce = redis.NewScript(electionAnnounceSrc)
+	ElectionAnnounce = redis.NewScript(leaseSrc + electionAnnounceSrc)
 
 	// ElectionLeader reads an election's leader with its lock. See
 	// election_leader.lua.
-	ElectionLeader = redis.NewScript(electionLeaderSrc)
+	ElectionLeader = redis.NewScript(leaseSrc + electionLeaderSrc)
 
 	// ElectionResign clears the leader key of a term that has ended, and
 	// tells the observers when nobody holds the lock. See
 	// election_resign.lua.
-	ElectionResign = redis.NewScript(electionResignSrc)
+	ElectionResign = redis.NewScript(leaseSrc + electionResignSrc)
 
 	// Inspect reads whether a lock is held, for how long, by which token,
 	// and how many live waiters queue for it, changing nothing. See
 	// inspect.lua.
-	Inspect = redis.NewScript(queueSrc + inspectSrc)
+	Inspect = redis.NewScript(leaseSrc + queueSrc + inspectSrc)
 
 	// SemInspect reads a semaphore's limit, live permits and live waiters,
 	// changing nothing. See sem_inspect.lua.
@@ -135,7 +138,7 @@ var (
 
 	// ElectionProclaim changes the value the election reports for the
 	// leader of a term, while it is in office. See election_proclaim.lua.
-	ElectionProclaim = redis.NewScript(electionProclaimSrc)
+	ElectionProclaim = redis.NewScript(leaseSrc + electionProclaimSrc)
 
 	// SemAcquire takes a permit of a semaphore if one is free once the
 	// waiters queued first are served, or replies with the ms until the
