@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leasekit/leasekit/internal/backoff"
 	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/notify"
 )
@@ -146,7 +147,7 @@ func (w *watch) run() {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	defer timer.Stop()
-	pause, failed := time.Duration(0), 0
+	pause, failed := backoff.Backoff{First: 10 * time.Millisecond, Max: recheck}, 0
 	for {
 		select {
 		case <-w.ctx.Done():
@@ -165,11 +166,11 @@ func (w *watch) run() {
 					"election", w.e.name, "err", err)
 			}
 			w.failed(err)
-			pause = min(max(2*pause, 10*time.Millisecond), recheck)
-			timer.Reset(pause)
+			timer.Reset(pause.Next())
 			continue
 		}
-		pause, failed = 0, 0
+		pause.Reset()
+		failed = 0
 		timer.Stop()
 		if s.state != free && s.ttl >= 0 {
 			timer.Reset(s.ttl + time.Millisecond) // Redis expires a key once past its ttl

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-co-op/gocron/v2"
 	"github.com/leasekit/leasekit/correctness"
+	"github.com/leasekit/leasekit/internal/backoff"
 )
 
 // Elector is a gocron.Elector on a leasekit election: of the schedulers
@@ -163,7 +164,7 @@ func (e *Elector) Close() error {
 // after a pause (growing to a second) after a failure.
 func (e *Elector) campaign(ctx context.Context) {
 	defer close(e.done)
-	var pause time.Duration
+	pause := backoff.Backoff{First: 10 * time.Millisecond, Max: time.Second}
 	for {
 		err := e.locker.Campaign(ctx, e.name, e.opts.ttl, e.opts.value, e.lead)
 		switch {
@@ -173,17 +174,12 @@ func (e *Elector) campaign(ctx context.Context) {
 			e.opts.logger.Warn("gocronlock: the Elector's Locker was closed; it no longer campaigns", "election", e.name)
 			return
 		case err == nil || errors.Is(err, correctness.ErrLockLost):
-			pause = 0
+			pause.Reset()
 			continue
 		}
-		pause = min(max(2*pause, 10*time.Millisecond), time.Second)
-		e.opts.logger.Warn("gocronlock: campaign failed; campaigning again", "election", e.name, "err", err, "after", pause)
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		e.opts.logger.Warn("gocronlock: campaign failed; campaigning again", "election", e.name, "err", err)
+		if !pause.Sleep(ctx, nil) {
 			return
-		case <-t.C:
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leasekit/leasekit/internal/backoff"
 	"github.com/leasekit/leasekit/internal/telemetry"
 )
 
@@ -234,20 +235,14 @@ func (c *Core) runRelease(ctx context.Context, lk *keySet, value string, leaving
 // runRelease describes.
 func (c *Core) releaseWith(ctx context.Context, lk *keySet, keys, args []any) (any, error) {
 	deadline := time.Now().Add(migrationWait)
-	for pause := 10 * time.Millisecond; ; pause = min(2*pause, 500*time.Millisecond) {
+	pause := backoff.Backoff{First: 10 * time.Millisecond, Max: 500 * time.Millisecond}
+	for {
 		reply, err := c.run(ctx, lk.ops.release, keys, args...).Result()
 		if err == nil {
 			return c.serveOn(ctx, lk, reply), nil
 		}
-		if !slotMoving(err) || time.Now().Add(pause).After(deadline) {
+		if !slotMoving(err) || time.Now().After(deadline) || !pause.Sleep(ctx, nil) {
 			return reply, err
-		}
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return reply, err
-		case <-t.C:
 		}
 	}
 }
