@@ -289,8 +289,12 @@ func (e *Env) Permits(name string) Permits {
 		p.TTLs = append(p.TTLs, left.ttl)
 	}
 	if len(p.TTLs) > 0 {
-		v, _ := e.Server.Get(lease.LimitKey(key))
-		p.Limit, _ = lease.HeaderLimit(v)
+		members, _ := e.Server.SortedSet(key)
+		for member, score := range members {
+			if score < 0 { // the header (internal/lease/handoff.go)
+				p.Limit, _ = lease.HeaderLimit(member)
+			}
+		}
 	}
 	queue, _ := e.Server.ZMembers(lease.QueueKey(key))
 	p.Queued = len(queue)

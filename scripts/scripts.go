@@ -6,7 +6,7 @@
 // that grant a lock (fenced_acquire, wait, release) have grant.lua, the
 // function they share, prepended; the ones that queue waiters or hand a
 // grant to one (wait, release and the semaphore's), and inspect, queue.lua;
-// the semaphore's (sem_*), semaphore.lua after it; the two of a register
+// the semaphore's (sem_*, but sem_pttl), semaphore.lua after it; the two of a register
 // (register_write, register_claim), register_fence.lua; and the election's
 // and inspect, which read a lock's lease without holding it, lease.lua. The
 // scripts are embedded at build time and exported as *redis.Script values,
@@ -160,5 +160,5 @@ var (
 
 	// SemPTTL reports the remaining ttl of a permit the caller holds. See
 	// sem_pttl.lua.
-	SemPTTL = redis.NewScript(queueSrc + semaphoreSrc + semPTTLSrc)
+	SemPTTL = redis.NewScript(semPTTLSrc)
 )

@@ -2,7 +2,7 @@
 -- queueing: the free permits go to the waiters queued first, and one left
 -- over to the caller. (queue.lua and semaphore.lua are prepended.)
 --
--- KEYS     the permits, the wait queue and the header (see semaphore.lua)
+-- KEYS     the permits (with the header) and the wait queue (see semaphore.lua)
 -- ARGV[1]  the caller's owner id
 -- ARGV[2]  the permit's ttl in milliseconds
 -- ARGV[3]  the semaphore's limit, in decimal

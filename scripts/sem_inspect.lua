@@ -3,19 +3,17 @@
 -- how many live waiters queue. (queue.lua and semaphore.lua are
 -- prepended.) Never returns an owner id.
 --
--- KEYS     the permits, the wait queue and the header (see semaphore.lua)
+-- KEYS     the permits (with the header) and the wait queue (see semaphore.lua)
 -- ARGV[1]  '1' when grant channels are sharded (Redis Cluster), else '0'
 --
 -- Reply: {limit, held, waiters}: limit the one the live permits were
--- granted under (0 when none is live; -1 when permits are live and the
--- header is gone), held the live permits, waiters as inspect.lua counts
--- them.
+-- granted under (0 when none is live), held the live permits, waiters as
+-- inspect.lua counts them.
 local s = open(ARGV[1])
 local held = redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%d', s.ms), '+inf')
 local limit = 0
 if held > 0 then
-  header(s)
-  limit = tonumber(s.limit) or -1
+  limit = tonumber(s.limit) or 0
 end
 local us = tonumber(s.now[1]) * 1000000 + tonumber(s.now[2])
 local entries = redis.call('ZRANGE', KEYS[2], 0, 299, 'WITHSCORES')

@@ -1,14 +1,13 @@
 -- sem_refresh: restart the ttl of the caller's permit of a semaphore, if it
 -- still holds one. (queue.lua and semaphore.lua are prepended.)
 --
--- KEYS     the permits, the wait queue and the header (see semaphore.lua)
+-- KEYS     the permits (with the header) and the wait queue (see semaphore.lua)
 -- ARGV[1]  the caller's owner id
 -- ARGV[2]  the new ttl in milliseconds
 --
 -- Reply: 1 when the ttl was set; 0 when the caller holds no permit (it
 -- expired, or was released or taken), and nothing changed.
 local s = open()
-header(s)
 if renew(s) then
   return 1
 end

@@ -4,7 +4,7 @@
 -- prepended.) Its ARGV are release.lua's. A permit that expired meanwhile
 -- is found by the waiters' next attempt, which serves them in queue order.
 --
--- KEYS     the permits, the wait queue and the header (see semaphore.lua)
+-- KEYS     the permits (with the header) and the wait queue (see semaphore.lua)
 -- ARGV[1]  the caller's owner id; '' to go on serving the queue after a
 --          release that replied 3
 -- ARGV[2]  unused (a permit matches its owner id exactly)
@@ -23,7 +23,6 @@ local s = open(ARGV[4])
 prune(s)
 if ARGV[1] == '' then
   -- Going on: hand out the permits free now, in queue order.
-  header(s)
   s.count = redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%d', s.ms), '+inf')
   serve(s)
   if s.scan.more then
@@ -36,23 +35,17 @@ elseif redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then
   return 0
 end
 local w = next_waiter(KEYS[2], s.now, s.scan)
-header(s)
 if s.scan.more then
   return 3
 elseif not w then
   if s.marked then
     redis.call('PUBLISH', KEYS[1] .. ':wake', '')
   end
-  return 1
-elseif not s.limit then
-  -- No header (deleted by hand): nothing to count permits against. The
-  -- waiter keeps its place, and finds the permit at its next attempt.
-  redis.call('ZADD', KEYS[2], w.place, w.entry)
+  if s.member and redis.call('ZCARD', KEYS[1]) == 1 then
+    redis.call('ZREM', KEYS[1], s.member) -- the last permit: nothing is left
+  end
   return 1
 end
--- The caller's was the last permit: the ZADD makes the key anew, without
--- an expiry.
-s.rewrite = redis.call('ZCARD', KEYS[1]) == 0
 admit(s, w.owner, w.ttl)
 announce(s.publish, w, '-', s.now, s.limit)
 return 2

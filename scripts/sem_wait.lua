@@ -5,7 +5,7 @@
 -- (queue.lua and semaphore.lua are prepended.) The queue entry is specified
 -- in internal/lease/handoff.go.
 --
--- KEYS     the permits, the wait queue and the header (see semaphore.lua)
+-- KEYS     the permits (with the header) and the wait queue (see semaphore.lua)
 -- ARGV[1]  the caller's owner id
 -- ARGV[2]  the permit's ttl in milliseconds
 -- ARGV[3]  the semaphore's limit, in decimal
@@ -42,9 +42,7 @@ end
 local ttl = first(s)
 if ARGV[4] == '' then
   if not s.marked then
-    -- PX, not KEEPTTL: the header may have been deleted (see header).
-    redis.call('SET', KEYS[3], s.limit .. '* ' .. string.format('%d', s.expiry),
-      'PX', string.format('%d', math.max(s.expiry - s.ms, 1)))
+    mark(s, true, s.expiry)
   end
   return {0, ttl, '', ''}
 end

@@ -3,39 +3,43 @@
 --
 -- KEYS[1]  the permits: a sorted set of owner ids, each scored by its
 --          permit's expiry (the server clock in ms); an expired one counts
---          for nothing, and the next release or waiter drops it
+--          for nothing, and the next release or waiter drops it. Beside
+--          them, the header: the one member scored below 0, which says what
+--          limit the live permits were granted under and when the key
+--          expires (internal/lease/handoff.go). One key holds both, so that
+--          no permit can outlive the limit it was granted under.
 -- KEYS[2]  the wait queue (entries as in internal/lease/handoff.go)
--- KEYS[3]  the header: the limit the live permits were granted under, and
---          when it and the permits expire (internal/lease/handoff.go); one
---          left when no permit is live any more means nothing
 --
 -- The owner id and the ttl of the caller are ARGV[1] and ARGV[2] of every
 -- script that grants.
 
--- open(sharded) reads the clock and returns the semaphore's state: now (the
--- TIME reply), ms (the clock in ms), and the scan of the queue and the
--- command that publishes grants (queue.lua's scanning; sharded: '1').
+-- open(sharded) reads the clock and the header, and returns the
+-- semaphore's state: now (the TIME reply), ms (the clock in ms), the scan
+-- of the queue and the command that publishes grants (queue.lua's
+-- scanning; sharded: '1'); and from the header, member (its name), limit
+-- (as text), marked, and expiry (0 and nil without a header).
 local function open(sharded)
   local s = {now = redis.call('TIME'), expiry = 0}
   s.scan, s.publish = scanning(sharded)
   s.ms = tonumber(s.now[1]) * 1000 + math.floor(tonumber(s.now[2]) / 1000)
+  local h = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  if h[2] and tonumber(h[2]) < 0 then
+    s.member, s.expiry = h[1], -tonumber(h[2])
+    s.marked = string.byte(h[1], -1) == 42
+    s.limit = string.sub(h[1], 2, s.marked and -2 or -1)
+  end
   return s
 end
 
--- header reads the header into s: limit (as text, nil without a header),
--- marked, and expiry. Without a header (deleted by hand) the expiry is the
--- last permit's, so that no grant or refresh cuts the permits key short.
-local function header(s)
-  local h = redis.call('GET', KEYS[3])
-  local limit, expiry = string.match(h or '', '^(%d+%*?) (%d+)$')
-  if limit then
-    s.marked = string.byte(limit, -1) == 42
-    s.limit = s.marked and string.sub(limit, 1, -2) or limit
-    s.expiry = tonumber(expiry)
-  else
-    s.expiry = tonumber(redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2] or 0)
-    s.rewrite = true
+-- mark rewrites the header with the given mark (true: a waiter that does
+-- not queue has waited) and expiry.
+local function mark(s, marked, expiry)
+  local member = '#' .. s.limit .. (marked and '*' or '')
+  if s.member and s.member ~= member then
+    redis.call('ZREM', KEYS[1], s.member)
   end
+  redis.call('ZADD', KEYS[1], string.format('%d', -expiry), member)
+  s.member, s.marked, s.expiry = member, marked, expiry
 end
 
 -- enter(limit, sharded) is open for an acquire with limit: it counts the
@@ -43,36 +47,27 @@ end
 -- granted under another limit n. With none live, limit is the semaphore's.
 local function enter(limit, sharded)
   local s = open(sharded)
-  header(s)
   s.count = redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%d', s.ms), '+inf')
   if s.count == 0 then
-    s.limit, s.marked, s.expiry = limit, false, 0
-  elseif not s.limit then
-    -- No header while permits are live: take the caller's limit.
-    s.limit, s.marked = limit, false
-  elseif s.limit ~= limit then
+    s.limit, s.expiry = limit, 0
+  elseif s.limit and s.limit ~= limit then
     return nil, 'LIMIT ' .. s.limit
   end
+  s.limit = s.limit or limit
   return s
 end
 
 -- admit grants owner a permit for ttl ms (a string of digits), or restarts
--- the one it holds. The permits and the header expire a ttl after the
--- permit that expires last, so that they are kept alive once per ttl; and
--- with s.rewrite (no header, or a permits key that ZADD made anew) they are
--- written again at once.
+-- the one it holds. The key expires a ttl after the permit that expires
+-- last, so that it is kept alive once per ttl, and the header says when.
 local function admit(s, owner, ttl)
   local expiry = s.ms + tonumber(ttl)
   redis.call('ZADD', KEYS[1], string.format('%d', expiry), owner)
-  if expiry <= s.expiry and not s.rewrite then
+  if expiry <= s.expiry then
     return
   end
-  s.expiry, s.rewrite = math.max(s.expiry, expiry + tonumber(ttl)), false
-  local left = string.format('%d', s.expiry - s.ms)
-  if s.limit then
-    redis.call('SET', KEYS[3], s.limit .. (s.marked and '*' or '') .. ' ' .. string.format('%d', s.expiry), 'PX', left)
-  end
-  redis.call('PEXPIRE', KEYS[1], left)
+  mark(s, s.marked, math.max(s.expiry, expiry + tonumber(ttl)))
+  redis.call('PEXPIRE', KEYS[1], string.format('%d', s.expiry - s.ms))
 end
 
 -- renew restarts the caller's permit and reports true, if it holds a live
@@ -116,14 +111,15 @@ local function serve(s, mine1, mine2, take)
   return self, handed
 end
 
--- first is the ms until the first permit expires, at least 1, once the
--- expired ones are pruned.
+-- first is the ms until the first live permit expires, at least 1, once
+-- the expired ones are pruned (the header, if any, comes before it).
 local function first(s)
-  local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  local at = s.member and 1 or 0
+  local head = redis.call('ZRANGE', KEYS[1], at, at, 'WITHSCORES')
   return math.max(tonumber(head[2] or s.ms + 1) - s.ms, 1)
 end
 
--- prune drops the expired permits.
+-- prune drops the expired permits (the header, scored below 0, stays).
 local function prune(s)
-  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', s.ms))
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], 0, string.format('%d', s.ms))
 end

@@ -1,7 +1,6 @@
 package scripts_test
 
 import (
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,7 +11,7 @@ import (
 )
 
 // The semaphore's keys, as semaphore.lua names them.
-var semKeys = []string{"sem", "sem:queue", "sem:limit"}
+var semKeys = []string{"sem", "sem:queue"}
 
 // semaphore runs a semaphore's scripts on one backend, with grant channels
 // sharded or not.
@@ -57,10 +56,11 @@ func (s *semaphore) release(owner, leaving string) int64 {
 	return n
 }
 
-// permits returns the owners holding a permit, by expiry.
+// permits returns the owners holding a permit, by expiry: the permits
+// set's members scored at or above 0 (the header is scored below).
 func (s *semaphore) permits() []string {
 	s.t.Helper()
-	return s.b.Client.ZRange(s.t.Context(), "sem", 0, -1).Val()
+	return s.b.Client.ZRangeByScore(s.t.Context(), "sem", &redis.ZRangeBy{Min: "0", Max: "+inf"}).Val()
 }
 
 // granted checks that reply grants owner a permit, with code.
@@ -89,14 +89,22 @@ func expirePermit(t *testing.T, b *redistest.Backend, owner string) {
 	}
 }
 
-// limitOf is the header's limit, with its mark, if any: the header's first
-// field.
+// limitOf is the header's limit, with its mark, if any, once it is checked
+// to be the one member of the permits set scored below 0, with an expiry
+// no earlier than the last permit's.
 func limitOf(t *testing.T, b *redistest.Backend) string {
 	t.Helper()
-	h := b.Client.Get(t.Context(), "sem:limit").Val()
-	limit, expiry, ok := strings.Cut(h, " ")
-	if _, err := strconv.ParseInt(expiry, 10, 64); !ok || err != nil {
-		t.Fatalf("header %q: want limit SP expiry", h)
+	h := b.Client.ZRangeWithScores(t.Context(), "sem", 0, -1).Val()
+	if len(h) < 2 || h[0].Score >= 0 || h[1].Score < 0 {
+		t.Fatalf("permits set %v: want the header first, scored below 0, then the permits", h)
+	}
+	if last := h[len(h)-1].Score; -h[0].Score < last {
+		t.Fatalf("header %v expires before the last permit (%.0f)", h[0], last)
+	}
+	member, _ := h[0].Member.(string)
+	limit, ok := strings.CutPrefix(member, "#")
+	if !ok {
+		t.Fatalf("header %q: want # and the limit", member)
 	}
 	return limit
 }
@@ -135,10 +143,8 @@ func TestSemaphoreLimit(t *testing.T) {
 		}
 		// They outlive the last permit by a ttl, so that not every grant
 		// has to keep them alive.
-		for _, k := range []string{"sem", "sem:limit"} {
-			if ttl := b.Client.PTTL(t.Context(), k).Val(); ttl <= time.Minute || ttl > 2*time.Minute {
-				t.Fatalf("%s ttl: got %v, want within (1m, 2m]", k, ttl)
-			}
+		if ttl := b.Client.PTTL(t.Context(), "sem").Val(); ttl <= time.Minute || ttl > 2*time.Minute {
+			t.Fatalf("permits ttl: got %v, want within (1m, 2m]", ttl)
 		}
 		if n := s.release("a", ""); n != 1 {
 			t.Fatalf("release by a: got %d, want 1", n)
@@ -215,10 +221,7 @@ func TestSemaphoreExpiry(t *testing.T) {
 		if ms, _ := scripts.SemPTTL.Run(ctx, b.Client, semKeys, "next").Int64(); ms <= 60000 {
 			t.Fatalf("sem_pttl after a refresh to 120 s: got %d", ms)
 		}
-		_, expiry, _ := strings.Cut(b.Client.Get(ctx, "sem:limit").Val(), " ")
-		if score := b.Client.ZScore(ctx, "sem", "next").Val(); expiry < strconv.FormatFloat(score, 'f', 0, 64) {
-			t.Fatalf("header expiry after the refresh: %s, want at least the permit's, %.0f", expiry, score)
-		}
+		limitOf(t, b) // the header's expiry is at least the refreshed permit's
 	})
 }
 
@@ -393,17 +396,18 @@ func TestSemaphoreIsIdempotent(t *testing.T) {
 		if n := b.Client.ZCard(t.Context(), "sem:queue").Val(); n != 1 {
 			t.Fatalf("queue: %d entries, want 1", n)
 		}
-		if n := b.Client.ZCard(t.Context(), "sem").Val(); n != 1 {
+		if n := len(s.permits()); n != 1 {
 			t.Fatalf("permits: %d, want 1", n)
 		}
 	})
 }
 
-// TestSemaphoreWithoutHeader: with the header deleted while permits are
-// live, a waiter that does not queue marks the semaphore with a header that
-// expires with the last permit (not one that never expires), and a refresh
-// of a short permit does not cut the permits key short of a longer one.
-func TestSemaphoreWithoutHeader(t *testing.T) {
+// TestSemaphoreIsOneKey: the limit lives with the permits, in one key, so
+// no permit can outlive it: deleting the key leaves no permit, and the next
+// acquire sets its own limit. A refresh of a short permit does not cut the
+// key short of a longer one, and a waiter that does not queue marks the
+// header, which expires with the last permit.
+func TestSemaphoreIsOneKey(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
 		s := newSemaphore(t, b)
@@ -413,7 +417,9 @@ func TestSemaphoreWithoutHeader(t *testing.T) {
 		if err := scripts.SemAcquire.Run(ctx, b.Client, semKeys, "short", 1000, "2", "0").Err(); err != nil {
 			t.Fatal(err)
 		}
-		b.Client.Del(ctx, "sem:limit")
+		if keys := b.Client.Keys(ctx, "sem*").Val(); len(keys) != 1 || keys[0] != "sem" {
+			t.Fatalf("keys: got %v, want the permits key alone", keys)
+		}
 		if n, err := scripts.SemRefresh.Run(ctx, b.Client, semKeys, "short", 1000).Int64(); err != nil || n != 1 {
 			t.Fatalf("refresh of the short permit: got %d, %v, want 1", n, err)
 		}
@@ -424,8 +430,10 @@ func TestSemaphoreWithoutHeader(t *testing.T) {
 		if got := limitOf(t, b); got != "2*" {
 			t.Fatalf("limit after a waiter that does not queue: got %q, want 2*", got)
 		}
-		if ttl := b.Client.PTTL(ctx, "sem:limit").Val(); ttl < 50*time.Minute || ttl > time.Hour {
-			t.Fatalf("the header written again expires in %v, want with the hour-long permit", ttl)
+		b.Client.Del(ctx, "sem")
+		granted(t, s.try("other", "3"), 1, "other")
+		if got := limitOf(t, b); got != "3" {
+			t.Fatalf("limit after the key was deleted and a limit-3 acquire: got %q, want 3", got)
 		}
 	})
 }

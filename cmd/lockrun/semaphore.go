@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -38,8 +37,6 @@ func printSemaphoreStatus(ctx context.Context, client *redis.Client, cfg config,
 	var b strings.Builder
 	fmt.Fprintf(&b, "semaphore: %s\nkey: %s\n", cfg.name, s.key)
 	switch {
-	case s.limit == "" && len(s.holders) > 0:
-		fmt.Fprintf(&b, "limit: - (the header is gone while permits are live; the next run takes its -n, here %d)\n", cfg.limit)
 	case s.limit == "":
 		fmt.Fprintf(&b, "limit: - (no permit held; -n %d takes effect)\n", cfg.limit)
 	case s.limit != strconv.Itoa(cfg.limit):
@@ -67,25 +64,27 @@ func printSemaphoreStatus(ctx context.Context, client *redis.Client, cfg config,
 // readSemaphore reads the semaphore's keys and the server clock in one
 // round trip.
 func readSemaphore(ctx context.Context, client *redis.Client, key string) (semaphoreState, error) {
-	queueKey, limitKey := lease.QueueKey(key), lease.LimitKey(key)
+	queueKey := lease.QueueKey(key)
 	pipe := client.Pipeline()
 	clock := pipe.Time(ctx)
 	permits := pipe.ZRangeWithScores(ctx, key, 0, -1)
 	queue := pipe.ZRangeWithScores(ctx, queueKey, 0, -1)
-	limit := pipe.Get(ctx, limitKey)
 	_, _ = pipe.Exec(ctx)
 	if err := clock.Err(); err != nil {
 		return semaphoreState{}, fmt.Errorf("reading the server clock: %w", err)
 	}
 	now := clock.Val()
 	s := semaphoreState{key: key}
+	header := ""
 	for _, r := range []struct {
 		key string
 		cmd *redis.ZSliceCmd
 		add func(z redis.Z)
 	}{
 		{key, permits, func(z redis.Z) {
-			if ttl := time.UnixMilli(int64(z.Score)).Sub(now); ttl > 0 {
+			if z.Score < 0 { // the header (internal/lease/handoff.go)
+				header, _ = z.Member.(string)
+			} else if ttl := time.UnixMilli(int64(z.Score)).Sub(now); ttl > 0 {
 				s.holders = append(s.holders, ttl)
 			}
 		}},
@@ -95,17 +94,12 @@ func readSemaphore(ctx context.Context, client *redis.Client, key string) (semap
 			return semaphoreState{}, err
 		}
 	}
-	n, parsed := lease.HeaderLimit(limit.Val())
-	switch err := limit.Err(); {
-	case err == nil && !parsed:
-		s.foreign = append(s.foreign, fmt.Sprintf("%s holds %q, not a semaphore's header", lease.Quote(limitKey), limit.Val()))
-	case err == nil && len(s.holders) > 0:
+	n, parsed := lease.HeaderLimit(header)
+	switch {
+	case header != "" && !parsed:
+		s.foreign = append(s.foreign, fmt.Sprintf("%s holds %q below 0, not a semaphore's header", lease.Quote(key), header))
+	case parsed && len(s.holders) > 0:
 		s.limit = strconv.Itoa(n)
-	case err == nil, errors.Is(err, redis.Nil):
-	case redis.HasErrorPrefix(err, "WRONGTYPE"):
-		s.foreign = append(s.foreign, lease.Quote(limitKey)+" holds a value of another type, not a limit")
-	default:
-		return semaphoreState{}, fmt.Errorf("reading %s: %w", lease.Quote(limitKey), err)
 	}
 	return s, nil
 }

@@ -131,7 +131,7 @@ func (c *Core) redisErr(ctx context.Context, op string, lk *keySet, err error) e
 
 // keyOf is the key that err, a failure of a script on the keys of lk, is
 // about: the lock's, or for a semaphore whose script met a key of another
-// type (WRONGTYPE, which names no key), the one of its three that holds
+// type (WRONGTYPE, which names no key), the one of its keys that holds
 // another type, found in one more round trip.
 func (c *Core) keyOf(ctx context.Context, lk *keySet, err error) string {
 	if !lk.ops.sem || err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
@@ -140,10 +140,12 @@ func (c *Core) keyOf(ctx context.Context, lk *keySet, err error) string {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	pipe := c.cfg.Client.Pipeline()
-	permits, queue := pipe.ZCard(ctx, lk.keys[0].(string)), pipe.ZCard(ctx, lk.keys[1].(string))
-	header := pipe.Get(ctx, lk.keys[2].(string))
+	cards := make([]*redis.IntCmd, len(lk.keys))
+	for i, k := range lk.keys {
+		cards[i] = pipe.ZCard(ctx, k.(string)) // every key of a semaphore is a sorted set
+	}
 	_, _ = pipe.Exec(ctx) // each command's error is read below
-	for i, cmd := range []redis.Cmder{permits, queue, header} {
+	for i, cmd := range cards {
 		if redis.HasErrorPrefix(cmd.Err(), "WRONGTYPE") {
 			return lk.keys[i].(string)
 		}

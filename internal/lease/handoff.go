@@ -67,12 +67,14 @@ import (
 //
 // A semaphore's permits are a sorted set (PermitsKey) of owner ids scored
 // by their expiry, the server clock in ms; its waiters queue as a lock's do.
-// Its header (LimitKey) says what the live permits were granted under:
+// Its header, the one member of the same set scored below 0, says what the
+// live permits were granted under; one key holds both, so that a permit
+// cannot outlive its limit:
 //
-//	header   = limit [ "*" ] SP expiry
+//	header   = "#" limit [ "*" ]     scored -expiry
 //	limit    = the limit, in decimal
-//	expiry   = the server clock in ms when the header and the permits key
-//	           expire: at least the last permit's expiry
+//	expiry   = the server clock in ms when the key expires: at least the
+//	           last permit's expiry
 //
 // The mark "*" says a waiter that does not queue has waited, so a release
 // that hands no permit over wakes such waiters. A header left when no permit
@@ -217,13 +219,13 @@ func (m message) start(e *entry) time.Time {
 	return e.sent.Add(waited)
 }
 
-// HeaderLimit is the limit a semaphore's header (as GET returns it) records,
-// and false for one that does not parse.
-func HeaderLimit(header string) (int, bool) {
-	limit, expiry, ok := strings.Cut(header, " ")
-	n, err := strconv.Atoi(strings.TrimSuffix(limit, "*"))
-	_, err2 := strconv.ParseInt(expiry, 10, 64)
-	return n, ok && err == nil && err2 == nil && n > 0
+// HeaderLimit is the limit a semaphore's header records, given the member
+// of the permits set scored below 0 (as ZRANGE returns it), and false for
+// one that does not parse.
+func HeaderLimit(member string) (int, bool) {
+	digits, ok := strings.CutPrefix(strings.TrimSuffix(member, "*"), "#")
+	n, err := strconv.Atoi(digits)
+	return n, ok && err == nil && n > 0
 }
 
 // EntryTicket returns the id in a queue entry's ticket and the channel its

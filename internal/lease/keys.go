@@ -32,23 +32,18 @@ func shardedGrantChannel(lockKey, id string) string { return lockKey + ":grants:
 // RegisterKey is the key of the fenced register of a resource.
 func RegisterKey(prefix, resource string) string { return LockKey(prefix, resource) + ":register" }
 
-// PermitsKey is the key of the permits of the semaphore called name. A
-// semaphore's keys derive from it: its queue (QueueKey) and its limit
-// (LimitKey), in the slot of the lock of the same name, which is another
-// resource.
+// PermitsKey is the key of the permits of the semaphore called name, with
+// its header (handoff.go). Its queue (QueueKey) derives from it, in the slot
+// of the lock of the same name, which is another resource.
 func PermitsKey(prefix, name string) string { return LockKey(prefix, name) + ":permits" }
-
-// LimitKey is the key of a semaphore's header, which records the limit of
-// its live permits (handoff.go).
-func LimitKey(permitsKey string) string { return permitsKey + ":limit" }
 
 // keySet is the Redis keys of one lock or semaphore, boxed once as script
 // arguments, and the ops that run it. For a lock: the lock, its wait queue
 // and its fence counter, the KEYS of every script that may grant it (a
 // release may hand an efficiency lock to a waiter that runs it as a
 // correctness lock); scripts that touch only the lock take the first. For a
-// semaphore: its permits, its queue and its limit, the KEYS of all its
-// scripts. Built once per name and kept (see Core.lockKeys, Core.Semaphore),
+// semaphore: its permits (with its header) and its queue, the KEYS of all
+// its scripts. Built once per name and kept (see Core.lockKeys, Core.Semaphore),
 // they spare every acquire and release the allocations of building and
 // boxing its keys.
 type keySet struct {

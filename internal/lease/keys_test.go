@@ -38,12 +38,12 @@ func TestHeaderLimit(t *testing.T) {
 		want   int
 		ok     bool
 	}{
-		{"4 1795974129470", 4, true},
-		{"4* 1795974129470", 4, true},
+		{"#4", 4, true},
+		{"#4*", 4, true},
 		{"4", 0, false},
-		{"0 1795974129470", 0, false},
-		{"x 1795974129470", 0, false},
-		{"4 x", 0, false},
+		{"#0", 0, false},
+		{"#x", 0, false},
+		{"#4 x", 0, false},
 		{"", 0, false},
 	} {
 		if got, ok := HeaderLimit(tc.header); ok != tc.ok || ok && got != tc.want {

@@ -83,7 +83,7 @@ func (c *Core) Semaphore(name string, limit int) *Semaphore {
 		tryOp: "TryAcquire", waitOp: "Acquire", arg: strconv.Itoa(limit),
 		wait: semWaitScript, release: semReleaseScript, refresh: semRefreshScript, pttl: semPTTLScript}
 	key := PermitsKey(c.cfg.Prefix, name)
-	return &Semaphore{c: c, keys: &keySet{name: name, lock: key, keys: []any{key, QueueKey(key), LimitKey(key)}, ops: o}}
+	return &Semaphore{c: c, keys: &keySet{name: name, lock: key, keys: []any{key, QueueKey(key)}, ops: o}}
 }
 
 // Try makes one attempt to take a permit: one is granted when fewer than the
