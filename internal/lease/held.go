@@ -26,6 +26,12 @@ type Held struct {
 	released bool          // by a Release call that reached Redis
 	ended    bool          // its end (release or loss) went to the telemetry
 
+	// handed is the queue entry a grant message handed this lease to; nil
+	// for a grant a script replied with. Were the message forged, the
+	// entry would still be queued: a release that finds the lease gone
+	// takes it out (see release).
+	handed *entry
+
 	// leader is the key of the election this lease leads (see Lead), and
 	// restore writes it back; "" for a lease that leads none.
 	leader  string
@@ -167,6 +173,11 @@ func (h *Held) release(ctx context.Context) (int64, error) {
 	h.mu.Unlock()
 	if n, ok := reply.(int64); ok && n <= 0 {
 		h.recordEnd(ctx, true, lostReason(n == 0))
+		if h.handed != nil {
+			// The grant message may have been forged: take the entry out,
+			// lest a later release hand the lock to it.
+			_, _ = h.core.runRelease(ctx, h.keys, "", h.handed)
+		}
 		return n, nil
 	}
 	if n, ok := reply.(int64); !ok || n == 2 {

@@ -51,10 +51,12 @@ func (a *acquire) obtain(t *telemetry.Acquire) (*Held, error) {
 	}
 	w.tel = t
 	h, err = w.wait()
-	w.leave(h != nil)
 	if h != nil && w.handedOver {
+		// Before the waiter leaves its channel: a message for it after
+		// that goes to the strays, which must know what it took.
 		w.c.strays.took(&w.acquire, w.entry, h)
 	}
+	w.leave(h != nil)
 	return h, err
 }
 
@@ -308,7 +310,11 @@ func (w *waiter) handed(msg string) (*Held, error) {
 		_ = w.release(m.value(w.owner), nil)
 		return nil, w.c.acquireErr(w.ctx, w.keys, err)
 	}
-	return w.lease(f, m.start(e))
+	h, err := w.lease(f, m.start(e))
+	if h != nil {
+		h.handed = e
+	}
+	return h, err
 }
 
 // leave ends the wait. A waiter that did not get the lock leaves the queue,
@@ -331,7 +337,10 @@ func (w *waiter) leave(granted bool) {
 	if !granted && w.woken && w.entry == nil {
 		w.sub.PassWake()
 	}
-	if msg := w.sub.Leave(); msg != "" && !granted {
+	// Grants it did not take: of a wait that ended, or beside the one it
+	// took (one of the two was forged). The strays release each that is
+	// not the waiter's lease (strays.heard).
+	for _, msg := range w.sub.Leave() {
 		w.c.strays.heard(msg)
 	}
 }

@@ -138,7 +138,7 @@ type Waiter struct {
 	id      string
 	sub     *channelSub
 	wake    chan struct{}
-	grant   string // the last grant message for id, until taken; under n.mu
+	grants  []string // the grant messages for id not taken yet, oldest first; under n.mu
 }
 
 // Wake returns the channel that receives this waiter's wake-ups.
@@ -240,14 +240,22 @@ func (w *Waiter) confirmed(ctx context.Context) error {
 	return err
 }
 
-// Grant takes the grant message received for the waiter's id since the last
-// call, if any.
+// Grant takes the oldest grant message received for the waiter's id and
+// not taken yet, if any. Another left behind it gets a wake-up of its own:
+// no message is ever dropped for a later one (a forged message must not
+// hide the real grant).
 func (w *Waiter) Grant() (string, bool) {
 	w.n.mu.Lock()
 	defer w.n.mu.Unlock()
-	g := w.grant
-	w.grant = ""
-	return g, g != ""
+	if len(w.grants) == 0 {
+		return "", false
+	}
+	g := w.grants[0]
+	w.grants = w.grants[1:]
+	if len(w.grants) > 0 {
+		w.signal()
+	}
+	return g, true
 }
 
 // PassWake hands back a wake-up the waiter took but could not use (its retry
@@ -291,13 +299,13 @@ func (n *Notifier) failLocked(sub *channelSub, err error) {
 // Leave removes the waiter from its channel, passes on a wake-up it received
 // but did not act on (so no release is lost), and unsubscribes the channel
 // when it was the last waiter and the channel is not kept. It returns the
-// grant message received for the waiter and not taken, if any.
-func (w *Waiter) Leave() (grant string) {
+// grant messages received for the waiter and not taken, if any.
+func (w *Waiter) Leave() (grants []string) {
 	n := w.n
 	n.send.Lock()
 	defer n.send.Unlock()
 	n.mu.Lock()
-	grant = w.unqueue()
+	grants = w.unqueue()
 	gone := n.release(w.sub)
 	closing := n.dropAll(gone)
 	closed := n.closed
@@ -308,12 +316,12 @@ func (w *Waiter) Leave() (grant string) {
 	for _, cn := range closing {
 		_ = cn.ps.Close()
 	}
-	return grant
+	return grants
 }
 
 // unqueue takes w out of its channel's waiters, passes on its pending
-// wake-up, and returns its untaken grant. Called with n.mu held.
-func (w *Waiter) unqueue() string {
+// wake-up, and returns its untaken grants. Called with n.mu held.
+func (w *Waiter) unqueue() []string {
 	sub := w.sub
 	for i, other := range sub.waiters {
 		if other == w {
@@ -326,9 +334,9 @@ func (w *Waiter) unqueue() string {
 		sub.wakeOne()
 	default:
 	}
-	grant := w.grant
-	w.grant = ""
-	return grant
+	grants := w.grants
+	w.grants = nil
+	return grants
 }
 
 // release returns the subscriptions to drop now that sub may have lost its
@@ -436,7 +444,7 @@ func (s *channelSub) granted(msg string) bool {
 	id, _, _ := strings.Cut(ticket, ".")
 	for _, w := range s.waiters {
 		if w.id != "" && w.id == id {
-			w.grant = msg
+			w.grants = append(w.grants, msg)
 			w.signal()
 			return true
 		}

@@ -148,6 +148,43 @@ func TestGrantGoesToItsOwner(t *testing.T) {
 	})
 }
 
+// TestNoGrantIsDropped: two grant messages for one waiter, both received
+// before it looks (a forged one beside the real one, say), are each kept:
+// Grant gives the oldest first, wakes the waiter again for the next, and
+// Leave returns what it did not take, so that its Locker can release it.
+func TestNoGrantIsDropped(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := t.Context()
+		n := notify.New(b.Client, nil)
+		defer n.Close()
+		a, err := n.Join(ctx, "ch", "ticket-a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Leave()
+		bw, err := n.Join(ctx, "ch", "ticket-b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// In order on one connection: once a's arrives, both of b's have.
+		for _, msg := range []string{"ticket-b 8 1 2", "ticket-b 9 1 3", "ticket-b 10 1 4", "ticket-a 7 1 5"} {
+			if err := b.Client.Publish(ctx, "ch", msg).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		<-a.Wake()
+		for _, want := range []string{"ticket-b 8 1 2", "ticket-b 9 1 3"} {
+			<-bw.Wake()
+			if g, ok := bw.Grant(); !ok || g != want {
+				t.Fatalf("ticket-b's grant: got %q, %v, want %q, the oldest not taken", g, ok, want)
+			}
+		}
+		if left := bw.Leave(); len(left) != 1 || left[0] != "ticket-b 10 1 4" {
+			t.Fatalf("Leave: got %q, want the grant not taken", left)
+		}
+	})
+}
+
 // TestGrantChannelsStaySubscribed: a wake-up channel is unsubscribed when its
 // last waiter leaves, so that releases stop coming back to this process; a
 // grant channel (its waiters have tickets) stays subscribed until Close, so

@@ -119,7 +119,7 @@ func TestNoKeyOutlivesItsHolders(t *testing.T) {
 	}
 	waiter := proc.Start(t, "features", env("waiter"))
 	for _, q := range []string{"leasekit:{keys-e}:queue", "leasekit:{keys-c}:queue", "leasekit:{keys-s}:permits:queue", "leasekit:{keys-elect}:queue"} {
-		awaitQueued(t, b.Client, q, 1)
+		awaitQueue(t, b.Client, q, 1)
 	}
 	holder.Kill()
 	waiter.Kill()

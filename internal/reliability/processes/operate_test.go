@@ -124,7 +124,7 @@ func TestInspectCountsLiveWaiterProcesses(t *testing.T) {
 	for i := range 4 {
 		w := proc.Start(t, "line", env)
 		w.Send("go")
-		awaitQueued(t, b.Client, lockKey(name)+":queue", int64(i+1))
+		awaitQueue(t, b.Client, lockKey(name)+":queue", int64(i+1))
 		waiters = append(waiters, w)
 	}
 	if info, err := l.Inspect(ctx, name); err != nil || info.Waiters != 4 {

@@ -3,7 +3,6 @@ package processes_test
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -141,7 +140,7 @@ func orderTrial(t *testing.T, b *redistest.Backend, env, name string, line []*pr
 	queue := lockKey(name) + ":queue"
 	for i, w := range line {
 		w.Send("go")
-		awaitQueued(t, b.Client, queue, int64(i+1))
+		awaitQueue(t, b.Client, queue, int64(i+1))
 	}
 	if stop {
 		holder.Stop()
@@ -159,20 +158,4 @@ func orderTrial(t *testing.T, b *redistest.Backend, env, name string, line []*pr
 	}
 	holder.Kill()
 	return strings.Join(turns, " ")
-}
-
-// awaitQueued waits until the queue at key holds n entries: the waiter just
-// told to go has queued.
-func awaitQueued(t *testing.T, c *redis.Client, key string, n int64) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		got, err := c.ZCard(t.Context(), key).Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			t.Fatal(err)
-		}
-		if got >= n {
-			return
-		}
-	}
-	t.Fatalf("the queue %s did not reach %d entries", key, n)
 }
