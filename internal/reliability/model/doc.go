@@ -42,7 +42,9 @@
 // names. It rebuilds a state in miniredis to expand it (cheaper than
 // replaying its path, which costs a script run a step) and remembers what
 // each operation did to each server state. Walk goes further on seeded
-// random walks. Result reports the distinct states reached.
+// random walks. Result reports the distinct states reached. Replay runs a
+// schedule on a real redis-server beside miniredis, and compares them step
+// by step.
 //
 // # Invariants
 //

@@ -36,14 +36,16 @@ func (c *checker) trace(path []move) (*Trace, error) {
 	for _, m := range path {
 		n, o := c.apply(xs[0], w, m)
 		t.Violation = c.judge(w, m, n, &o, true)
-		t.Steps = append(t.Steps, c.step(n, m, &o))
+		t.Steps = append(t.Steps, c.step(n, base, m, &o))
 		w = n
 	}
 	return t, nil
 }
 
-func (c *checker) step(n *world, m move, o *outcome) Step {
-	s := Step{At: n.rs.clock - base, Move: m.String(), Clients: describe(n)}
+// step records move m, which did o and led to n; times are counted from
+// origin (ms).
+func (c *checker) step(n *world, origin int64, m move, o *outcome) Step {
+	s := Step{At: n.rs.clock - origin, Move: m.String(), Clients: describe(n, origin)}
 	if o.op != "" {
 		s.Op = o.op + " -> " + show(o.reply)
 	}
@@ -53,8 +55,9 @@ func (c *checker) step(n *world, m move, o *outcome) Step {
 	return s
 }
 
-// describe is each participant's phase, and the messages in flight.
-func describe(w *world) string {
+// describe is each participant's phase, and the messages in flight; times
+// count from origin.
+func describe(w *world, origin int64) string {
 	var parts []string
 	for i := range w.clients {
 		cl := &w.clients[i]
@@ -63,7 +66,7 @@ func describe(w *world) string {
 		case cl.phase == holding:
 			s += " " + cl.value
 		case cl.phase == sleeping:
-			s += fmt.Sprintf(" until t=%d", cl.timer-base)
+			s += fmt.Sprintf(" until t=%d", cl.timer-origin)
 		}
 		if cl.waiting() && cl.queued {
 			s += fmt.Sprintf(" (queued %d.)", w.rank(i))
