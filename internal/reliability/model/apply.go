@@ -262,11 +262,16 @@ func (c *checker) holderMove(x *executor, n *world, i int, k moveKind, o *outcom
 			cl.renew = n.rs.clock + ttl/3
 		}
 	case mAnnounce:
+		// A candidate that cannot take office (its lease ended) releases
+		// its grant and fails (election.announce).
 		c.run(x, n, o, "election_announce.lua", c.p.announce(cl.value))
 		took, err := c.p.readAnnounce(o.reply)
 		o.err = err
 		if took {
 			cl.office, o.office = true, cl.value
+		} else {
+			c.run(x, n, o, c.p.releaseName(), c.p.release(cl.value, nil))
+			n.clients[i] = c.ended(*cl)
 		}
 	case mRead:
 		c.run(x, n, o, "election_leader.lua", c.p.readLeader())

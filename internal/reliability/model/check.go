@@ -120,10 +120,11 @@ func (c *checker) judgeOneGrant(w *world, m move, before, after []grant) *Violat
 }
 
 // releaser is the owner id whose grant m releases, if it releases one: a
-// holder's release, a waiter's give-up, a late grant's release.
+// holder's release, a waiter's give-up, a late grant's release, a
+// candidate's that could not take office.
 func (c *checker) releaser(w *world, m move) string {
 	switch m.kind {
-	case mRelease, mGiveUp, mReceive:
+	case mRelease, mGiveUp, mReceive, mAnnounce:
 		return w.owner(int(m.who))
 	}
 	return ""

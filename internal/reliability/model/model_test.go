@@ -27,7 +27,7 @@ var long = os.Getenv("LEASEKIT_MODEL_LONG") == "1"
 func bounds(depth, walks int) (int, int) {
 	switch {
 	case long:
-		return depth + 3, walks * 20
+		return depth + 2, walks * 20
 	case raceEnabled:
 		return depth - 2, walks / 10
 	}
@@ -67,17 +67,21 @@ func check(t *testing.T, cfg model.Config, depth, walks int) {
 func TestLocks(t *testing.T) {
 	for _, kind := range []model.Kind{model.Efficiency, model.Correctness} {
 		t.Run(kind.String(), func(t *testing.T) {
-			check(t, model.Config{Kind: kind, Clients: 3, Faults: faults, LapsedFIFO: lapsedServesHead}, 8, 300)
+			check(t, model.Config{Kind: kind, Clients: 3, Faults: faults, LapsedFIFO: lapsedServesHead}, 9, 1000)
 		})
 	}
+	t.Run("4 participants", func(t *testing.T) {
+		few := model.Faults{Die: 1, GiveUp: 1}
+		check(t, model.Config{Kind: model.Correctness, Clients: 4, Faults: few, LapsedFIFO: lapsedServesHead}, 8, 300)
+	})
 }
 
 func TestSemaphore(t *testing.T) {
 	// The semaphore's waits serve its queue in order after a permit
 	// lapsed too: held to the rule.
-	check(t, model.Config{Kind: model.Semaphore, Limit: 2, Clients: 3, Faults: faults, LapsedFIFO: true}, 8, 300)
+	check(t, model.Config{Kind: model.Semaphore, Limit: 2, Clients: 3, Faults: faults, LapsedFIFO: true}, 9, 1000)
 }
 
 func TestElection(t *testing.T) {
-	check(t, model.Config{Kind: model.Election, Clients: 3, Faults: faults, LapsedFIFO: lapsedServesHead}, 7, 200)
+	check(t, model.Config{Kind: model.Election, Clients: 3, Faults: faults, LapsedFIFO: lapsedServesHead}, 8, 600)
 }
