@@ -69,11 +69,13 @@ func (c *checker) otherMove(x *executor, n *world, m move, o *outcome) {
 	case mResume:
 		n.clients[i].paused = false
 	case mDie:
+		// Only its owner ids are left of it: what the server may still
+		// hold of it names them.
 		n.left.Die--
-		n.clients[i].phase = dead
 		if n.clients[i].subscribed {
 			c.exec(x, n, o, "", subscribeOp(channel(name(i)), false))
 		}
+		n.clients[i] = client{phase: dead, cycle: n.clients[i].cycle}
 	case mAdvance:
 		c.exec(x, n, o, "", advanceOp(c.nextDeadline(n)))
 	case mLose:
@@ -231,7 +233,7 @@ func (c *checker) took(n *world, i int, a attempt, err error, o *outcome) bool {
 
 // granted is cl, holding value from now (ms) on.
 func (c *checker) granted(cl client, value string, now int64) client {
-	return client{phase: holding, subscribed: cl.subscribed, cycle: cl.cycle, value: value, renew: now + ttl/3}
+	return client{phase: holding, paused: cl.paused, subscribed: cl.subscribed, cycle: cl.cycle, value: value, renew: now + ttl/3}
 }
 
 // ended is cl after its acquire ended without a grant, or its grant ended.
@@ -240,42 +242,61 @@ func (c *checker) ended(cl client) client {
 }
 
 // holderMove applies a holder's release or refresh, a candidate's taking
-// office, or the observer's read.
+// office, or a read of the election's leader.
 func (c *checker) holderMove(x *executor, n *world, i int, k moveKind, o *outcome) {
-	cl := &n.clients[i]
 	switch k {
 	case mRelease:
-		c.run(x, n, o, c.p.releaseName(), c.p.release(cl.value, nil))
-		held, err := c.p.readRelease(o.reply)
-		o.look, o.err = &look{cl.value, held}, err
-		if c.cfg.Kind == Election {
-			c.run(x, n, o, "election_resign.lua", c.p.resign(cl.value))
-		}
-		n.clients[i] = c.ended(*cl)
+		c.release(x, n, i, o)
 	case mRefresh:
-		c.run(x, n, o, c.p.refreshName(), c.p.refresh(cl.value))
-		held, err := c.p.readRefresh(o.reply)
-		o.look, o.err = &look{cl.value, held}, err
-		if !held {
-			n.clients[i] = c.ended(*cl)
-		} else {
-			cl.renew = n.rs.clock + ttl/3
-		}
+		c.refresh(x, n, i, o)
 	case mAnnounce:
-		// A candidate that cannot take office (its lease ended) releases
-		// its grant and fails (election.announce).
-		c.run(x, n, o, "election_announce.lua", c.p.announce(cl.value))
-		took, err := c.p.readAnnounce(o.reply)
-		o.err = err
-		if took {
-			cl.office, o.office = true, cl.value
-		} else {
-			c.run(x, n, o, c.p.releaseName(), c.p.release(cl.value, nil))
-			n.clients[i] = c.ended(*cl)
-		}
+		c.announce(x, n, i, o)
 	case mRead:
 		c.run(x, n, o, "election_leader.lua", c.p.readLeader())
 		got, err := c.p.parseLeader(o.reply)
 		o.err, o.read = err, &leaderRead{got: got, want: c.p.leader(o.before)}
 	}
+}
+
+// release is a holder's release, a look at its grant; a leader resigns
+// after it (election.lead).
+func (c *checker) release(x *executor, n *world, i int, o *outcome) {
+	cl := &n.clients[i]
+	c.run(x, n, o, c.p.releaseName(), c.p.release(cl.value, nil))
+	held, err := c.p.readRelease(o.reply)
+	o.look, o.err = &look{cl.value, held}, err
+	if c.cfg.Kind == Election {
+		c.run(x, n, o, "election_resign.lua", c.p.resign(cl.value))
+	}
+	n.clients[i] = c.ended(*cl)
+}
+
+// refresh is a holder's refresh, a look at its grant: a holder told it
+// holds it no more stops holding.
+func (c *checker) refresh(x *executor, n *world, i int, o *outcome) {
+	cl := &n.clients[i]
+	c.run(x, n, o, c.p.refreshName(), c.p.refresh(cl.value))
+	held, err := c.p.readRefresh(o.reply)
+	o.look, o.err = &look{cl.value, held}, err
+	if !held {
+		n.clients[i] = c.ended(*cl)
+		return
+	}
+	cl.renew = n.rs.clock + ttl/3
+}
+
+// announce is a candidate holding the election's lock taking office; one
+// that cannot (its lease ended) releases its grant and fails
+// (election.announce).
+func (c *checker) announce(x *executor, n *world, i int, o *outcome) {
+	cl := &n.clients[i]
+	c.run(x, n, o, "election_announce.lua", c.p.announce(cl.value))
+	took, err := c.p.readAnnounce(o.reply)
+	o.err = err
+	if took {
+		cl.office, o.office = true, cl.value
+		return
+	}
+	c.run(x, n, o, c.p.releaseName(), c.p.release(cl.value, nil))
+	n.clients[i] = c.ended(*cl)
 }

@@ -20,8 +20,11 @@ const (
 
 // Violation is an invariant a step broke.
 type Violation struct {
+	// Invariant names it: OneGrant, Looks, FIFO, Entries, Tokens,
+	// LeaderRead or Replies.
 	Invariant string
-	Detail    string
+	// Detail says who broke it, and how.
+	Detail string
 }
 
 func (v *Violation) Error() string { return v.Invariant + ": " + v.Detail }
@@ -38,11 +41,7 @@ func (c *checker) judge(w *world, m move, n *world, o *outcome, timed bool) *Vio
 	if v := c.judgeLook(m, o); v != nil {
 		return v
 	}
-	if m.kind == mRestart || m.kind == mAdvance && o.before.key(c.p.queue()) != nil && o.after.key(c.p.queue()) == nil {
-		for i := range n.clients {
-			n.clients[i].queued = false // the queue was lost, or expired: documented
-		}
-	}
+	c.queueLost(m, n, o)
 	if v := c.judgeGrants(w, m, n, o); v != nil {
 		return v
 	}
@@ -58,6 +57,19 @@ func (c *checker) judge(w *world, m move, n *world, o *outcome, timed bool) *Vio
 	return c.judgeQueueLife(n)
 }
 
+// queueLost notes in n that no entry is queued when the step lost the
+// queue: a restart without persistence, or the queue's expiry (its waiters
+// paused past it). Both lose the order, as documented.
+func (c *checker) queueLost(m move, n *world, o *outcome) {
+	q := c.p.queue()
+	if m.kind == mRestart || m.kind == mAdvance && o.before.key(q) != nil && o.after.key(q) == nil {
+		for i := range n.clients {
+			n.clients[i].queued = false
+		}
+	}
+}
+
+// who names the mover of m.
 func who(m move) string {
 	if m.who < 0 {
 		return "the environment"

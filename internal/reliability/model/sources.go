@@ -13,10 +13,12 @@ import (
 // release, semaphore.lua to the sem_ scripts). A test plants a bug by passing
 // a copy with a source changed.
 type Scripts struct {
-	Wait, Release, Refresh, FencedAcquire       string
+	// A lock's: package scripts' Wait, Release, Refresh and FencedAcquire.
+	Wait, Release, Refresh, FencedAcquire string
+	// A semaphore's: SemAcquire, SemWait, SemRelease and SemRefresh.
 	SemAcquire, SemWait, SemRelease, SemRefresh string
-	ElectionAnnounce, ElectionLeader            string
-	ElectionResign                              string
+	// An election's: ElectionAnnounce, ElectionLeader and ElectionResign.
+	ElectionAnnounce, ElectionLeader, ElectionResign string
 }
 
 // Leasekit returns the scripts leasekit runs: the sources of package

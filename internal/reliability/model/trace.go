@@ -9,9 +9,11 @@ import (
 // Trace is a path of moves from the start, replayed step by step: what each
 // move ran, at which clock, and the keys after it.
 type Trace struct {
-	Kind      Kind
-	Steps     []Step
-	Violation *Violation // broken by the last step, if any
+	// Kind is what the participants contended for.
+	Kind  Kind
+	Steps []Step
+	// Violation is the invariant the last step broke, if any.
+	Violation *Violation
 }
 
 // Step is one move of a trace.

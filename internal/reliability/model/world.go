@@ -5,46 +5,6 @@ import (
 	"strconv"
 )
 
-// Kind is what the participants contend for.
-type Kind int
-
-const (
-	// Efficiency is an efficiency lock: a probe is SET NX PX.
-	Efficiency Kind = iota
-	// Correctness is a correctness lock with the clock floor: a probe is
-	// fenced_acquire.lua, and every grant carries a token.
-	Correctness
-	// Semaphore is a semaphore of Config.Limit permits.
-	Semaphore
-	// Election is an election: candidates take its correctness lock, take
-	// office (election_announce.lua) and resign (election_resign.lua), and
-	// read its leader (election_leader.lua).
-	Election
-)
-
-var kindNames = [...]string{"efficiency lock", "correctness lock", "semaphore", "election"}
-
-func (k Kind) String() string { return kindNames[k] }
-
-// Faults are how many faults of each kind one path may hold.
-type Faults struct {
-	// Die kills a participant: it never acts again, and its subscription
-	// goes away (PUBSUB NUMSUB stops counting it).
-	Die int
-	// Pause stops a participant while time passes, until it resumes.
-	Pause int
-	// Lose, Dup and Forge lose a grant message in flight, deliver one
-	// twice, or publish one nobody granted to a waiter's channel. (Delay
-	// and reordering need no budget: a message in flight is read whenever
-	// its waiter reads, in any order.)
-	Lose, Dup, Forge int
-	// Restart makes the server lose every key (no persistence).
-	Restart int
-	// GiveUp ends a waiter's wait (its context ended), as waiter.leave
-	// does.
-	GiveUp int
-}
-
 // phase is where a participant is in its acquire.
 type phase uint8
 
@@ -139,6 +99,7 @@ func name(i int) string { return string(rune('A' + i)) }
 // owner is participant i's owner id in its current acquire.
 func (w *world) owner(i int) string { return name(i) + strconv.Itoa(w.clients[i].cycle) }
 
+// bit is v as a byte of an encoding.
 func bit(v bool) byte {
 	if v {
 		return 1
