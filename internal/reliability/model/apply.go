@@ -56,6 +56,7 @@ func (c *checker) apply(x *executor, w *world, m move) (*world, outcome) {
 		c.otherMove(x, n, m, &o)
 	}
 	c.purge(n)
+	n.rs = x.settle(n.rs, c.p.now(n))
 	return n, o
 }
 
@@ -108,7 +109,9 @@ func (c *checker) run(x *executor, n *world, o *outcome, op string, cmd []string
 // published into flight. The outcome's before is the server before the
 // move's first operation, its after the server after its last.
 func (c *checker) exec(x *executor, n *world, o *outcome, label string, op op) {
-	r := x.run(n.rs, op)
+	st := n.rs
+	st.micros = c.p.now(n)
+	r := x.run(st, op)
 	if !o.ran {
 		o.before, o.ran = r.before, true
 	}

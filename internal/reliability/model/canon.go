@@ -127,7 +127,7 @@ func (w *world) encodeAs(p []int) []byte {
 // encodeAs is st's canonical form with names renamed: sorted sets and the
 // subscriptions sorted again.
 func (st redisState) encodeAs(b []byte, rename func(string) string) []byte {
-	r := redisState{clock: st.clock, keys: make([]rkey, len(st.keys))}
+	r := redisState{clock: st.clock, micros: st.micros, keys: make([]rkey, len(st.keys))}
 	for i, k := range st.keys {
 		k.items = slices.Clone(k.items)
 		for j := range k.items {

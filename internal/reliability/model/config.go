@@ -135,8 +135,10 @@ func newChecker(cfg Config) (*checker, error) {
 
 // initial is the world before any move.
 func (c *checker) initial() *world {
-	return &world{rs: redisState{clock: base, micros: base * 1000}, clients: make([]client, c.cfg.Clients),
+	w := &world{rs: redisState{clock: base}, clients: make([]client, c.cfg.Clients),
 		left: c.cfg.Faults, freeSince: -1, lonely: -1}
+	w.rs.micros = c.p.now(w)
+	return w
 }
 
 // executors start a miniredis for each worker, sharing one memo.

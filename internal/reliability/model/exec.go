@@ -85,6 +85,16 @@ func (x *executor) run(st redisState, o op) result {
 	return r
 }
 
+// settle is st as a world states it once a move is over: on miniredis
+// with what TIME will read next, us (a function of the world, so that equal
+// worlds encode equally); a real server's clock is its own.
+func (x *executor) settle(st redisState, us int64) redisState {
+	if x.mini != nil {
+		st.micros = us
+	}
+	return st
+}
+
 // live runs o on the server as it is.
 func (x *executor) live(o op) result {
 	x.runs++

@@ -45,12 +45,13 @@ type backend interface {
 // expands rather than replaying the path to it, which costs a script run
 // per step.
 type mini struct {
-	m     *miniredis.Miniredis
-	lua   *luaRunner // nil: miniredis's own EVAL
-	names []string   // the keys read
-	subs  map[string]*miniredis.Subscriber
-	clock int64
-	pubs  []published
+	m      *miniredis.Miniredis
+	lua    *luaRunner // nil: miniredis's own EVAL
+	names  []string   // the keys read
+	subs   map[string]*miniredis.Subscriber
+	clock  int64 // ms
+	micros int64 // what TIME reads
+	pubs   []published
 }
 
 // newMini starts a miniredis with its clock at clock (ms); the checker reads
@@ -63,8 +64,8 @@ func newMini(names []string, clock int64, native bool) (*mini, error) {
 		return nil, fmt.Errorf("model: starting miniredis: %w", err)
 	}
 	_ = conn.Close()
-	s := &mini{m: m, names: names, subs: make(map[string]*miniredis.Subscriber), clock: clock}
-	s.setClock(clock)
+	s := &mini{m: m, names: names, subs: make(map[string]*miniredis.Subscriber)}
+	s.setClock(clock, clock*1000+1)
 	m.Server().SetPreHook(s.capture)
 	if !native {
 		s.lua = newLuaRunner(s.dispatch)
@@ -112,7 +113,7 @@ func (s *mini) step(cmd []string) (before, after redisState, reply any) {
 }
 
 func (s *mini) read() redisState {
-	st := redisState{clock: s.clock, micros: s.clock*1000 + 1}
+	st := redisState{clock: s.clock, micros: s.micros}
 	for _, name := range s.names {
 		if k, ok := s.readKey(name); ok {
 			st.keys = append(st.keys, k)
@@ -170,7 +171,7 @@ func zitems(z map[string]float64, _ error) []string {
 // load makes the server hold st.
 func (s *mini) load(st redisState) {
 	s.m.FlushAll()
-	s.setClock(st.clock)
+	s.setClock(st.clock, st.micros)
 	for _, k := range st.keys {
 		s.loadKey(k)
 	}
@@ -213,18 +214,17 @@ func (s *mini) advance(to int64) {
 		return
 	}
 	s.m.FastForward(time.Duration(to-s.clock) * time.Millisecond)
-	s.setClock(to)
+	s.setClock(to, to*1000+1)
 }
 
-// setClock sets the clock to ms, and one µs: TIME then reads an odd number
-// of µs. miniredis formats a sorted set's score the shortest way, and a
-// round one in exponent form ("1.7e+15" where Redis says
-// "1700000000000000"), which defeats the comparison by length and text
-// that queue.lua's enqueue makes of places; an odd one it formats in full,
-// as Redis does every score below 2^53.
-func (s *mini) setClock(ms int64) {
-	s.clock = ms
-	s.m.SetTime(time.UnixMicro(ms*1000 + 1))
+// setClock sets the clock to ms, and what TIME reads to us. The checker
+// keeps us off a round number (protocol.now): miniredis formats a sorted
+// set's score the shortest way, and a round one in exponent form
+// ("1.7e+15" where Redis says "1700000000000000"), which defeats the
+// comparison by length and text that queue.lua's enqueue makes of places.
+func (s *mini) setClock(ms, us int64) {
+	s.clock, s.micros = ms, us
+	s.m.SetTime(time.UnixMicro(us))
 }
 
 func (s *mini) restart(gap int64) {

@@ -358,6 +358,36 @@ func (p protocol) forged(owner string, gen int, now int64) string {
 // unexpected is the error for a reply the client cannot read.
 func unexpected(reply any) error { return fmt.Errorf("unexpected reply %v", show(reply)) }
 
+// now is the server clock in µs that a script reads in w: the clock's ms
+// and one µs, or, if later, one µs past every reading of it that w still
+// holds (a place in the queue or a waiter's, a waiter's latest attempt, a
+// grant in flight). The checker's clock stands still between its moves, a
+// real one does not: no two scripts read the same µs, so a waiter that
+// queued after another never gets an equal place. (Tokens are left out:
+// two grants within one µs of the clock, the second counting on from the
+// first, are what a real server does.)
+func (p protocol) now(w *world) int64 {
+	us := w.rs.clock*1000 + 1
+	later := func(v int64) { us = max(us, v+1) }
+	if q := w.rs.key(p.queue()); q != nil {
+		for i := 1; i < len(q.items); i += 2 {
+			f, _ := strconv.ParseFloat(q.items[i], 64)
+			later(int64(f))
+		}
+	}
+	for i := range w.clients {
+		place, _ := strconv.ParseInt(w.clients[i].e.place, 10, 64)
+		later(place)
+		later(w.clients[i].e.server)
+	}
+	for _, m := range w.flight {
+		if g, ok := parseGrant(m.text); ok {
+			later(g.at)
+		}
+	}
+	return us
+}
+
 // ticketID is the id a message's ticket names, which the participant's
 // Locker routes it by (notify).
 func ticketID(msg string) string {

@@ -11,7 +11,7 @@ import (
 // PUBSUB NUMSUB counts). Immutable once built: states share it.
 type redisState struct {
 	clock  int64 // ms
-	micros int64 // the same clock in µs, as TIME reads it
+	micros int64 // the clock in µs, as TIME reads it (see protocol.now)
 	keys   []rkey
 	subs   []string // sorted
 }
@@ -56,6 +56,8 @@ func (st redisState) withSubs(ch string, on bool) redisState {
 // encode appends st's canonical form to b.
 func (st redisState) encode(b []byte) []byte {
 	b = strconv.AppendInt(b, st.clock, 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, st.micros, 10)
 	for _, k := range st.keys {
 		b = append(b, '|')
 		b = append(b, k.name...)
