@@ -14,28 +14,33 @@ func TestLuaRunnerIsMiniredisEval(t *testing.T) {
 	faults := Faults{Die: 1, Pause: 1, Lose: 1, Dup: 1, Forge: 1, Restart: 1, GiveUp: 1}
 	for _, kind := range []Kind{Efficiency, Correctness, Semaphore, Election} {
 		t.Run(kind.String(), func(t *testing.T) {
-			c, err := newChecker(Config{Kind: kind, Clients: 3, Limit: 2, Faults: faults})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ours, err := c.executors(1, newMemo(0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer closeAll(ours)
+			c, ours := testChecker(t, Config{Kind: kind, Clients: 3, Limit: 2, Faults: faults})
 			c.cfg.nativeLua = true
-			native, err := c.executors(1, newMemo(0))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer closeAll(native)
+			_, native := testChecker(t, c.cfg)
 			for seed := range uint64(20) {
-				walkBoth(t, c, ours[0], native[0], rand.New(rand.NewPCG(seed, 0)))
+				walkBoth(t, c, ours, native, rand.New(rand.NewPCG(seed, 0)))
 			}
 		})
 	}
 }
 
+// testChecker is cfg's checker and an executor on a miniredis of its own,
+// closed when the test ends.
+func testChecker(t testing.TB, cfg Config) (*checker, *executor) {
+	t.Helper()
+	c, err := newChecker(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xs, err := c.executors(1, newMemo(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeAll(xs) })
+	return c, xs[0]
+}
+
+// walkBoth takes a random walk, each move on both executors.
 func walkBoth(t *testing.T, c *checker, ours, native *executor, rng *rand.Rand) {
 	t.Helper()
 	w := c.initial()

@@ -9,16 +9,7 @@ import (
 // back into miniredis to expand it: loading its keys, which Explore does,
 // and replaying the path to it from the start.
 func BenchmarkRestore(b *testing.B) {
-	c, err := newChecker(Config{Kind: Correctness, Clients: 3, Faults: Faults{Die: 1, Restart: 1}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	xs, err := c.executors(1, newMemo(0))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer closeAll(xs)
-	x := xs[0]
+	c, x := testChecker(b, Config{Kind: Correctness, Clients: 3, Faults: Faults{Die: 1, Restart: 1}})
 	w, path := c.initial(), []move(nil)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for range 8 {
