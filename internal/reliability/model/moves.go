@@ -76,8 +76,7 @@ func (c *checker) moves(w *world) []move {
 // clientMoves appends participant i's moves to ms.
 func (c *checker) clientMoves(w *world, i int, ms []move) []move {
 	cl := &w.clients[i]
-	who := int8(i)
-	add := func(k moveKind) { ms = append(ms, move{kind: k, who: who, arg: -1}) }
+	add := func(k moveKind) { ms = append(ms, move{kind: k, who: int8(i), arg: -1}) }
 	if cl.phase == dead {
 		return ms
 	}
@@ -100,22 +99,30 @@ func (c *checker) clientMoves(w *world, i int, ms []move) []move {
 			add(mRead)
 		}
 	case ready, sleeping:
-		if cl.phase == ready || cl.timer <= w.rs.clock {
-			add(mAttempt)
-		}
-		if w.left.GiveUp > 0 {
-			add(mGiveUp)
-		}
-		for j, m := range w.flight {
-			if m.to == i && cl.phase == sleeping {
-				ms = append(ms, move{kind: mReceive, who: who, arg: int8(j)})
-			}
-		}
+		ms = c.waiterMoves(w, i, ms)
 	case holding:
 		add(mRelease)
 		add(mRefresh)
 		if c.cfg.Kind == Election && !cl.office {
 			add(mAnnounce)
+		}
+	}
+	return ms
+}
+
+// waiterMoves appends waiter i's moves to ms: its attempt (at once, or
+// once its timer fired), giving up, reading a message in flight to it.
+func (c *checker) waiterMoves(w *world, i int, ms []move) []move {
+	cl := &w.clients[i]
+	if cl.phase == ready || cl.timer <= w.rs.clock {
+		ms = append(ms, move{kind: mAttempt, who: int8(i), arg: -1})
+	}
+	if w.left.GiveUp > 0 {
+		ms = append(ms, move{kind: mGiveUp, who: int8(i), arg: -1})
+	}
+	for j, m := range w.flight {
+		if m.to == i && cl.phase == sleeping {
+			ms = append(ms, move{kind: mReceive, who: int8(i), arg: int8(j)})
 		}
 	}
 	return ms

@@ -110,9 +110,10 @@ func (p protocol) probe(owner string) []string {
 func (p protocol) readProbe(reply any, owner string) (attempt, error) {
 	switch p.kind {
 	case Efficiency:
-		if reply == "OK" {
+		switch reply {
+		case "OK":
 			return attempt{granted: true, value: owner}, nil
-		} else if reply == nil {
+		case nil:
 			return attempt{holderTTL: -1}, nil
 		}
 	case Semaphore:
