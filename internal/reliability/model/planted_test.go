@@ -7,17 +7,19 @@ import (
 	"github.com/leasekit/leasekit/internal/reliability/model"
 )
 
-// plant returns the scripts with old replaced by bug in the source *src
-// picks; the test fails if old is not there (the script changed: update
-// the plant).
-func plant(t *testing.T, src func(*model.Scripts) *string, old, bug string) model.Scripts {
+// plant returns the scripts with old replaced by bug in each source that
+// one of srcs picks; the test fails if old is not there (the script
+// changed: update the plant).
+func plant(t *testing.T, old, bug string, srcs ...func(*model.Scripts) *string) model.Scripts {
 	t.Helper()
 	s := model.Leasekit()
-	p := src(&s)
-	if !strings.Contains(*p, old) {
-		t.Fatalf("the script no longer holds %q: plant the bug elsewhere", old)
+	for _, src := range srcs {
+		p := src(&s)
+		if !strings.Contains(*p, old) {
+			t.Fatalf("the script no longer holds %q: plant the bug elsewhere", old)
+		}
+		*p = strings.Replace(*p, old, bug, 1)
 	}
-	*p = strings.Replace(*p, old, bug, 1)
 	return s
 }
 
@@ -27,11 +29,14 @@ func planted(t *testing.T) []struct {
 	name, want string
 	cfg        model.Config
 } {
-	releaseSecond := plant(t, func(s *model.Scripts) *string { return &s.Release },
-		"local w, now = next_waiter(KEYS[2], nil, numsub)\n",
-		"local w, now = next_waiter(KEYS[2], nil, numsub)\n  if w then w, now = next_waiter(KEYS[2], now, numsub) end\n")
-	refreshAny := plant(t, func(s *model.Scripts) *string { return &s.Refresh },
-		"  return -1\nend\nredis.call('PEXPIRE'", "end\nredis.call('PEXPIRE'")
+	release := func(s *model.Scripts) *string { return &s.Release }
+	releaseSecond := plant(t, "local w, now = next_waiter(KEYS[2], nil, numsub)\n",
+		"local w, now = next_waiter(KEYS[2], nil, numsub)\n  if w then w, now = next_waiter(KEYS[2], now, numsub) end\n", release)
+	refreshAny := plant(t, "  return -1\nend\nredis.call('PEXPIRE'", "end\nredis.call('PEXPIRE'",
+		func(s *model.Scripts) *string { return &s.Refresh })
+	// grant.lua, prepended to the three scripts that grant
+	noFloor := plant(t, "if kind == 'f' then", "if kind == 'f' or kind == 'c' then", release,
+		func(s *model.Scripts) *string { return &s.Wait }, func(s *model.Scripts) *string { return &s.FencedAcquire })
 	return []struct {
 		name, want string
 		cfg        model.Config
@@ -40,6 +45,8 @@ func planted(t *testing.T) []struct {
 			model.Config{Kind: model.Correctness, Clients: 3, Scripts: releaseSecond, LapsedFIFO: lapsedServesHead}},
 		{"a refresh that extends another owner's lease", model.Looks,
 			model.Config{Kind: model.Efficiency, Clients: 2, Scripts: refreshAny, LapsedFIFO: lapsedServesHead}},
+		{"a grant that ignores the clock floor", model.Tokens,
+			model.Config{Kind: model.Correctness, Clients: 2, Scripts: noFloor, Faults: model.Faults{Restart: 1}, LapsedFIFO: lapsedServesHead}},
 	}
 }
 
