@@ -1,0 +1,492 @@
+package model
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/leasekit/leasekit/internal/lease"
+)
+
+// The client's protocol, as the checker mirrors it: the commands a client
+// sends, how it reads their replies, the lock's value, the queue entry and
+// the grant message. They are specified in internal/lease/handoff.go and
+// scripts/*.lua, and built by the Go client in internal/lease (acquire.go,
+// waiter.go, held.go); this file restates what the checker needs of them,
+// and nothing else in the package knows a reply code or a wire format. When
+// the scripts' protocol changes, this is the file to change.
+
+// The lease the participants ask for, and the Go client's constants.
+const (
+	ttl     = 1000 // ms, every participant's lease
+	recheck = 1000 // ms, the longest a waiter sleeps without asking (waiter.go)
+	// drift is what the client takes off a lease for its local deadline:
+	// ttl × DefaultDriftFactor (0.01) + 2 ms.
+	drift = ttl/100 + 2
+	// queueSlack is how long a queue outlives its holder's ttl (wait.lua).
+	queueSlack = 10000
+)
+
+// The keys of the resource the participants contend for, named as the Go
+// client names them, with prefix "m:" and name "l".
+var (
+	lockKey    = lease.LockKey("m:", "l")
+	queueKey   = lease.QueueKey(lockKey)
+	counterKey = lease.CounterKey("m:", "l")
+	leaderKey  = lease.LeaderKey(lockKey)
+	permitsKey = lease.PermitsKey("m:", "l")
+	semQueue   = lease.QueueKey(permitsKey)
+	limitKey   = lease.LimitKey(permitsKey)
+)
+
+// channel is the grant channel of a participant's Locker.
+func channel(client string) string { return "m:grants:" + client }
+
+// protocol is how a participant speaks to the resource of one kind.
+type protocol struct {
+	kind  Kind
+	limit int
+	src   Scripts
+}
+
+// keys are every key the resource's scripts write: what the checker reads.
+func (p protocol) keys() []string {
+	switch p.kind {
+	case Semaphore:
+		return []string{permitsKey, semQueue, limitKey}
+	case Election:
+		return []string{lockKey, queueKey, counterKey, leaderKey}
+	}
+	return []string{lockKey, queueKey, counterKey}
+}
+
+// queue is the resource's wait queue.
+func (p protocol) queue() string { return p.keys()[1] }
+
+// fenced says grants carry a token.
+func (p protocol) fenced() bool { return p.kind == Correctness || p.kind == Election }
+
+// scriptKind is the lock's kind as grant.lua names it: efficiency (a
+// semaphore's too: it runs on an efficiency Locker), or fenced with the
+// clock floor (the correctness default).
+func (p protocol) scriptKind() string {
+	if p.fenced() {
+		return "c"
+	}
+	return "e"
+}
+
+// eval is an EVAL of src on the resource's keys.
+func (p protocol) eval(src string, args ...string) []string {
+	return append([]string{"EVAL", src, "3", p.keys()[0], p.keys()[1], p.keys()[2]}, args...)
+}
+
+// attempt is what an acquire's round trip found (acquire.go's found).
+type attempt struct {
+	granted bool
+	value   string // the grant's value, without the mark
+	// Not granted: the holder's remaining ms (-1: no expiry); for a
+	// waiter's attempt, whether it queued the entry it sent (code 3) or
+	// found its previous one queued (code 0 with a place), the entry's
+	// place, and the server clock in µs.
+	holderTTL    int64
+	queued, kept bool
+	place        string
+	server       int64
+}
+
+// probe is an acquire's first try (acquire.once with probe set).
+func (p protocol) probe(owner string) []string {
+	switch p.kind {
+	case Efficiency:
+		return []string{"SET", lockKey, owner, "NX", "PX", strconv.Itoa(ttl)}
+	case Semaphore:
+		return p.eval(p.src.SemAcquire, owner, strconv.Itoa(ttl), strconv.Itoa(p.limit), "0", "1")
+	}
+	return p.eval(p.src.FencedAcquire, owner, strconv.Itoa(ttl), p.scriptKind())
+}
+
+// readProbe reads a probe's reply.
+func (p protocol) readProbe(reply any, owner string) (attempt, error) {
+	switch p.kind {
+	case Efficiency:
+		switch reply {
+		case "OK":
+			return attempt{granted: true, value: owner}, nil
+		case nil:
+			return attempt{holderTTL: -1}, nil
+		}
+	case Semaphore:
+		return p.readWait(reply, owner)
+	default:
+		switch v := reply.(type) {
+		case string: // the token
+			return attempt{granted: true, value: owner + ":" + v}, nil
+		case int64: // the holder's ttl
+			return attempt{holderTTL: v}, nil
+		}
+	}
+	return attempt{}, unexpected(reply)
+}
+
+// entry is a waiter's queue entry as the client keeps it (handoff.go).
+type entry struct {
+	gen    int
+	place  string // "" until an attempt queued it
+	server int64  // µs, the clock at the latest attempt that found it queued or queued it
+}
+
+// entryText is generation gen of owner's entry: owner, ttl, kind, patience
+// (0: none), ticket (the id is the owner id: both are the checker's), channel.
+func (p protocol) entryText(owner string, gen int) string {
+	return owner + " " + strconv.Itoa(ttl) + " " + p.scriptKind() + " 0 " + owner + "." + strconv.Itoa(gen) +
+		" " + channel(clientName(owner))
+}
+
+// wait is a waiter's attempt (waiter.attempt, entryArgs): the entry to queue
+// and the place and text of the previous one.
+func (p protocol) wait(owner string, e entry) []string {
+	queue, place, prev := p.entryText(owner, e.gen), "", ""
+	if e.place != "" {
+		queue, place, prev = p.entryText(owner, e.gen+1), e.place, p.entryText(owner, e.gen)
+	}
+	if p.kind == Semaphore {
+		return p.eval(p.src.SemWait, owner, strconv.Itoa(ttl), strconv.Itoa(p.limit), queue, place, prev, "0")
+	}
+	return p.eval(p.src.Wait, owner, strconv.Itoa(ttl), p.scriptKind(), queue, place, prev)
+}
+
+// readWait reads the reply of wait.lua, sem_wait.lua or sem_acquire.lua:
+// {1|2, value} when granted, else {code, ttl, place, now}.
+func (p protocol) readWait(reply any, owner string) (attempt, error) {
+	r, _ := reply.([]any)
+	if len(r) == 2 && (r[0] == int64(1) || r[0] == int64(2)) {
+		if v, ok := r[1].(string); ok && p.owns(v, owner) {
+			return attempt{granted: true, value: v}, nil
+		}
+	}
+	if len(r) != 4 || r[0] != int64(0) && r[0] != int64(3) {
+		return attempt{}, unexpected(reply)
+	}
+	left, ok1 := r[1].(int64)
+	place, ok2 := r[2].(string)
+	now, ok3 := r[3].(string)
+	a := attempt{holderTTL: left, queued: r[0] == int64(3), kept: r[0] == int64(0) && place != "", place: place}
+	var err error
+	if now != "" {
+		a.server, err = strconv.ParseInt(now, 10, 64)
+	}
+	if !ok1 || !ok2 || !ok3 || err != nil {
+		return attempt{}, unexpected(reply)
+	}
+	return a, nil
+}
+
+// owns says whether value, a grant's value, is owner's.
+func (p protocol) owns(value, owner string) bool {
+	o, _, _ := p.parseValue(value)
+	return o == owner
+}
+
+// release ends a grant (held.release), or, with leaving, is a waiter giving
+// up (waiter.leave): it releases whatever grant of owner's Redis holds and
+// takes both generations of the entry out of the queue.
+func (p protocol) release(value string, leaving *entry) []string {
+	match, first, second := "0", "", ""
+	if leaving != nil {
+		owner, _, _ := p.parseValue(value)
+		first, second = p.entryText(owner, leaving.gen), p.entryText(owner, leaving.gen+1)
+		if p.fenced() {
+			value, match = owner+":", "1" // any token: acquire.anyGrant
+		}
+	}
+	src := p.src.Release
+	if p.kind == Semaphore {
+		src = p.src.SemRelease
+	}
+	args := []string{value, match, first, "0"}
+	if leaving != nil {
+		args = append(args, second)
+	}
+	return p.eval(src, args...)
+}
+
+// readRelease reads a release's reply: whether it ended a grant the caller
+// held. release.lua: 0 gone, -1 another owner's, else released (1, 2 or a
+// token); sem_release.lua: 0 not held, else released.
+func (p protocol) readRelease(reply any) (bool, error) {
+	switch v := reply.(type) {
+	case int64:
+		return v > 0, nil
+	case string:
+		return p.kind != Semaphore, nil
+	}
+	return false, unexpected(reply)
+}
+
+// refresh restarts a grant's ttl (held.refresh).
+func (p protocol) refresh(value string) []string {
+	if p.kind == Semaphore {
+		return p.eval(p.src.SemRefresh, value, strconv.Itoa(ttl))
+	}
+	return []string{"EVAL", p.src.Refresh, "1", lockKey, value, strconv.Itoa(ttl)}
+}
+
+// readRefresh reads a refresh's reply: 1 refreshed; 0 or -1 (another owner)
+// not held.
+func (p protocol) readRefresh(reply any) (bool, error) {
+	if v, ok := reply.(int64); ok && v >= -1 && v <= 1 {
+		return v == 1, nil
+	}
+	return false, unexpected(reply)
+}
+
+// parseValue parses a lock's value: owner [":" token] ["*"] (handoff.go).
+// A semaphore's permit is its owner id.
+func (p protocol) parseValue(v string) (owner, token string, marked bool) {
+	v, marked = strings.CutSuffix(v, "*")
+	if !p.fenced() {
+		return v, "", marked
+	}
+	owner, token, _ = strings.Cut(v, ":")
+	return owner, token, marked
+}
+
+// grant is a live grant on the server: its owner id and, fenced, its token.
+type grant struct{ owner, token string }
+
+// holders are the live grants st holds: the lock's holder, or the
+// semaphore's permits that have not expired (scored by expiry, in ms).
+func (p protocol) holders(st redisState) []grant {
+	if p.kind == Semaphore {
+		var gs []grant
+		z := st.key(permitsKey)
+		for i := 0; z != nil && i+1 < len(z.items); i += 2 {
+			if expiry, err := strconv.ParseFloat(z.items[i+1], 64); err == nil && int64(expiry) > st.clock {
+				gs = append(gs, grant{owner: z.items[i]})
+			}
+		}
+		return gs
+	}
+	k := st.key(lockKey)
+	if k == nil || k.typ != "string" {
+		return nil
+	}
+	owner, token, _ := p.parseValue(k.items[0])
+	return []grant{{owner, token}}
+}
+
+// heldAs says whether st holds a live grant stored as value: the lock's
+// value, with or without the mark; a semaphore's live permit of that owner.
+func (p protocol) heldAs(st redisState, value string) bool {
+	if p.kind != Semaphore {
+		k := st.key(lockKey)
+		return k != nil && k.typ == "string" && strings.TrimSuffix(k.items[0], "*") == value
+	}
+	for _, g := range p.holders(st) {
+		if g.owner == value {
+			return true
+		}
+	}
+	return false
+}
+
+// free says whether st has room for a grant: the lock is not held, or fewer
+// permits than the limit are live.
+func (p protocol) free(st redisState) bool {
+	if p.kind == Semaphore {
+		return len(p.holders(st)) < p.limit
+	}
+	return len(p.holders(st)) == 0
+}
+
+// grantMsg is a grant message, parsed: ticket SP token SP seconds SP micros
+// [SP limit].
+type grantMsg struct {
+	id    string
+	gen   int
+	token string // "-" for an efficiency grant
+	at    int64  // µs, the server clock at the grant
+	limit int
+}
+
+// parseGrant parses a grant message; ok is false for one that is no grant.
+func parseGrant(msg string) (m grantMsg, ok bool) {
+	f := strings.Fields(msg)
+	if len(f) == 5 {
+		m.limit, _ = strconv.Atoi(f[4])
+		f = f[:4]
+	}
+	if len(f) != 4 {
+		return grantMsg{}, false
+	}
+	id, gen, ok1 := strings.Cut(f[0], ".")
+	g, err1 := strconv.Atoi(gen)
+	sec, err2 := strconv.ParseInt(f[2], 10, 64)
+	usec, err3 := strconv.ParseInt(f[3], 10, 64)
+	if !ok1 || err1 != nil || err2 != nil || err3 != nil {
+		return grantMsg{}, false
+	}
+	return grantMsg{id: id, gen: g, token: f[1], at: sec*1_000_000 + usec, limit: m.limit}, true
+}
+
+// accepts says whether a waiter whose entry is e takes m as its grant
+// (waiter.handed): a grant to its current generation, made after its latest
+// attempt.
+func (m grantMsg) accepts(e entry) bool { return m.gen == e.gen && m.at >= e.server }
+
+// value is what the grant m reports stored for owner.
+func (m grantMsg) value(owner string) string {
+	if m.token == "-" {
+		return owner
+	}
+	return owner + ":" + m.token
+}
+
+// forged is a grant message nobody granted, for the current entry of a
+// waiter, made now (µs): what anyone who reads the queue could publish.
+func (p protocol) forged(owner string, gen int, now int64) string {
+	token, limit := "-", ""
+	if p.fenced() {
+		token = "7"
+	}
+	if p.kind == Semaphore {
+		limit = " " + strconv.Itoa(p.limit)
+	}
+	return fmt.Sprintf("%s.%d %s %d %d%s", owner, gen, token, now/1_000_000, now%1_000_000, limit)
+}
+
+// unexpected is the error for a reply the client cannot read.
+func unexpected(reply any) error { return fmt.Errorf("unexpected reply %v", show(reply)) }
+
+// now is the server clock in µs that a script reads in w: the clock's ms
+// and one µs, or, if later, one µs past every reading of it that w still
+// holds (a place in the queue or a waiter's, a waiter's latest attempt, a
+// grant in flight). The checker's clock stands still between its moves, a
+// real one does not: no two scripts read the same µs, so a waiter that
+// queued after another never gets an equal place. (Tokens are left out:
+// two grants within one µs of the clock, the second counting on from the
+// first, are what a real server does.)
+func (p protocol) now(w *world) int64 {
+	us := w.rs.clock*1000 + 1
+	later := func(v int64) { us = max(us, v+1) }
+	if q := w.rs.key(p.queue()); q != nil {
+		for i := 1; i < len(q.items); i += 2 {
+			f, _ := strconv.ParseFloat(q.items[i], 64)
+			later(int64(f))
+		}
+	}
+	for i := range w.clients {
+		place, _ := strconv.ParseInt(w.clients[i].e.place, 10, 64)
+		later(place)
+		later(w.clients[i].e.server)
+	}
+	for _, m := range w.flight {
+		if g, ok := parseGrant(m.text); ok {
+			later(g.at)
+		}
+	}
+	return us
+}
+
+// ticketID is the id a message's ticket names, which the participant's
+// Locker routes it by (notify).
+func ticketID(msg string) string {
+	ticket, _, _ := strings.Cut(msg, " ")
+	id, _, _ := strings.Cut(ticket, ".")
+	return id
+}
+
+// deadlines are the times after st's clock when the resource changes on
+// its own besides a key's expiry: a semaphore's permits expire by score.
+func (p protocol) deadlines(st redisState) []int64 {
+	var ts []int64
+	if z := st.key(permitsKey); p.kind == Semaphore && z != nil {
+		for i := 1; i < len(z.items); i += 2 {
+			if f, err := strconv.ParseFloat(z.items[i], 64); err == nil {
+				ts = append(ts, int64(f))
+			}
+		}
+	}
+	return ts
+}
+
+// The names of the operations, for traces.
+func (p protocol) probeName() string {
+	return [...]string{"SET NX PX", "fenced_acquire.lua", "sem_acquire.lua", "fenced_acquire.lua"}[p.kind]
+}
+
+func (p protocol) waitName() string { return p.pick("wait.lua", "sem_wait.lua") }
+
+func (p protocol) releaseName() string { return p.pick("release.lua", "sem_release.lua") }
+
+func (p protocol) refreshName() string { return p.pick("refresh.lua", "sem_refresh.lua") }
+
+func (p protocol) pick(lock, sem string) string {
+	if p.kind == Semaphore {
+		return sem
+	}
+	return lock
+}
+
+// The election (correctness/election.go): its leader key beside the lock,
+// a hash of the grant that took office and its value; its channel is the
+// leader key's name.
+
+// announce is a candidate holding the grant stored as value taking office
+// (election.announce), with its name as the leader's value.
+func (p protocol) announce(value string) []string {
+	owner, _, _ := p.parseValue(value)
+	return []string{"EVAL", p.src.ElectionAnnounce, "2", lockKey, leaderKey, value, owner, leaderKey}
+}
+
+// readAnnounce reads announce's reply: whether the candidate took office.
+func (p protocol) readAnnounce(reply any) (bool, error) {
+	if v, ok := reply.(int64); ok && (v == 0 || v == 1) {
+		return v == 1, nil
+	}
+	return false, unexpected(reply)
+}
+
+// resign is a leader whose grant (value) ended clearing its leader key
+// (election.resign).
+func (p protocol) resign(value string) []string {
+	return []string{"EVAL", p.src.ElectionResign, "2", lockKey, leaderKey, value, leaderKey}
+}
+
+// readLeader is Leader's one read (election.read).
+func (p protocol) readLeader() []string {
+	return []string{"EVAL", p.src.ElectionLeader, "2", lockKey, leaderKey, "0"}
+}
+
+// parseLeader reads readLeader's reply: {0} free, {1, ttl} held by a grant
+// not in office, {2, ttl, term} held by the leader. It returns the leader's
+// term, "" for none.
+func (p protocol) parseLeader(reply any) (string, error) {
+	r, _ := reply.([]any)
+	switch {
+	case len(r) == 1 && r[0] == int64(0), len(r) == 2 && r[0] == int64(1):
+		return "", nil
+	case len(r) == 3 && r[0] == int64(2):
+		if term, ok := r[2].(string); ok && term != "" {
+			return term, nil
+		}
+	}
+	return "", unexpected(reply)
+}
+
+// leader is the leader st holds: the lock's grant, when the leader key
+// names it, by its term; "" for none.
+func (p protocol) leader(st redisState) string {
+	k, l := st.key(lockKey), st.key(leaderKey)
+	if k == nil || l == nil || k.typ != "string" || l.typ != "hash" {
+		return ""
+	}
+	for i := 0; i+1 < len(l.items); i += 2 {
+		if l.items[i] == "grant" && l.items[i+1] == strings.TrimSuffix(k.items[0], "*") {
+			_, term, _ := p.parseValue(k.items[0])
+			return term
+		}
+	}
+	return ""
+}
