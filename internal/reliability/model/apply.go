@@ -2,6 +2,7 @@ package model
 
 import (
 	"slices"
+	"strconv"
 )
 
 // outcome is what one move did: the server operation it ran, the server
@@ -16,8 +17,11 @@ type outcome struct {
 	// it believes it holds, and whether the reply said it does.
 	look *look
 	// self is the value the mover was told it was granted by its own
-	// command, "" for none.
-	self string
+	// command, "" for none; handed, the tokens its calls said they handed
+	// the lock on with to the first live waiter ("-" for an efficiency
+	// grant).
+	self   string
+	handed []string
 	// office is the grant that took office in an election; read, what a
 	// read of the election reported.
 	office string
@@ -46,11 +50,13 @@ func (c *checker) apply(x *executor, w *world, m move) (*world, outcome) {
 		c.attempt(x, n, i, &o)
 	case mReceive:
 		c.receive(x, n, i, int(m.arg), &o)
+	case mHear:
+		c.hear(x, n, i, int(m.arg), &o)
 	case mGiveUp:
 		n.left.GiveUp--
-		c.run(x, n, &o, "release.lua (give up)", c.p.release(n.owner(i), &n.clients[i].e))
+		c.releaseOp(x, n, i, &o, "release.lua (give up)", c.p.release(n.owner(i), &n.clients[i].e))
 		n.clients[i] = c.ended(n.clients[i])
-	case mRelease, mRefresh, mAnnounce, mRead:
+	case mRelease, mServeOn, mRefresh, mAnnounce, mRead:
 		c.holderMove(x, n, i, m.kind, &o)
 	default:
 		c.otherMove(x, n, m, &o)
@@ -100,15 +106,16 @@ func (c *checker) otherMove(x *executor, n *world, m move, o *outcome) {
 // increasing across it because the clock moves on meanwhile.
 const restartGap = 1
 
-// run runs cmd on the server for a move of n, as op.
-func (c *checker) run(x *executor, n *world, o *outcome, op string, cmd []string) {
-	c.exec(x, n, o, op, commandOp(cmd))
+// run runs cmd on the server for a move of n, as op, and returns its reply.
+func (c *checker) run(x *executor, n *world, o *outcome, op string, cmd []string) any {
+	return c.exec(x, n, o, op, commandOp(cmd))
 }
 
-// exec runs op on the server for a move of n, and takes the messages it
-// published into flight. The outcome's before is the server before the
-// move's first operation, its after the server after its last.
-func (c *checker) exec(x *executor, n *world, o *outcome, label string, op op) {
+// exec runs op on the server for a move of n, takes the messages it
+// published into flight, and returns its reply. The outcome's before is the
+// server before the move's first operation, its after the server after its
+// last; its reply is the first labelled operation's.
+func (c *checker) exec(x *executor, n *world, o *outcome, label string, op op) any {
 	st := n.rs
 	st.micros = c.p.now(n)
 	r := x.run(st, op)
@@ -120,10 +127,26 @@ func (c *checker) exec(x *executor, n *world, o *outcome, label string, op op) {
 	case o.op == "":
 		o.op, o.reply = label, r.reply
 	default:
-		o.op += ", then " + label
+		o.op += ", then " + label + " -> " + show(r.reply)
 	}
 	n.rs, o.after = r.after, r.after
 	c.deliver(n, r.pubs)
+	return r.reply
+}
+
+// fail notes in o that a reply could not be read, unless one could not
+// before.
+func (o *outcome) fail(err error) {
+	if o.err == nil {
+		o.err = err
+	}
+}
+
+// handedOn notes in o the grant a call's reply says it handed on.
+func (c *checker) handedOn(o *outcome, reply any) {
+	if t := c.p.handedOn(reply); t != "" {
+		o.handed = append(o.handed, t)
+	}
 }
 
 // deliver puts the messages published on a participant's grant channel in
@@ -142,26 +165,57 @@ func (c *checker) deliver(n *world, pubs []published) {
 	n.flight = append(n.flight, in...)
 }
 
-// purge drops the messages no waiter will read: its Locker routes a message
-// by the ticket's id to the waiter with that id, and drops one for a waiter
-// that has left (notify.Waiter, strays.heard).
+// purge drops the messages nobody will read: a Locker routes a message by
+// the ticket's id to the waiter with that id, or to its strays when it
+// remembers what that waiter took, and drops any other (notify.Waiter,
+// strays.heard). Then each Locker forgets what its waiters took that no
+// message can name any more (forget).
 func (c *checker) purge(n *world) {
-	n.flight = slices.DeleteFunc(n.flight, func(m msg) bool {
-		cl := &n.clients[m.to]
-		return !cl.waiting() || ticketID(m.text) != n.owner(m.to)
-	})
+	n.flight = slices.DeleteFunc(n.flight, func(m msg) bool { return n.route(m) == dropped })
+	for i := range n.clients {
+		c.forget(n, i)
+	}
 }
 
-// probe begins an acquire with one try; when the resource is busy, the
-// participant subscribes to its grant channel (once) and is about to
-// attempt.
+// forget drops what participant i's Locker remembers of acquires that no
+// message can name any more: no entry of theirs is queued (and none will
+// be: its waiter has left), and no message names them in flight. The Go
+// client keeps them longer (strays.tookFor), to no effect.
+func (c *checker) forget(n *world, i int) {
+	cl := &n.clients[i]
+	named := func(t took) bool {
+		id := name(i) + strconv.Itoa(t.cycle)
+		for _, m := range n.flight {
+			if m.to == i && ticketID(m.text) == id {
+				return true
+			}
+		}
+		q := n.rs.key(c.p.queue())
+		for k := 0; q != nil && k < len(q.items); k += 2 {
+			if entryID(q.items[k]) == id {
+				return true
+			}
+		}
+		return false
+	}
+	if slices.ContainsFunc(cl.took, func(t took) bool { return !named(t) }) {
+		cl.took = slices.DeleteFunc(slices.Clone(cl.took), func(t took) bool { return !named(t) })
+		if len(cl.took) == 0 {
+			cl.took = nil
+		}
+	}
+}
+
+// probe begins an acquire that waits with one try; when the resource is
+// busy, the participant subscribes to its grant channel (once) and is about
+// to attempt. A probe leaves settling a resource whose queue goes first to
+// the wait.
 func (c *checker) probe(x *executor, n *world, i int, o *outcome) {
 	cl := &n.clients[i]
 	cl.cycle++
 	owner := n.owner(i)
-	c.run(x, n, o, c.p.probeName(), c.p.probe(owner))
-	a, err := c.p.readProbe(o.reply, owner)
-	if c.took(n, i, a, err, o) {
+	a, err := c.p.readProbe(c.run(x, n, o, c.p.probeName(), c.p.probe(owner)), owner)
+	if c.got(n, i, a, err, o) {
 		return
 	}
 	if !cl.subscribed {
@@ -173,12 +227,14 @@ func (c *checker) probe(x *executor, n *world, i int, o *outcome) {
 
 // attempt is a waiter's attempt (waiter.attempt): it is granted the
 // resource, or its entry is queued (again), and it sleeps until a grant
-// message or its timer.
+// message or its timer; or, when the call stopped short at dead entries, it
+// attempts again at once.
 func (c *checker) attempt(x *executor, n *world, i int, o *outcome) {
 	owner := n.owner(i)
-	c.run(x, n, o, c.p.waitName(), c.p.wait(owner, n.clients[i].e))
-	a, err := c.p.readWait(o.reply, owner)
-	if c.took(n, i, a, err, o) {
+	reply := c.run(x, n, o, c.p.waitName(), c.p.wait(owner, n.clients[i].e))
+	c.handedOn(o, reply)
+	a, err := c.p.readWait(reply, owner)
+	if c.got(n, i, a, err, o) {
 		return
 	}
 	cl := &n.clients[i]
@@ -188,11 +244,17 @@ func (c *checker) attempt(x *executor, n *world, i int, o *outcome) {
 		}
 		cl.e.place, cl.e.server = a.place, a.server
 	}
-	if a.queued || a.kept {
+	// An attempt that stopped short queued its entry first, if it had a
+	// place.
+	if a.queued || a.kept || a.settle && a.place != "" {
 		cl.queued = true
 		if cl.seq == 0 {
 			cl.seq = n.nextSeq()
 		}
+	}
+	if a.settle {
+		cl.phase = ready
+		return
 	}
 	d := int64(recheck)
 	if a.holderTTL >= 0 {
@@ -203,8 +265,10 @@ func (c *checker) attempt(x *executor, n *world, i int, o *outcome) {
 
 // receive is a sleeping waiter reading message j (waiter.sleep, handed):
 // only a grant to its current entry made after its latest attempt is its
-// grant; a grant read after its lease's deadline is released at once by its
-// value. Either way short of a grant, it attempts next.
+// grant; a grant read after its lease's deadline is released at once by
+// its value. Either way short of a grant, it attempts next. A grant it
+// takes, its Locker remembers (strays.took). (The participants share one
+// limit: no permit comes under another.)
 func (c *checker) receive(x *executor, n *world, i, j int, o *outcome) {
 	text := n.flight[j].text
 	n.flight = slices.Delete(n.flight, j, j+1)
@@ -215,18 +279,46 @@ func (c *checker) receive(x *executor, n *world, i, j int, o *outcome) {
 		return
 	}
 	value := g.value(n.owner(i))
-	if n.rs.clock >= g.at/1000+ttl-drift {
-		c.run(x, n, o, "release.lua (late grant)", c.p.release(value, nil))
-		return
+	switch start := g.at / 1000; {
+	case n.rs.clock >= start+ttl-drift:
+		c.releaseOp(x, n, i, o, c.p.releaseName()+" (late grant)", c.p.release(value, nil))
+	default:
+		kept := append(slices.Clone(cl.took), took{cycle: cl.cycle, value: value})
+		if c.cfg.forgetful {
+			kept = cl.took
+		}
+		n.clients[i] = c.granted(*cl, value, start)
+		n.clients[i].took = kept
 	}
-	n.clients[i] = c.granted(*cl, value, n.rs.clock)
 }
 
-// took reads what participant i's acquire found (a, or the error err), and
+// hear is participant i's Locker reading message j, a grant for a waiter of
+// its that left with a grant a message handed it (strays.heard): a grant
+// other than the one it took, or any once that lease is over, it releases
+// at once by its value.
+func (c *checker) hear(x *executor, n *world, i, j int, o *outcome) {
+	text := n.flight[j].text
+	n.flight = slices.Delete(n.flight, j, j+1)
+	cl := &n.clients[i]
+	g, ok := parseGrant(text)
+	_, cycle := clientIndex(g.id, len(n.clients))
+	t, known := cl.tookAs(cycle)
+	if !ok || !known || c.cfg.deaf {
+		return
+	}
+	if v, pass := g.passOn(g.id, t, cl.over(t, n.rs.clock)); pass {
+		c.releaseOp(x, n, i, o, c.p.releaseName()+" (heard)", c.p.release(v, nil))
+	}
+}
+
+// got reads what participant i's acquire found (a, or the error err), and
 // reports whether it was granted: then the participant holds it.
-func (c *checker) took(n *world, i int, a attempt, err error, o *outcome) bool {
-	o.err = err
-	if err != nil || !a.granted {
+func (c *checker) got(n *world, i int, a attempt, err error, o *outcome) bool {
+	if err != nil {
+		o.fail(err)
+		return false
+	}
+	if !a.granted {
 		return false
 	}
 	o.self = a.value
@@ -234,58 +326,115 @@ func (c *checker) took(n *world, i int, a attempt, err error, o *outcome) bool {
 	return true
 }
 
-// granted is cl, holding value from now (ms) on.
-func (c *checker) granted(cl client, value string, now int64) client {
-	return client{phase: holding, paused: cl.paused, subscribed: cl.subscribed, cycle: cl.cycle, value: value, renew: now + ttl/3}
+// granted is cl, holding value from start (ms) on.
+func (c *checker) granted(cl client, value string, start int64) client {
+	return client{phase: holding, paused: cl.paused, subscribed: cl.subscribed, cycle: cl.cycle, value: value,
+		deadline: start + ttl - drift, serveUntil: cl.serveUntil, resign: cl.resign, took: cl.took}
 }
 
 // ended is cl after its acquire ended without a grant, or its grant ended.
 func (c *checker) ended(cl client) client {
-	return client{phase: idle, paused: cl.paused, subscribed: cl.subscribed, cycle: cl.cycle}
+	return client{phase: idle, paused: cl.paused, subscribed: cl.subscribed, cycle: cl.cycle,
+		serveUntil: cl.serveUntil, resign: cl.resign, took: cl.took}
 }
 
-// holderMove applies a holder's release or refresh, a candidate's taking
-// office, or a read of the election's leader.
+// releaseOp runs a release of participant i's (cmd, named op) and reads its
+// reply: whether it ended a grant the caller held. A release that stopped
+// short at dead entries leaves the participant serving the queue on
+// (Core.serveOn).
+func (c *checker) releaseOp(x *executor, n *world, i int, o *outcome, op string, cmd []string) bool {
+	reply := c.run(x, n, o, op, cmd)
+	c.handedOn(o, reply)
+	held, more, err := c.p.readRelease(reply)
+	if err != nil {
+		o.fail(err)
+	}
+	if more {
+		n.clients[i].serveUntil = n.rs.clock + serveOnFor
+	}
+	return held
+}
+
+// holderMove applies a holder's release or refresh, a releaser's going on,
+// a candidate's taking office, or a read of the election's leader.
 func (c *checker) holderMove(x *executor, n *world, i int, k moveKind, o *outcome) {
 	switch k {
 	case mRelease:
 		c.release(x, n, i, o)
+	case mServeOn:
+		c.serveOn(x, n, i, o)
 	case mRefresh:
 		c.refresh(x, n, i, o)
 	case mAnnounce:
 		c.announce(x, n, i, o)
 	case mRead:
-		c.run(x, n, o, "election_leader.lua", c.p.readLeader())
-		got, err := c.p.parseLeader(o.reply)
+		got, err := c.p.parseLeader(c.run(x, n, o, "election_leader.lua", c.p.readLeader()))
 		o.err, o.read = err, &leaderRead{got: got, want: c.p.leader(o.before)}
 	}
 }
 
 // release is a holder's release, a look at its grant; a leader resigns
-// after it (election.lead).
+// after it (election.lead), once it has served the queue on.
 func (c *checker) release(x *executor, n *world, i int, o *outcome) {
-	cl := &n.clients[i]
-	c.run(x, n, o, c.p.releaseName(), c.p.release(cl.value, nil))
-	held, err := c.p.readRelease(o.reply)
-	o.look, o.err = &look{cl.value, held}, err
+	value := n.clients[i].value
+	held := c.releaseOp(x, n, i, o, c.p.releaseName(), c.p.release(value, nil))
+	o.look = &look{value, held}
+	n.clients[i] = c.ended(n.clients[i])
 	if c.cfg.Kind == Election {
-		c.run(x, n, o, "election_resign.lua", c.p.resign(cl.value))
+		c.resign(x, n, i, o, value)
 	}
-	n.clients[i] = c.ended(*cl)
+}
+
+// resign is a leader whose grant stored as value ended clearing its leader
+// key (election.resign), or, while it serves the queue on, noting that it
+// will.
+func (c *checker) resign(x *executor, n *world, i int, o *outcome, value string) {
+	if n.clients[i].serveUntil != 0 {
+		n.clients[i].resign = value
+		return
+	}
+	c.run(x, n, o, "election_resign.lua", c.p.resign(value))
+}
+
+// serveOn is a releaser's next call after a release that stopped short at
+// dead entries (Core.serveOn): it goes on until a reply says it is done, or
+// its time for it is up; then a leader resigns.
+func (c *checker) serveOn(x *executor, n *world, i int, o *outcome) {
+	cl := &n.clients[i]
+	if n.rs.clock < cl.serveUntil {
+		reply := c.run(x, n, o, c.p.releaseName()+" (serve on)", c.p.serveOn())
+		c.handedOn(o, reply)
+		if c.p.readServeOn(reply) {
+			return
+		}
+	}
+	value := cl.resign
+	cl.serveUntil, cl.resign = 0, ""
+	if value != "" {
+		c.resign(x, n, i, o, value)
+	}
 }
 
 // refresh is a holder's refresh, a look at its grant: a holder told it
-// holds it no more stops holding.
+// holds it no more stops holding (a leader resigns). A leader's refresh
+// keeps its leader key alive, and one that finds the key without its grant
+// writes it back (lead's restore).
 func (c *checker) refresh(x *executor, n *world, i int, o *outcome) {
 	cl := &n.clients[i]
-	c.run(x, n, o, c.p.refreshName(), c.p.refresh(cl.value))
-	held, err := c.p.readRefresh(o.reply)
-	o.look, o.err = &look{cl.value, held}, err
-	if !held {
+	value, leader := cl.value, cl.office
+	held, restore, err := c.p.readRefresh(c.run(x, n, o, c.p.refreshName(), c.p.refresh(value, leader)), leader)
+	o.look, o.err = &look{value, held}, err
+	switch {
+	case !held:
 		n.clients[i] = c.ended(*cl)
+		if leader {
+			c.resign(x, n, i, o, value)
+		}
 		return
+	case restore:
+		c.run(x, n, o, "election_announce.lua (restore)", c.p.announce(value))
 	}
-	cl.renew = n.rs.clock + ttl/3
+	cl.deadline = n.rs.clock + ttl - drift
 }
 
 // announce is a candidate holding the election's lock taking office; one
@@ -293,13 +442,12 @@ func (c *checker) refresh(x *executor, n *world, i int, o *outcome) {
 // (election.announce).
 func (c *checker) announce(x *executor, n *world, i int, o *outcome) {
 	cl := &n.clients[i]
-	c.run(x, n, o, "election_announce.lua", c.p.announce(cl.value))
-	took, err := c.p.readAnnounce(o.reply)
+	took, err := c.p.readAnnounce(c.run(x, n, o, "election_announce.lua", c.p.announce(cl.value)))
 	o.err = err
 	if took {
 		cl.office, o.office = true, cl.value
 		return
 	}
-	c.run(x, n, o, c.p.releaseName(), c.p.release(cl.value, nil))
-	n.clients[i] = c.ended(*cl)
+	c.releaseOp(x, n, i, o, c.p.releaseName(), c.p.release(cl.value, nil))
+	n.clients[i] = c.ended(n.clients[i])
 }

@@ -176,13 +176,22 @@ func compareNumbers(a, b string) int {
 func (w *world) clientBytes(b []byte, i int, rename func(string) string) []byte {
 	c := &w.clients[i]
 	b = append(b, '|', byte(c.phase), bit(c.paused), bit(c.subscribed), bit(c.queued), bit(c.office), byte(w.rank(i)))
-	for _, v := range []int64{int64(c.cycle), int64(c.e.gen), c.e.server, c.timer, c.renew} {
+	for _, v := range []int64{int64(c.cycle), int64(c.e.gen), c.e.server, c.timer, c.deadline, c.serveUntil} {
 		b = strconv.AppendInt(b, v, 10)
 		b = append(b, ' ')
 	}
 	b = append(b, c.e.place...)
 	b = append(b, ' ')
-	return append(b, rename(c.value)...)
+	b = append(b, rename(c.value)...)
+	b = append(b, ' ')
+	b = append(b, rename(c.resign)...)
+	for _, t := range c.took {
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, int64(t.cycle), 10)
+		b = append(b, '=')
+		b = append(b, rename(t.value)...)
+	}
+	return b
 }
 
 // tail appends what is not a participant's to b.
@@ -194,6 +203,6 @@ func (w *world) tail(b []byte) []byte {
 	b = strconv.AppendInt(b, w.freeSince, 10)
 	b = append(b, ' ')
 	b = strconv.AppendInt(b, w.lonely, 10)
-	b = append(b, bit(w.lapsed))
+	b = append(b, ' ')
 	return append(b, w.term...)
 }

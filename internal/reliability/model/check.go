@@ -48,6 +48,9 @@ func (c *checker) judge(w *world, m move, n *world, o *outcome, timed bool) *Vio
 	if v := c.judgeElection(n, o); v != nil {
 		return v
 	}
+	if v := c.judgeLeftovers(w, m, o); v != nil {
+		return v
+	}
 	if !timed {
 		return nil
 	}
@@ -79,7 +82,8 @@ func who(m move) string {
 
 // judgeLook: a holder's look at its grant (refresh, release) says it holds
 // it exactly when the server held it just before; a grant a participant is
-// told its own command made is on the server just after.
+// told its own command made is on the server just after, and so is a grant
+// a reply says its call handed on.
 func (c *checker) judgeLook(m move, o *outcome) *Violation {
 	if l := o.look; l != nil {
 		if held := c.p.heldAs(o.before, l.value); held != l.held {
@@ -89,6 +93,12 @@ func (c *checker) judgeLook(m move, o *outcome) *Violation {
 	}
 	if o.self != "" && !c.p.heldAs(o.after, o.self) {
 		return &Violation{Looks, fmt.Sprintf("%s was told %s granted it %s, which the server does not hold", who(m), o.op, o.self)}
+	}
+	for _, t := range o.handed {
+		if hs := c.p.holders(o.after); len(hs) != 1 || t != "-" && hs[0].token != t || t == "-" && hs[0].token != "" {
+			return &Violation{Looks, fmt.Sprintf("%s's %s said it handed the lock on with token %s, and the server holds %v",
+				who(m), o.op, t, hs)}
+		}
 	}
 	return nil
 }
@@ -104,9 +114,6 @@ func (c *checker) judgeGrants(w *world, m move, n *world, o *outcome) *Violation
 		if !slices.Contains(before, g) {
 			fresh = append(fresh, g)
 		}
-	}
-	if m.kind == mAdvance && len(after) < len(before) {
-		n.lapsed = true
 	}
 	for _, g := range fresh {
 		if v := c.judgeGrant(w, m, n, g, fresh); v != nil {
@@ -133,37 +140,41 @@ func (c *checker) judgeOneGrant(w *world, m move, before, after []grant) *Violat
 
 // releaser is the owner id whose grant m releases, if it releases one: a
 // holder's release, a waiter's give-up, a late grant's release, a
-// candidate's that could not take office.
+// candidate's that could not take office, a Locker's release of a grant
+// handed to a waiter that had left.
 func (c *checker) releaser(w *world, m move) string {
 	switch m.kind {
 	case mRelease, mGiveUp, mReceive, mAnnounce:
 		return w.owner(int(m.who))
+	case mHear:
+		return ticketID(w.flight[m.arg].text)
 	}
 	return ""
 }
 
 // judgeGrant checks one grant g the step made (fresh are all it made): it
-// went to a waiter still waiting, in the order the checker saw the waiters
-// queue, with a token above every one before. After a lease lapsed, grants
-// out of order are let pass until one is in order, unless the config holds
-// them to it (Config.LapsedFIFO).
+// went to a waiter still waiting (or to the acquire the mover's own move
+// made), in the order the checker saw the waiters queue, with a token above
+// every one before. A grant to a waiter that left with a grant a message
+// handed it (even by that participant's own release) is let pass if its
+// Locker remembers that (it passes the grant on: judgeLeftovers), and is
+// held to no order.
 func (c *checker) judgeGrant(w *world, m move, n *world, g grant, fresh []grant) *Violation {
 	i, cycle := clientIndex(g.owner, len(w.clients))
 	if i < 0 {
 		return &Violation{OneGrant, "a grant to " + g.owner + ", whom no participant is"}
 	}
 	cl := &w.clients[i]
-	if i != int(m.who) && (cl.phase == dead || !cl.waiting() || cycle != cl.cycle) {
+	own := i == int(m.who) && acquires[m.kind]
+	left := cycle != n.clients[i].cycle || !own && (cl.phase == dead || !cl.waiting())
+	if _, remembered := cl.tookAs(cycle); left && (cl.phase == dead || !remembered) {
 		return &Violation{Entries, fmt.Sprintf("%s handed to %s, whose wait had ended (%s, acquire %d)",
 			c.p.kind, g.owner, phaseNames[cl.phase], cl.cycle)}
 	}
-	switch v := c.judgeOrder(w, i, g, fresh); {
-	case v == nil:
-		n.lapsed = false
-	case !w.lapsed || c.cfg.LapsedFIFO:
-		return v
-	}
-	if cycle == cl.cycle {
+	if !left {
+		if v := c.judgeOrder(w, m, n, i, fresh, g); v != nil {
+			return v
+		}
 		n.clients[i].queued = false
 	}
 	if !c.p.fenced() {
@@ -176,16 +187,24 @@ func (c *checker) judgeGrant(w *world, m move, n *world, g grant, fresh []grant)
 	return nil
 }
 
+// acquires are the moves by which a participant's own command may grant it
+// the resource.
+var acquires = map[moveKind]bool{mProbe: true, mAttempt: true}
+
 // judgeOrder: a grant g to participant i (fresh are all the step made)
-// leaves no live waiter queued before it unserved.
-func (c *checker) judgeOrder(w *world, i int, g grant, fresh []grant) *Violation {
-	mine := w.clients[i].seq
-	if !c.candidate(&w.clients[i]) {
-		mine = 0
+// leaves no live waiter queued before it unserved (but the mover, if its
+// move ended its wait: a waiter that gives up serves those behind it). A
+// waiter keeps its place for its whole wait: one handed a grant it could
+// not use (its message came late) queues again there.
+func (c *checker) judgeOrder(w *world, m move, n *world, i int, fresh []grant, g grant) *Violation {
+	mine := 0
+	if cl := &w.clients[i]; cl.waiting() {
+		mine = cl.seq
 	}
 	for k := range w.clients {
 		ck := &w.clients[k]
-		if k == i || !c.candidate(ck) || mine != 0 && ck.seq > mine || served(w, k, fresh) {
+		left := k == int(m.who) && !n.clients[k].waiting()
+		if k == i || left || !c.candidate(ck) || mine != 0 && ck.seq > mine || served(w, k, fresh) {
 			continue
 		}
 		return &Violation{FIFO, fmt.Sprintf("%s granted to %s while %s, queued before it, waits", c.p.kind, g.owner, w.owner(k))}
@@ -222,7 +241,7 @@ func above(a, b string) bool {
 // reports the leader the keys hold.
 func (c *checker) judgeElection(n *world, o *outcome) *Violation {
 	if o.office != "" {
-		_, term, _ := c.p.parseValue(o.office)
+		term := c.p.parseValue(o.office).token
 		if n.term != "" && !above(term, n.term) {
 			return &Violation{Tokens, fmt.Sprintf("term %s took office after term %s", term, n.term)}
 		}
@@ -264,8 +283,32 @@ func (c *checker) judgeQueueLife(n *world) *Violation {
 		n.lonely = -1
 	case n.lonely < 0:
 		n.lonely = n.rs.clock
-	case n.rs.clock-n.lonely > ttl+queueSlack:
+	case n.rs.clock-n.lonely > ttl+linger:
 		return &Violation{Entries, fmt.Sprintf("a queue without live waiters outlived them by %d ms", n.rs.clock-n.lonely)}
+	}
+	return nil
+}
+
+// judgeLeftovers: a grant handed to a waiter that had left (a forged
+// message handed it another) costs the lock a round trip, not a ttl: its
+// Locker passes it on before time passes, unless that participant is
+// paused or dead (as its own grant would wait out its ttl then).
+func (c *checker) judgeLeftovers(w *world, m move, o *outcome) *Violation {
+	if m.kind != mAdvance {
+		return nil
+	}
+	for _, g := range c.p.holders(o.before) {
+		i, cycle := clientIndex(g.owner, len(w.clients))
+		if i < 0 {
+			continue
+		}
+		cl := &w.clients[i]
+		mine := cycle == cl.cycle && (cl.waiting() || cl.phase == holding && c.p.heldAs(o.before, cl.value))
+		if cl.phase == dead || cl.paused || mine {
+			continue
+		}
+		return &Violation{Entries, fmt.Sprintf("the grant handed to %s, whose wait had ended, outlived a round trip: time passed with %s %s",
+			g.owner, w.owner(i), phaseNames[cl.phase])}
 	}
 	return nil
 }

@@ -65,12 +65,6 @@ type Config struct {
 	// ArriveAtStart makes participants begin acquires only before the
 	// clock first moves: no newcomer arrives later.
 	ArriveAtStart bool
-	// LapsedFIFO holds the grant of a lock whose lease lapsed (its holder
-	// died, or paused past its ttl) to the first-live-waiter rule too. The
-	// scripts as of issue 32 do not serve the queue's head then (the waiter
-	// whose timer fires first, or a newcomer's probe, takes the lock): a
-	// check of something else leaves it out until they do.
-	LapsedFIFO bool
 	// Depth bounds the moves of a path Explore explores.
 	Depth int
 	// Workers is how many goroutines explore, each with a miniredis of its
@@ -79,6 +73,10 @@ type Config struct {
 
 	// nativeLua runs scripts in miniredis's own EVAL (a test compares).
 	nativeLua bool
+	// forgetful and deaf plant bugs in the mirror of the Go client: its
+	// Locker remembers nothing a waiter took, or hears grant messages for
+	// waiters that left and does nothing.
+	forgetful, deaf bool
 }
 
 // Result is what a check explored, and the first violation it found.

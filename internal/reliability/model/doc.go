@@ -58,12 +58,12 @@
 // grant a participant's own command reports is on the server.
 //
 // FIFO: a grant goes to the first live waiter queued, first in the order
-// the checker saw the participants queue (not Redis's queue); and a free
-// resource with a live waiter queued that can act (not paused) is granted
-// within a second (the waiters' longest sleep). A restart without
-// persistence loses the order, as documented (docs/reliability.md), and so
-// does a queue that expires while its waiters are paused. Config.LapsedFIFO
-// says whether grants after a lease lapsed are held to it.
+// the checker saw the participants queue (not Redis's queue), whether the
+// lock was released or its lease lapsed; and a free resource with a live
+// waiter queued that can act (not paused) is granted within a second (the
+// waiters' longest sleep). A restart without persistence loses the order,
+// as documented (docs/reliability.md), and so does a queue that expires
+// while its waiters are paused.
 //
 // Entries: no queue entry outlives its waiter by more than the documented
 // bound: a release never hands the lock to a waiter whose wait has ended

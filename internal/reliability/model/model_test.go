@@ -7,17 +7,6 @@ import (
 	"github.com/leasekit/leasekit/internal/reliability/model"
 )
 
-// What the scripts do as of issue 32. Main is being changed so that an
-// expired lease goes to the first live waiter; when that lands, flip
-// lapsedServesHead and every check holds grants after a lapsed lease to
-// the first-live-waiter rule, and TestQueueOrderAfterAnExpiry asserts that
-// no order is broken. forgedCostsOneRead likewise for a waiter that checks a
-// grant message against the key before reporting it.
-const (
-	lapsedServesHead   = false
-	forgedCostsOneRead = false
-)
-
 // long says LEASEKIT_MODEL_LONG=1 asks for the long mode: deeper, and more
 // walks.
 var long = os.Getenv("LEASEKIT_MODEL_LONG") == "1"
@@ -67,21 +56,21 @@ func check(t *testing.T, cfg model.Config, depth, walks int) {
 func TestLocks(t *testing.T) {
 	for _, kind := range []model.Kind{model.Efficiency, model.Correctness} {
 		t.Run(kind.String(), func(t *testing.T) {
-			check(t, model.Config{Kind: kind, Clients: 3, Faults: faults, LapsedFIFO: lapsedServesHead}, 9, 1000)
+			check(t, model.Config{Kind: kind, Clients: 3, Faults: faults}, 9, 1000)
 		})
 	}
 	t.Run("4 participants", func(t *testing.T) {
 		few := model.Faults{Die: 1, GiveUp: 1}
-		check(t, model.Config{Kind: model.Correctness, Clients: 4, Faults: few, LapsedFIFO: lapsedServesHead}, 8, 300)
+		check(t, model.Config{Kind: model.Correctness, Clients: 4, Faults: few}, 8, 300)
 	})
 }
 
 func TestSemaphore(t *testing.T) {
 	// The semaphore's waits serve its queue in order after a permit
 	// lapsed too: held to the rule.
-	check(t, model.Config{Kind: model.Semaphore, Limit: 2, Clients: 3, Faults: faults, LapsedFIFO: true}, 9, 1000)
+	check(t, model.Config{Kind: model.Semaphore, Limit: 2, Clients: 3, Faults: faults}, 9, 1000)
 }
 
 func TestElection(t *testing.T) {
-	check(t, model.Config{Kind: model.Election, Clients: 3, Faults: faults, LapsedFIFO: lapsedServesHead}, 8, 600)
+	check(t, model.Config{Kind: model.Election, Clients: 3, Faults: faults}, 8, 600)
 }

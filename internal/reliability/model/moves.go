@@ -7,11 +7,13 @@ type moveKind uint8
 
 // A participant's moves.
 const (
-	mProbe    moveKind = iota // begin an acquire: one try
+	mProbe    moveKind = iota // begin an acquire that waits: its probe
 	mAttempt                  // a waiter's attempt (wait.lua): at once, or when its timer fires
 	mReceive                  // a waiter reads a grant message in flight
+	mHear                     // a Locker hears a grant message for a waiter that left
 	mGiveUp                   // a waiter gives up
 	mRelease                  // a holder releases
+	mServeOn                  // a releaser goes on serving the queue past dead entries
 	mRefresh                  // a holder refreshes
 	mAnnounce                 // a candidate holding the election's lock takes office
 	mRead                     // the observer reads the election's leader
@@ -30,9 +32,9 @@ const (
 )
 
 var moveNames = map[moveKind]string{
-	mProbe: "probe", mAttempt: "attempt", mReceive: "receive", mGiveUp: "give up", mRelease: "release",
-	mRefresh: "refresh", mAnnounce: "announce", mRead: "read leader", mPause: "pause", mResume: "resume",
-	mDie: "die", mAdvance: "advance", mLose: "lose", mDuplicate: "duplicate", mForge: "forge", mRestart: "restart",
+	mProbe: "probe", mAttempt: "attempt", mReceive: "receive", mHear: "hears",
+	mGiveUp: "give up", mRelease: "release", mServeOn: "serve on", mRefresh: "refresh", mAnnounce: "announce",
+	mRead: "read leader", mPause: "pause", mResume: "resume", mDie: "die", mAdvance: "advance", mLose: "lose", mDuplicate: "duplicate", mForge: "forge", mRestart: "restart",
 }
 
 // move is one step: a participant's (who) or the environment's (who -1);
@@ -49,7 +51,7 @@ func (m move) String() string {
 		s = name(int(m.who)) + " " + s
 	}
 	switch m.kind {
-	case mReceive, mLose, mDuplicate:
+	case mReceive, mHear, mLose, mDuplicate:
 		s += fmt.Sprintf(" #%d", m.arg)
 	case mForge:
 		s += " to " + name(int(m.arg))
@@ -58,14 +60,15 @@ func (m move) String() string {
 }
 
 // moves are the moves enabled in w. A participant that is not paused acts
-// at once when it must (a waiter about to attempt, or whose timer fired):
-// time passes only when none must.
+// at once when it must (a waiter about to attempt, or whose timer fired; a
+// releaser serving the queue on; a Locker with a grant message for a waiter
+// that left): time passes only when none must.
 func (c *checker) moves(w *world) []move {
 	var ms []move
 	mustAct := false
 	for i := range w.clients {
 		ms = c.clientMoves(w, i, ms)
-		mustAct = mustAct || w.clients[i].due(w.rs.clock)
+		mustAct = mustAct || c.due(w, i)
 	}
 	if !mustAct && c.nextDeadline(w) > w.rs.clock {
 		ms = append(ms, move{kind: mAdvance, who: -1})
@@ -73,7 +76,26 @@ func (c *checker) moves(w *world) []move {
 	return c.faultMoves(w, ms)
 }
 
-// clientMoves appends participant i's moves to ms.
+// due says whether participant i must act before time may pass.
+func (c *checker) due(w *world, i int) bool {
+	cl := &w.clients[i]
+	switch {
+	case cl.paused || cl.phase == dead:
+		return false
+	case cl.serveUntil != 0 || cl.phase == ready || cl.phase == sleeping && cl.timer <= w.rs.clock:
+		return true
+	}
+	for _, m := range w.flight {
+		if m.to == i && w.route(m) == toStrays {
+			return true
+		}
+	}
+	return false
+}
+
+// clientMoves appends participant i's moves to ms. A releaser serving the
+// queue on does nothing else until it is done (its Held.Release has not
+// returned).
 func (c *checker) clientMoves(w *world, i int, ms []move) []move {
 	cl := &w.clients[i]
 	add := func(k moveKind) { ms = append(ms, move{kind: k, who: int8(i), arg: -1}) }
@@ -89,6 +111,15 @@ func (c *checker) clientMoves(w *world, i int, ms []move) []move {
 	}
 	if w.left.Pause > 0 {
 		add(mPause)
+	}
+	if cl.serveUntil != 0 {
+		add(mServeOn)
+		return ms
+	}
+	for j, m := range w.flight {
+		if m.to == i && w.route(m) == toStrays {
+			ms = append(ms, move{kind: mHear, who: int8(i), arg: int8(j)})
+		}
 	}
 	switch cl.phase {
 	case idle:
@@ -121,7 +152,7 @@ func (c *checker) waiterMoves(w *world, i int, ms []move) []move {
 		ms = append(ms, move{kind: mGiveUp, who: int8(i), arg: -1})
 	}
 	for j, m := range w.flight {
-		if m.to == i && cl.phase == sleeping {
+		if m.to == i && cl.phase == sleeping && w.route(m) == toWaiter {
 			ms = append(ms, move{kind: mReceive, who: int8(i), arg: int8(j)})
 		}
 	}
@@ -173,7 +204,7 @@ func (c *checker) nextDeadline(w *world) int64 {
 		case cl.phase == sleeping:
 			at(cl.timer)
 		case cl.phase == holding:
-			at(cl.renew)
+			at(cl.renew())
 		}
 	}
 	for _, t := range c.p.deadlines(w.rs) {

@@ -30,23 +30,30 @@ func planted(t *testing.T) []struct {
 	cfg        model.Config
 } {
 	release := func(s *model.Scripts) *string { return &s.Release }
-	releaseSecond := plant(t, "local w, now = next_waiter(KEYS[2], nil, numsub)\n",
-		"local w, now = next_waiter(KEYS[2], nil, numsub)\n  if w then w, now = next_waiter(KEYS[2], now, numsub) end\n", release)
-	refreshAny := plant(t, "  return -1\nend\nredis.call('PEXPIRE'", "end\nredis.call('PEXPIRE'",
+	wait := func(s *model.Scripts) *string { return &s.Wait }
+	releaseSecond := plant(t, "  w, now = next_waiter(KEYS[2], now, scan)\n",
+		"  w, now = next_waiter(KEYS[2], now, scan)\n  if w then w, now = next_waiter(KEYS[2], now, scan) end\n", release)
+	refreshAny := plant(t, "ARGV[1] .. '*' then\n  return -1\n", "ARGV[1] .. '*' then\n  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n",
 		func(s *model.Scripts) *string { return &s.Refresh })
 	// grant.lua, prepended to the three scripts that grant
-	noFloor := plant(t, "if kind == 'f' then", "if kind == 'f' or kind == 'c' then", release,
-		func(s *model.Scripts) *string { return &s.Wait }, func(s *model.Scripts) *string { return &s.FencedAcquire })
+	noFloor := plant(t, "if kind == 'f' then", "if kind == 'f' or kind == 'c' then", release, wait,
+		func(s *model.Scripts) *string { return &s.FencedAcquire })
+	// a lapsed lease (expiry set; not the vacant value's 0) goes to the
+	// caller, as a free lock went before the engine served the queue first
+	lapsedToCaller := plant(t, "local w = next_waiter(KEYS[2], now, scan, ARGV[4], ARGV[6])",
+		"local w = expiry and expiry > 0 and {mine = true} or next_waiter(KEYS[2], now, scan, ARGV[4], ARGV[6])", wait)
 	return []struct {
 		name, want string
 		cfg        model.Config
 	}{
 		{"a release that hands the lock to the second waiter", model.FIFO,
-			model.Config{Kind: model.Correctness, Clients: 3, Scripts: releaseSecond, LapsedFIFO: lapsedServesHead}},
+			model.Config{Kind: model.Correctness, Clients: 3, Scripts: releaseSecond}},
 		{"a refresh that extends another owner's lease", model.Looks,
-			model.Config{Kind: model.Efficiency, Clients: 2, Scripts: refreshAny, LapsedFIFO: lapsedServesHead}},
+			model.Config{Kind: model.Efficiency, Clients: 2, Scripts: refreshAny}},
 		{"a grant that ignores the clock floor", model.Tokens,
-			model.Config{Kind: model.Correctness, Clients: 2, Scripts: noFloor, Faults: model.Faults{Restart: 1}, LapsedFIFO: lapsedServesHead}},
+			model.Config{Kind: model.Correctness, Clients: 2, Scripts: noFloor, Faults: model.Faults{Restart: 1}}},
+		{"a wait that takes a lapsed lease without serving the queue", model.FIFO,
+			model.Config{Kind: model.Efficiency, Clients: 3, Scripts: lapsedToCaller, Faults: model.Faults{Die: 1}, ArriveAtStart: true}},
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/leasekit/leasekit/internal/lease"
 )
@@ -23,8 +24,12 @@ const (
 	// drift is what the client takes off a lease for its local deadline:
 	// ttl × DefaultDriftFactor (0.01) + 2 ms.
 	drift = ttl/100 + 2
-	// queueSlack is how long a queue outlives its holder's ttl (wait.lua).
-	queueSlack = 10000
+	// linger is how long a marked key outlives its lease, and a queue its
+	// holder's ttl (handoff.go's Linger), ms.
+	linger = int64(lease.Linger / time.Millisecond)
+	// serveOnFor bounds how long a releaser goes on serving the queue past
+	// dead entries (held.go), ms.
+	serveOnFor = 2000
 )
 
 // The keys of the resource the participants contend for, named as the Go
@@ -93,9 +98,14 @@ type attempt struct {
 	queued, kept bool
 	place        string
 	server       int64
+	// settle says the resource is free but its queue must be served
+	// first (a lease lapsed with waiters queued, or a call stopped short
+	// at dead entries): the wait script settles it, at once.
+	settle bool
 }
 
-// probe is an acquire's first try (acquire.once with probe set).
+// probe is an acquire's first try (acquire.once with probe set): it leaves
+// settling to the wait that follows.
 func (p protocol) probe(owner string) []string {
 	switch p.kind {
 	case Efficiency:
@@ -121,12 +131,21 @@ func (p protocol) readProbe(reply any, owner string) (attempt, error) {
 	default:
 		switch v := reply.(type) {
 		case string: // the token
-			return attempt{granted: true, value: owner + ":" + v}, nil
-		case int64: // the holder's ttl
-			return attempt{holderTTL: v}, nil
+			return p.granted(owner+":"+v, owner)
+		case int64: // the holder's ttl; 0: its lease lapsed with waiters queued
+			return attempt{holderTTL: v, settle: v == 0}, nil
 		}
 	}
 	return attempt{}, unexpected(reply)
+}
+
+// granted reads a grant to owner whose stored value is v (acquire.granted).
+func (p protocol) granted(v, owner string) (attempt, error) {
+	pv, err := lease.ParseValue(v, p.fenced())
+	if err != nil || pv.Owner != owner || pv.Queued {
+		return attempt{}, fmt.Errorf("a grant to %s of value %q", owner, v)
+	}
+	return attempt{granted: true, value: v}, nil
 }
 
 // entry is a waiter's queue entry as the client keeps it (handoff.go).
@@ -143,8 +162,14 @@ func (p protocol) entryText(owner string, gen int) string {
 		" " + channel(clientName(owner))
 }
 
+// entryID is the id of a queue entry's ticket, "" for none.
+func entryID(e string) string {
+	id, _, _ := lease.EntryTicket(e)
+	return id
+}
+
 // wait is a waiter's attempt (waiter.attempt, entryArgs): the entry to queue
-// and the place and text of the previous one.
+// and the place and text of the previous one; grant channels not sharded.
 func (p protocol) wait(owner string, e entry) []string {
 	queue, place, prev := p.entryText(owner, e.gen), "", ""
 	if e.place != "" {
@@ -153,25 +178,28 @@ func (p protocol) wait(owner string, e entry) []string {
 	if p.kind == Semaphore {
 		return p.eval(p.src.SemWait, owner, strconv.Itoa(ttl), strconv.Itoa(p.limit), queue, place, prev, "0")
 	}
-	return p.eval(p.src.Wait, owner, strconv.Itoa(ttl), p.scriptKind(), queue, place, prev)
+	return p.eval(p.src.Wait, owner, strconv.Itoa(ttl), p.scriptKind(), queue, place, prev, "0")
 }
 
-// readWait reads the reply of wait.lua, sem_wait.lua or sem_acquire.lua:
-// {1|2, value} when granted, else {code, ttl, place, now}.
+// readWait reads the reply of wait.lua, sem_wait.lua or sem_acquire.lua
+// (waiter.readWait): {1|2, value} when granted, else {code, ttl, place,
+// now} and, from wait.lua when it handed the lock to the first live
+// waiter, the token of that grant; code 4 says to attempt again at once.
 func (p protocol) readWait(reply any, owner string) (attempt, error) {
 	r, _ := reply.([]any)
 	if len(r) == 2 && (r[0] == int64(1) || r[0] == int64(2)) {
-		if v, ok := r[1].(string); ok && p.owns(v, owner) {
-			return attempt{granted: true, value: v}, nil
+		if v, ok := r[1].(string); ok {
+			return p.granted(v, owner)
 		}
 	}
-	if len(r) != 4 || r[0] != int64(0) && r[0] != int64(3) {
+	if len(r) != 4 && (len(r) != 5 || p.kind == Semaphore) || r[0] != int64(0) && r[0] != int64(3) && r[0] != int64(4) {
 		return attempt{}, unexpected(reply)
 	}
 	left, ok1 := r[1].(int64)
 	place, ok2 := r[2].(string)
 	now, ok3 := r[3].(string)
-	a := attempt{holderTTL: left, queued: r[0] == int64(3), kept: r[0] == int64(0) && place != "", place: place}
+	a := attempt{holderTTL: left, queued: r[0] == int64(3), kept: r[0] == int64(0) && place != "", place: place,
+		settle: r[0] == int64(4)}
 	var err error
 	if now != "" {
 		a.server, err = strconv.ParseInt(now, 10, 64)
@@ -182,10 +210,22 @@ func (p protocol) readWait(reply any, owner string) (attempt, error) {
 	return a, nil
 }
 
-// owns says whether value, a grant's value, is owner's.
-func (p protocol) owns(value, owner string) bool {
-	o, _, _ := p.parseValue(value)
-	return o == owner
+// handedOn is the token a reply says its call handed the lock on with to
+// the first live waiter ("-" for an efficiency grant), or "": wait.lua's
+// fifth element, release.lua's {0, token} or token.
+func (p protocol) handedOn(reply any) string {
+	switch r := reply.(type) {
+	case []any:
+		if len(r) == 5 || len(r) == 2 && r[0] == int64(0) {
+			t, _ := r[len(r)-1].(string)
+			return t
+		}
+	case string:
+		if p.kind != Semaphore {
+			return r
+		}
+	}
+	return ""
 }
 
 // release ends a grant (held.release), or, with leaving, is a waiter giving
@@ -194,69 +234,127 @@ func (p protocol) owns(value, owner string) bool {
 func (p protocol) release(value string, leaving *entry) []string {
 	match, first, second := "0", "", ""
 	if leaving != nil {
-		owner, _, _ := p.parseValue(value)
+		owner := p.parseValue(value).owner
 		first, second = p.entryText(owner, leaving.gen), p.entryText(owner, leaving.gen+1)
 		if p.fenced() {
 			value, match = owner+":", "1" // any token: acquire.anyGrant
 		}
 	}
-	src := p.src.Release
-	if p.kind == Semaphore {
-		src = p.src.SemRelease
-	}
 	args := []string{value, match, first, "0"}
 	if leaving != nil {
 		args = append(args, second)
 	}
-	return p.eval(src, args...)
+	return p.eval(p.releaseSrc(), args...)
 }
 
-// readRelease reads a release's reply: whether it ended a grant the caller
-// held. release.lua: 0 gone, -1 another owner's, else released (1, 2 or a
-// token); sem_release.lua: 0 not held, else released.
-func (p protocol) readRelease(reply any) (bool, error) {
+func (p protocol) releaseSrc() string {
+	if p.kind == Semaphore {
+		return p.src.SemRelease
+	}
+	return p.src.Release
+}
+
+// readRelease reads a release's reply (held.release, serveOn): whether it
+// ended a grant the caller held, and whether the call stopped short at dead
+// entries, so that the caller goes on serving the queue (serveOn).
+// release.lua: 0 gone (or the lease lapsed), -1 another owner's, 1 or 2 or
+// a token released, {0, token} lapsed and handed on, 3 released and -2 gone
+// with dead entries ahead; sem_release.lua: 0 not held, 1 or 2 released, 3
+// released with dead entries ahead.
+func (p protocol) readRelease(reply any) (held, more bool, err error) {
+	lock := p.kind != Semaphore
 	switch v := reply.(type) {
 	case int64:
-		return v > 0, nil
+		switch {
+		case v == 3 || v == -2 && lock:
+			return v == 3, true, nil
+		case v >= 0 && v <= 2 || v == -1 && lock:
+			return v > 0, false, nil
+		}
 	case string:
-		return p.kind != Semaphore, nil
+		if lock {
+			return true, false, nil
+		}
+	case []any:
+		if lock && len(v) == 2 && v[0] == int64(0) {
+			if _, ok := v[1].(string); ok {
+				return false, false, nil
+			}
+		}
 	}
-	return false, unexpected(reply)
+	return false, false, unexpected(reply)
 }
 
-// refresh restarts a grant's ttl (held.refresh).
-func (p protocol) refresh(value string) []string {
-	if p.kind == Semaphore {
+// serveOn is a releaser's next call after a release that stopped short
+// (Core.serveOn): the release script with no value.
+func (p protocol) serveOn() []string { return p.eval(p.releaseSrc(), "", "0", "", "0") }
+
+// readServeOn says whether serveOn's reply asks for another call: 3 or -2,
+// as the release's did; anything else (a table, an error) ends it.
+func (p protocol) readServeOn(reply any) bool { return reply == int64(3) || reply == int64(-2) }
+
+// refresh restarts a grant's ttl (held.refresh); an election's leader keeps
+// its leader key alive with it (KEYS[3], ops.refreshWith).
+func (p protocol) refresh(value string, leader bool) []string {
+	switch {
+	case p.kind == Semaphore:
 		return p.eval(p.src.SemRefresh, value, strconv.Itoa(ttl))
+	case leader:
+		return []string{"EVAL", p.src.Refresh, "3", lockKey, counterKey, leaderKey, value, strconv.Itoa(ttl), ""}
 	}
 	return []string{"EVAL", p.src.Refresh, "1", lockKey, value, strconv.Itoa(ttl)}
 }
 
-// readRefresh reads a refresh's reply: 1 refreshed; 0 or -1 (another owner)
-// not held.
-func (p protocol) readRefresh(reply any) (bool, error) {
-	if v, ok := reply.(int64); ok && v >= -1 && v <= 1 {
-		return v == 1, nil
+// readRefresh reads a refresh's reply: 1 refreshed; 2 refreshed, and the
+// leader key lacks the grant (the leader writes it back: restore); 0 or
+// -1 (another owner) not held.
+func (p protocol) readRefresh(reply any, leader bool) (held, restore bool, err error) {
+	if v, ok := reply.(int64); ok && v >= -1 && (v <= 1 || v == 2 && leader) {
+		return v >= 1, v == 2, nil
 	}
-	return false, unexpected(reply)
+	return false, false, unexpected(reply)
 }
 
-// parseValue parses a lock's value: owner [":" token] ["*"] (handoff.go).
-// A semaphore's permit is its owner id.
-func (p protocol) parseValue(v string) (owner, token string, marked bool) {
-	v, marked = strings.CutSuffix(v, "*")
-	if !p.fenced() {
-		return v, "", marked
-	}
-	owner, token, _ = strings.Cut(v, ":")
-	return owner, token, marked
+// lockValue is a lock's value, parsed (handoff.go's Value): owner [":"
+// token] ["*" [expiry]]. A semaphore's permit is its owner id.
+type lockValue struct {
+	owner, token string // token: "" unfenced
+	marked       bool
+	expiry       int64 // the lease's expiry the mark records, ms; -1: none
 }
+
+// parseValue parses a lock's value.
+func (p protocol) parseValue(v string) lockValue {
+	pv, _ := lease.ParseValue(v, p.fenced()) // the vacant value has no token
+	lv := lockValue{owner: pv.Owner, marked: pv.Queued, expiry: pv.Expiry}
+	if pv.Token != 0 {
+		lv.token = strconv.FormatUint(pv.Token, 10)
+	}
+	return lv
+}
+
+// lapsed says whether the lease v records has lapsed by clock (ms): its
+// mark's expiry has come; the vacant value "*0" has.
+func (v lockValue) lapsed(clock int64) bool { return v.marked && v.expiry >= 0 && v.expiry <= clock }
 
 // grant is a live grant on the server: its owner id and, fenced, its token.
 type grant struct{ owner, token string }
 
-// holders are the live grants st holds: the lock's holder, or the
-// semaphore's permits that have not expired (scored by expiry, in ms).
+// lease is st's lock value and whether it holds a live lease; nil when the
+// lock holds no value (or another type).
+func (p protocol) lease(st redisState) (lockValue, string, bool) {
+	k := st.key(lockKey)
+	if k == nil || k.typ != "string" {
+		return lockValue{}, "", false
+	}
+	v := p.parseValue(k.items[0])
+	bare, _, _ := strings.Cut(k.items[0], "*")
+	return v, bare, !v.lapsed(st.clock)
+}
+
+// holders are the live grants st holds: the lock's holder whose lease has
+// not lapsed, or the semaphore's permits that have not expired (scored by
+// expiry, in ms).
 func (p protocol) holders(st redisState) []grant {
 	if p.kind == Semaphore {
 		var gs []grant
@@ -268,20 +366,19 @@ func (p protocol) holders(st redisState) []grant {
 		}
 		return gs
 	}
-	k := st.key(lockKey)
-	if k == nil || k.typ != "string" {
-		return nil
+	if v, _, live := p.lease(st); live {
+		return []grant{{v.owner, v.token}}
 	}
-	owner, token, _ := p.parseValue(k.items[0])
-	return []grant{{owner, token}}
+	return nil
 }
 
 // heldAs says whether st holds a live grant stored as value: the lock's
-// value, with or without the mark; a semaphore's live permit of that owner.
+// value, with or without the mark, while its lease lasts; a semaphore's
+// live permit of that owner.
 func (p protocol) heldAs(st redisState, value string) bool {
 	if p.kind != Semaphore {
-		k := st.key(lockKey)
-		return k != nil && k.typ == "string" && strings.TrimSuffix(k.items[0], "*") == value
+		_, bare, live := p.lease(st)
+		return live && bare == value
 	}
 	for _, g := range p.holders(st) {
 		if g.owner == value {
@@ -291,8 +388,8 @@ func (p protocol) heldAs(st redisState, value string) bool {
 	return false
 }
 
-// free says whether st has room for a grant: the lock is not held, or fewer
-// permits than the limit are live.
+// free says whether st has room for a grant: the lock holds no live lease,
+// or fewer permits than the limit are live.
 func (p protocol) free(st redisState) bool {
 	if p.kind == Semaphore {
 		return len(p.holders(st)) < p.limit
@@ -310,11 +407,14 @@ type grantMsg struct {
 	limit int
 }
 
-// parseGrant parses a grant message; ok is false for one that is no grant.
+// parseGrant parses a grant message as the Go client does (handoff.go's
+// parseMessage); ok is false for one that is no grant.
 func parseGrant(msg string) (m grantMsg, ok bool) {
 	f := strings.Fields(msg)
 	if len(f) == 5 {
-		m.limit, _ = strconv.Atoi(f[4])
+		if m.limit, _ = strconv.Atoi(f[4]); m.limit < 1 {
+			return grantMsg{}, false
+		}
 		f = f[:4]
 	}
 	if len(f) != 4 {
@@ -324,7 +424,7 @@ func parseGrant(msg string) (m grantMsg, ok bool) {
 	g, err1 := strconv.Atoi(gen)
 	sec, err2 := strconv.ParseInt(f[2], 10, 64)
 	usec, err3 := strconv.ParseInt(f[3], 10, 64)
-	if !ok1 || err1 != nil || err2 != nil || err3 != nil {
+	if !ok1 || err1 != nil || err2 != nil || err3 != nil || sec < 0 || sec >= 1<<43 || usec < 0 || usec >= 1_000_000 {
 		return grantMsg{}, false
 	}
 	return grantMsg{id: id, gen: g, token: f[1], at: sec*1_000_000 + usec, limit: m.limit}, true
@@ -341,6 +441,24 @@ func (m grantMsg) value(owner string) string {
 		return owner
 	}
 	return owner + ":" + m.token
+}
+
+// took is what a Locker remembers of an acquire that left with a grant a
+// message handed it (strays.go's took): the acquire (its cycle) and the
+// value it took.
+type took struct {
+	cycle int
+	value string
+}
+
+// passOn says whether a Locker that remembers t releases the grant a later
+// message m names for owner (strays.heard), and by which value (exactly):
+// unless it is the grant owner holds (the same message again, or an
+// efficiency grant a forged message announced early), and its lease is not
+// over.
+func (m grantMsg) passOn(owner string, t took, over bool) (string, bool) {
+	v := m.value(owner)
+	return v, v != t.value || over
 }
 
 // forged is a grant message nobody granted, for the current entry of a
@@ -398,10 +516,17 @@ func ticketID(msg string) string {
 }
 
 // deadlines are the times after st's clock when the resource changes on
-// its own besides a key's expiry: a semaphore's permits expire by score.
+// its own besides a key's expiry: a lock's lease lapses at the expiry its
+// mark records (the key lingers), a semaphore's permits expire by score.
 func (p protocol) deadlines(st redisState) []int64 {
+	if p.kind != Semaphore {
+		if v, _, live := p.lease(st); live && v.expiry >= 0 {
+			return []int64{v.expiry}
+		}
+		return nil
+	}
 	var ts []int64
-	if z := st.key(permitsKey); p.kind == Semaphore && z != nil {
+	if z := st.key(permitsKey); z != nil {
 		for i := 1; i < len(z.items); i += 2 {
 			if f, err := strconv.ParseFloat(z.items[i], 64); err == nil {
 				ts = append(ts, int64(f))
@@ -434,10 +559,10 @@ func (p protocol) pick(lock, sem string) string {
 // leader key's name.
 
 // announce is a candidate holding the grant stored as value taking office
-// (election.announce), with its name as the leader's value.
+// (election.announce), or a leader writing its leader key back (lead's
+// restore), with its owner id as the leader's value.
 func (p protocol) announce(value string) []string {
-	owner, _, _ := p.parseValue(value)
-	return []string{"EVAL", p.src.ElectionAnnounce, "2", lockKey, leaderKey, value, owner, leaderKey}
+	return []string{"EVAL", p.src.ElectionAnnounce, "2", lockKey, leaderKey, value, p.parseValue(value).owner, leaderKey}
 }
 
 // readAnnounce reads announce's reply: whether the candidate took office.
@@ -454,38 +579,48 @@ func (p protocol) resign(value string) []string {
 	return []string{"EVAL", p.src.ElectionResign, "2", lockKey, leaderKey, value, leaderKey}
 }
 
-// readLeader is Leader's one read (election.read).
+// readLeader is Leader's one read (election.read), with the leader's value.
 func (p protocol) readLeader() []string {
-	return []string{"EVAL", p.src.ElectionLeader, "2", lockKey, leaderKey, "0"}
+	return []string{"EVAL", p.src.ElectionLeader, "2", lockKey, leaderKey, "1"}
 }
 
-// parseLeader reads readLeader's reply: {0} free, {1, ttl} held by a grant
-// not in office, {2, ttl, term} held by the leader. It returns the leader's
-// term, "" for none.
+// parseLeader reads readLeader's reply (parseSighting): {0} free, {1, ttl}
+// held by a grant not in office, {2, ttl, term, value} held by the leader.
+// It returns the leader's term and value, "" for none.
 func (p protocol) parseLeader(reply any) (string, error) {
 	r, _ := reply.([]any)
 	switch {
 	case len(r) == 1 && r[0] == int64(0), len(r) == 2 && r[0] == int64(1):
-		return "", nil
-	case len(r) == 3 && r[0] == int64(2):
-		if term, ok := r[2].(string); ok && term != "" {
-			return term, nil
+		if _, ok := r[len(r)-1].(int64); ok {
+			return "", nil
+		}
+	case len(r) == 4 && r[0] == int64(2):
+		_, ok1 := r[1].(int64)
+		term, ok2 := r[2].(string)
+		value, ok3 := r[3].(string)
+		if ok1 && ok2 && ok3 && term != "" {
+			return term + " " + value, nil
 		}
 	}
 	return "", unexpected(reply)
 }
 
-// leader is the leader st holds: the lock's grant, when the leader key
-// names it, by its term; "" for none.
+// leader is the leader st holds: the lock's live grant, when the leader key
+// names it, by its term and the leader's value; "" for none.
 func (p protocol) leader(st redisState) string {
-	k, l := st.key(lockKey), st.key(leaderKey)
-	if k == nil || l == nil || k.typ != "string" || l.typ != "hash" {
+	v, bare, live := p.lease(st)
+	l := st.key(leaderKey)
+	if !live || l == nil || l.typ != "hash" || hashField(l, "grant") != bare {
 		return ""
 	}
-	for i := 0; i+1 < len(l.items); i += 2 {
-		if l.items[i] == "grant" && l.items[i+1] == strings.TrimSuffix(k.items[0], "*") {
-			_, term, _ := p.parseValue(k.items[0])
-			return term
+	return v.token + " " + hashField(l, "value")
+}
+
+// hashField is field f of hash key k, or "".
+func hashField(k *rkey, f string) string {
+	for i := 0; i+1 < len(k.items); i += 2 {
+		if k.items[i] == f {
+			return k.items[i+1]
 		}
 	}
 	return ""

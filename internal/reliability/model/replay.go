@@ -129,9 +129,8 @@ func (c *checker) sketch(w *world) string {
 	}
 	for i := range w.clients {
 		cl := &w.clients[i]
-		owner, _, _ := c.p.parseValue(cl.value)
-		fmt.Fprintf(&b, " | %s %s p%v c%d g%d q%v r%d o%v %s", name(i), phaseNames[cl.phase], cl.paused, cl.cycle,
-			cl.e.gen, cl.queued, w.rank(i), cl.office, owner)
+		fmt.Fprintf(&b, " | %s %s p%v c%d g%d q%v r%d o%v s%v %s", name(i), phaseNames[cl.phase], cl.paused, cl.cycle,
+			cl.e.gen, cl.queued, w.rank(i), cl.office, cl.serveUntil != 0, c.p.parseValue(cl.value).owner)
 	}
 	for _, m := range w.flight {
 		ticket, _, _ := strings.Cut(m.text, " ")

@@ -13,33 +13,29 @@ import (
 // leave both servers alike.
 func TestReplayOnRedis(t *testing.T) {
 	b := redistest.Real(t)
-	t.Run("queue order after an expiry", func(t *testing.T) {
-		cfg := fifoCases[0].cfg
-		want := model.FIFO
-		if lapsedServesHead {
-			want = ""
-		}
-		replayFound(t, b, cfg, want)
-	})
 	for _, tc := range planted(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.Depth = 10
 			replayFound(t, b, tc.cfg, tc.want)
 		})
 	}
-	for _, cfg := range []model.Config{
-		{Kind: model.Efficiency, Clients: 3, Faults: faults},
-		{Kind: model.Correctness, Clients: 3, Faults: faults},
-		{Kind: model.Semaphore, Limit: 2, Clients: 3, Faults: faults, LapsedFIFO: true},
-		{Kind: model.Election, Clients: 3, Faults: faults},
+	for _, tc := range []struct {
+		name string
+		cfg  model.Config
+	}{
+		{"efficiency lock", model.Config{Kind: model.Efficiency, Clients: 3, Faults: faults}},
+		{"correctness lock", model.Config{Kind: model.Correctness, Clients: 3, Faults: faults}},
+		{"semaphore", model.Config{Kind: model.Semaphore, Limit: 2, Clients: 3, Faults: faults}},
+		{"election", model.Config{Kind: model.Election, Clients: 3, Faults: faults}},
+		{"a dead holder", fifoCases[0].cfg},
 	} {
-		t.Run("random "+cfg.Kind.String(), func(t *testing.T) {
-			ss, err := model.Schedules(cfg, 2, 25, 7, 1100)
+		t.Run("random: "+tc.name, func(t *testing.T) {
+			ss, err := model.Schedules(tc.cfg, 2, 25, 7, 1100)
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, s := range ss {
-				replay(t, b, cfg, s, "")
+				replay(t, b, tc.cfg, s, "")
 			}
 		})
 	}

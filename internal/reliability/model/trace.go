@@ -70,6 +70,12 @@ func describe(w *world, origin int64) string {
 		case cl.phase == sleeping:
 			s += fmt.Sprintf(" until t=%d", cl.timer-origin)
 		}
+		if cl.serveUntil != 0 {
+			s += " (serving the queue on)"
+		}
+		for _, t := range cl.took {
+			s += fmt.Sprintf(" (took %s in acquire %d)", t.value, t.cycle)
+		}
 		if cl.waiting() && cl.queued {
 			s += fmt.Sprintf(" (queued %d.)", w.rank(i))
 		}

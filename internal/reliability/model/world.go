@@ -28,8 +28,18 @@ type client struct {
 	e          entry  // ready, sleeping: its queue entry
 	timer      int64  // sleeping: when its timer fires, ms
 	value      string // holding: the grant's value
-	renew      int64  // holding: when its keeper refreshes next (ttl/3 on), ms
+	deadline   int64  // holding: its lease's local deadline, ms
 	office     bool   // holding, in an election: it took office
+	// serveUntil, when not 0, says a release of its stopped short at dead
+	// queue entries: it goes on serving the queue (serveOn) until the
+	// reply says it is done, or the clock reaches serveUntil (ms), and
+	// resigns then the term whose grant resign names, if any.
+	serveUntil int64
+	resign     string
+	// took are the acquires that left with a grant a message handed them,
+	// as its Locker remembers them (strays.go): only those a message may
+	// still name (an entry queued, or a message in flight).
+	took []took
 	// What the checker knows: seq, its place in the order the checker saw
 	// the waiters queue in (0: not seen queued in this acquire); queued,
 	// whether its entry is queued as far as the protocol goes.
@@ -40,15 +50,57 @@ type client struct {
 // waiting says whether the client is in a wait.
 func (c *client) waiting() bool { return c.phase == ready || c.phase == sleeping }
 
-// due says whether the client must act before time may pass.
-func (c *client) due(now int64) bool {
-	return !c.paused && (c.phase == ready || c.phase == sleeping && c.timer <= now)
+// renew is when a holder's keeper would refresh next: a third of the ttl
+// after its lease began.
+func (c *client) renew() int64 { return c.deadline - (ttl - drift) + ttl/3 }
+
+// tookAs is what the client's Locker remembers its acquire cycle took, and
+// whether it does.
+func (c *client) tookAs(cycle int) (took, bool) {
+	for _, t := range c.took {
+		if t.cycle == cycle {
+			return t, true
+		}
+	}
+	return took{}, false
+}
+
+// over says whether the lease the client took in acquire t is over
+// (Held.over): released, found lost, or past its deadline at now (ms).
+func (c *client) over(t took, now int64) bool {
+	return c.phase != holding || c.cycle != t.cycle || c.value != t.value || now >= c.deadline
 }
 
 // msg is a grant message in flight to client to.
 type msg struct {
 	to   int
 	text string
+}
+
+// route is where a participant's Locker sends a message (notify.deliver,
+// strays.heard).
+type route uint8
+
+const (
+	dropped  route = iota // nobody it names: dropped
+	toWaiter              // to its waiter, whose grant it may be
+	toStrays              // to the strays of its Locker, which remember what the waiter took
+)
+
+// route is where participant m.to's Locker sends m, given w.
+func (w *world) route(m msg) route {
+	cl := &w.clients[m.to]
+	i, cycle := clientIndex(ticketID(m.text), len(w.clients))
+	switch {
+	case cl.phase == dead || i != m.to:
+		return dropped
+	case cl.waiting() && cycle == cl.cycle:
+		return toWaiter
+	}
+	if _, ok := cl.tookAs(cycle); ok {
+		return toStrays
+	}
+	return dropped
 }
 
 // world is one state of the system: the server, the participants, the
@@ -65,11 +117,10 @@ type world struct {
 	freeSince, lonely int64
 	// term is the highest term that took office in an election.
 	term string
-	// lapsed says a lease lapsed since the last grant.
-	lapsed bool
 }
 
-// clone is a copy of w whose slices the caller may change.
+// clone is a copy of w whose slices the caller may change (a client's took
+// is replaced, never changed in place).
 func (w *world) clone() *world {
 	n := *w
 	n.clients = slices.Clone(w.clients)
