@@ -263,15 +263,24 @@ func (c *checker) attempt(x *executor, n *world, i int, o *outcome) {
 	cl.phase, cl.timer = sleeping, n.rs.clock+max(d, 1)
 }
 
-// receive is a sleeping waiter reading message j (waiter.sleep, handed):
-// only a grant to its current entry made after its latest attempt is its
-// grant; a grant read after its lease's deadline is released at once by
-// its value. Either way short of a grant, it attempts next. A grant it
-// takes, its Locker remembers (strays.took). (The participants share one
-// limit: no permit comes under another.)
+// receive is a sleeping waiter reading message j (waiter.sleep, handed).
+// Its Locker keeps the last message for it to arrive (notify.Waiter), and
+// messages arrive in the order they were published: the ones for it
+// published before j and still in flight came first, and are lost. Only a
+// grant to its current entry made after its latest attempt is its grant; a
+// grant read after its lease's deadline is released at once by its value.
+// Either way short of a grant, it attempts next. A grant it takes, its
+// Locker remembers (strays.took). (The participants share one limit: no
+// permit comes under another.)
 func (c *checker) receive(x *executor, n *world, i, j int, o *outcome) {
 	text := n.flight[j].text
-	n.flight = slices.Delete(n.flight, j, j+1)
+	var rest []msg
+	for k, m := range n.flight {
+		if k > j || m.to != i || ticketID(m.text) != ticketID(text) {
+			rest = append(rest, m)
+		}
+	}
+	n.flight = rest
 	cl := &n.clients[i]
 	cl.phase = ready
 	g, ok := parseGrant(text)

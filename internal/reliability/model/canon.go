@@ -13,8 +13,10 @@ import (
 // participant's letter, A to D, and no other capital letter appears in
 // them). So the explorer deduplicates states up to such a permutation: a
 // state's identity is the least of its encodings under the permutations
-// that order the participants by what they are doing. Messages in flight
-// are a multiset: any one may be read, lost or duplicated next.
+// that order the participants by what they are doing. The messages in
+// flight to one participant are a sequence (they arrive in the order they
+// were published, and its Locker keeps the last: receive); those to
+// different participants are not ordered.
 
 // hash is w's identity for deduplication.
 func (c *checker) hash(w *world) [2]uint64 {
@@ -116,7 +118,7 @@ func (w *world) encodeAs(p []int) []byte {
 	for i, m := range w.flight {
 		fl[i] = string(rune('0'+p[m.to])) + rename(m.text)
 	}
-	slices.Sort(fl)
+	slices.SortStableFunc(fl, func(a, b string) int { return int(a[0]) - int(b[0]) })
 	for _, m := range fl {
 		b = append(b, '>')
 		b = append(b, m...)

@@ -38,8 +38,9 @@ type Faults struct {
 	Pause int
 	// Lose, Dup and Forge lose a grant message in flight, deliver one
 	// twice, or publish one nobody granted to a waiter's channel. (Delay
-	// and reordering need no budget: a message in flight is read whenever
-	// its waiter reads, in any order.)
+	// needs no budget: a message in flight is read whenever its waiter
+	// reads. Messages to one participant arrive in the order they were
+	// published, as on its one subscription connection.)
 	Lose, Dup, Forge int
 	// Restart makes the server lose every key (no persistence).
 	Restart int
@@ -65,6 +66,12 @@ type Config struct {
 	// ArriveAtStart makes participants begin acquires only before the
 	// clock first moves: no newcomer arrives later.
 	ArriveAtStart bool
+	// ForgeAlone forges a grant message only for a waiter with no other
+	// message in flight to it. A forged message that reaches a waiter
+	// after a real one it has not read yet replaces it in its Locker's
+	// one-message slot (notify.Waiter), and the real grant is never
+	// released: TestForgedGrantMessage shows that apart.
+	ForgeAlone bool
 	// Depth bounds the moves of a path Explore explores.
 	Depth int
 	// Workers is how many goroutines explore, each with a miniredis of its

@@ -2,15 +2,16 @@ package model
 
 import "testing"
 
-// TestLockerMemoryMatters: the forged grant message's check holds only
-// because the Locker remembers what its waiters took, and passes on a
-// grant handed to one that left: a Locker that forgets, or that hears and
-// does nothing, costs the lock a ttl, and the check finds that.
+// TestLockerMemoryMatters: the forged grant message's check (a forged
+// message alone) holds only because the Locker remembers what its waiters
+// took, and passes on a grant handed to one that left: a Locker that
+// forgets, or that hears and does nothing, costs the lock a ttl, and the
+// check finds that.
 func TestLockerMemoryMatters(t *testing.T) {
 	for _, cfg := range []Config{
-		{Kind: Correctness, Clients: 3, Faults: Faults{Forge: 1}, Depth: 10, forgetful: true},
-		{Kind: Correctness, Clients: 3, Faults: Faults{Forge: 1}, Depth: 10, deaf: true},
-		{Kind: Efficiency, Clients: 3, Faults: Faults{Forge: 1}, Depth: 10, deaf: true},
+		{Kind: Correctness, Clients: 3, Faults: Faults{Forge: 1}, ForgeAlone: true, Depth: 10, forgetful: true},
+		{Kind: Correctness, Clients: 3, Faults: Faults{Forge: 1}, ForgeAlone: true, Depth: 10, deaf: true},
+		{Kind: Efficiency, Clients: 3, Faults: Faults{Forge: 1}, ForgeAlone: true, Depth: 10, deaf: true},
 	} {
 		r, err := Explore(cfg)
 		if err != nil {

@@ -1,6 +1,9 @@
 package model
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // moveKind is what one step does.
 type moveKind uint8
@@ -170,7 +173,8 @@ func (c *checker) faultMoves(w *world, ms []move) []move {
 		}
 	}
 	for i := range w.clients {
-		if w.left.Forge > 0 && w.clients[i].waiting() {
+		alone := !c.cfg.ForgeAlone || !slices.ContainsFunc(w.flight, func(m msg) bool { return m.to == i })
+		if w.left.Forge > 0 && w.clients[i].waiting() && alone {
 			ms = append(ms, move{kind: mForge, who: -1, arg: int8(i)})
 		}
 	}

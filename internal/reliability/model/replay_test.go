@@ -19,6 +19,13 @@ func TestReplayOnRedis(t *testing.T) {
 			replayFound(t, b, tc.cfg, tc.want)
 		})
 	}
+	t.Run("a forged grant message over a real one", func(t *testing.T) {
+		want := model.Entries
+		if forgedKeepsRealGrant {
+			want = ""
+		}
+		replayFound(t, b, model.Config{Kind: model.Correctness, Clients: 3, Faults: model.Faults{Forge: 1}, Depth: 9}, want)
+	})
 	for _, tc := range []struct {
 		name string
 		cfg  model.Config
