@@ -46,6 +46,8 @@ func (c *checker) apply(x *executor, w *world, m move) (*world, outcome) {
 	switch m.kind {
 	case mProbe:
 		c.probe(x, n, i, &o)
+	case mTry, mSettle:
+		c.try(x, n, i, m.kind == mSettle, &o)
 	case mAttempt:
 		c.attempt(x, n, i, &o)
 	case mReceive:
@@ -214,7 +216,7 @@ func (c *checker) probe(x *executor, n *world, i int, o *outcome) {
 	cl := &n.clients[i]
 	cl.cycle++
 	owner := n.owner(i)
-	a, err := c.p.readProbe(c.run(x, n, o, c.p.probeName(), c.p.probe(owner)), owner)
+	a, err := c.p.readTry(c.run(x, n, o, c.p.probeName(), c.p.probe(owner)), owner)
 	if c.got(n, i, a, err, o) {
 		return
 	}
@@ -223,6 +225,37 @@ func (c *checker) probe(x *executor, n *world, i int, o *outcome) {
 		c.exec(x, n, o, "", subscribeOp(channel(name(i)), true))
 	}
 	cl.phase, cl.e = ready, entry{}
+}
+
+// try begins a lone try (acquire.once), or with settle makes its next call
+// to settle a resource whose queue goes first (acquire.settle): it is
+// granted the resource, or settles it next, or its try is over. A lone
+// efficiency try that SET NX did not grant reads the holder.
+func (c *checker) try(x *executor, n *world, i int, settle bool, o *outcome) {
+	var a attempt
+	var err error
+	if settle {
+		owner := n.owner(i)
+		reply := c.run(x, n, o, c.p.settleName(), c.p.settle(owner))
+		c.handedOn(o, reply)
+		a, err = c.p.readWait(reply, owner)
+	} else {
+		n.clients[i].cycle++
+		owner := n.owner(i)
+		a, err = c.p.readTry(c.run(x, n, o, c.p.probeName(), c.p.try(owner)), owner)
+		if err == nil && !a.granted && c.p.kind == Efficiency {
+			cmds := c.p.holderRead()
+			get, pttl := c.run(x, n, o, "GET", cmds[0]), c.run(x, n, o, "PTTL", cmds[1])
+			a, err = c.p.readHolder(get, pttl, owner)
+		}
+	}
+	switch {
+	case c.got(n, i, a, err, o):
+	case err == nil && a.settle:
+		n.clients[i].phase = settling
+	default:
+		n.clients[i] = c.ended(n.clients[i])
+	}
 }
 
 // attempt is a waiter's attempt (waiter.attempt): it is granted the

@@ -189,7 +189,7 @@ func (c *checker) judgeGrant(w *world, m move, n *world, g grant, fresh []grant)
 
 // acquires are the moves by which a participant's own command may grant it
 // the resource.
-var acquires = map[moveKind]bool{mProbe: true, mAttempt: true}
+var acquires = map[moveKind]bool{mProbe: true, mTry: true, mSettle: true, mAttempt: true}
 
 // judgeOrder: a grant g to participant i (fresh are all the step made)
 // leaves no live waiter queued before it unserved (but the mover, if its

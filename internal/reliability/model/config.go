@@ -72,6 +72,9 @@ type Config struct {
 	// one-message slot (notify.Waiter), and the real grant is never
 	// released: TestForgedGrantMessage shows that apart.
 	ForgeAlone bool
+	// Tries lets a participant begin a lone try (TryObtain, TryAcquire)
+	// as well as an acquire that waits.
+	Tries bool
 	// Depth bounds the moves of a path Explore explores.
 	Depth int
 	// Workers is how many goroutines explore, each with a miniredis of its

@@ -11,6 +11,8 @@ type moveKind uint8
 // A participant's moves.
 const (
 	mProbe    moveKind = iota // begin an acquire that waits: its probe
+	mTry                      // begin a lone try (TryObtain, TryAcquire)
+	mSettle                   // a lone try settles a resource whose queue goes first
 	mAttempt                  // a waiter's attempt (wait.lua): at once, or when its timer fires
 	mReceive                  // a waiter reads a grant message in flight
 	mHear                     // a Locker hears a grant message for a waiter that left
@@ -35,9 +37,10 @@ const (
 )
 
 var moveNames = map[moveKind]string{
-	mProbe: "probe", mAttempt: "attempt", mReceive: "receive", mHear: "hears",
-	mGiveUp: "give up", mRelease: "release", mServeOn: "serve on", mRefresh: "refresh", mAnnounce: "announce",
-	mRead: "read leader", mPause: "pause", mResume: "resume", mDie: "die", mAdvance: "advance", mLose: "lose", mDuplicate: "duplicate", mForge: "forge", mRestart: "restart",
+	mProbe: "probe", mTry: "try", mSettle: "settle", mAttempt: "attempt", mReceive: "receive",
+	mHear: "hears", mGiveUp: "give up", mRelease: "release", mServeOn: "serve on", mRefresh: "refresh",
+	mAnnounce: "announce", mRead: "read leader", mPause: "pause", mResume: "resume", mDie: "die",
+	mAdvance: "advance", mLose: "lose", mDuplicate: "duplicate", mForge: "forge", mRestart: "restart",
 }
 
 // move is one step: a participant's (who) or the environment's (who -1);
@@ -64,8 +67,8 @@ func (m move) String() string {
 
 // moves are the moves enabled in w. A participant that is not paused acts
 // at once when it must (a waiter about to attempt, or whose timer fired; a
-// releaser serving the queue on; a Locker with a grant message for a waiter
-// that left): time passes only when none must.
+// lone try about to settle; a releaser serving the queue on; a Locker with
+// a grant message for a waiter that left): time passes only when none must.
 func (c *checker) moves(w *world) []move {
 	var ms []move
 	mustAct := false
@@ -85,7 +88,7 @@ func (c *checker) due(w *world, i int) bool {
 	switch {
 	case cl.paused || cl.phase == dead:
 		return false
-	case cl.serveUntil != 0 || cl.phase == ready || cl.phase == sleeping && cl.timer <= w.rs.clock:
+	case cl.serveUntil != 0 || cl.phase == ready || cl.phase == settling || cl.phase == sleeping && cl.timer <= w.rs.clock:
 		return true
 	}
 	for _, m := range w.flight {
@@ -128,12 +131,17 @@ func (c *checker) clientMoves(w *world, i int, ms []move) []move {
 	case idle:
 		if (c.cfg.Cycles == 0 || cl.cycle < c.cfg.Cycles) && (!c.cfg.ArriveAtStart || w.rs.clock == base) {
 			add(mProbe)
+			if c.cfg.Tries {
+				add(mTry)
+			}
 		}
 		if c.cfg.Kind == Election {
 			add(mRead)
 		}
 	case ready, sleeping:
 		ms = c.waiterMoves(w, i, ms)
+	case settling:
+		add(mSettle)
 	case holding:
 		add(mRelease)
 		add(mRefresh)

@@ -17,15 +17,18 @@ const forgedKeepsRealGrant = false
 
 // fifoCases are the holder that dies with waiters queued: its lease
 // lapses, and the lock must go to the first live waiter. With newcomers,
-// a participant may also arrive after the lapse; without, every one
-// arrives at the start, so only the waiters' own attempts race.
+// a participant may also arrive after the lapse, with an acquire that
+// waits or, with Tries, a lone try; without, every one arrives at the
+// start, so only the waiters' own attempts race.
 var fifoCases = []struct {
 	name string
 	cfg  model.Config
 }{
 	{"queued waiters", model.Config{Kind: model.Efficiency, Clients: 3, Faults: model.Faults{Die: 1}, ArriveAtStart: true, Depth: 10}},
 	{"newcomer", model.Config{Kind: model.Efficiency, Clients: 3, Faults: model.Faults{Die: 1}, Depth: 10}},
+	{"newcomer's lone try", model.Config{Kind: model.Efficiency, Clients: 3, Faults: model.Faults{Die: 1}, Tries: true, Depth: 9}},
 	{"correctness", model.Config{Kind: model.Correctness, Clients: 3, Faults: model.Faults{Die: 1}, ArriveAtStart: true, Depth: 10}},
+	{"correctness, newcomer's lone try", model.Config{Kind: model.Correctness, Clients: 3, Faults: model.Faults{Die: 1}, Tries: true, Depth: 9}},
 }
 
 // TestQueueOrderAfterAnExpiry: a lease that lapsed with waiters queued

@@ -107,17 +107,27 @@ type attempt struct {
 // probe is an acquire's first try (acquire.once with probe set): it leaves
 // settling to the wait that follows.
 func (p protocol) probe(owner string) []string {
+	if p.kind == Semaphore {
+		return p.eval(p.src.SemAcquire, owner, strconv.Itoa(ttl), strconv.Itoa(p.limit), "0", "1")
+	}
+	return p.try(owner)
+}
+
+// try is a lone try's first command (acquire.once without probe).
+func (p protocol) try(owner string) []string {
 	switch p.kind {
 	case Efficiency:
 		return []string{"SET", lockKey, owner, "NX", "PX", strconv.Itoa(ttl)}
 	case Semaphore:
-		return p.eval(p.src.SemAcquire, owner, strconv.Itoa(ttl), strconv.Itoa(p.limit), "0", "1")
+		return p.eval(p.src.SemAcquire, owner, strconv.Itoa(ttl), strconv.Itoa(p.limit), "0")
 	}
 	return p.eval(p.src.FencedAcquire, owner, strconv.Itoa(ttl), p.scriptKind())
 }
 
-// readProbe reads a probe's reply.
-func (p protocol) readProbe(reply any, owner string) (attempt, error) {
+// readTry reads the reply of a probe or a lone try's first command; a lone
+// efficiency try that SET NX did not grant reads the holder next
+// (holderRead, readHolder).
+func (p protocol) readTry(reply any, owner string) (attempt, error) {
 	switch p.kind {
 	case Efficiency:
 		switch reply {
@@ -137,6 +147,50 @@ func (p protocol) readProbe(reply any, owner string) (attempt, error) {
 		}
 	}
 	return attempt{}, unexpected(reply)
+}
+
+// holderRead is a lone efficiency try's read of the holder after SET NX
+// failed (acquire.setNX: GET and PTTL in one pipeline).
+func (p protocol) holderRead() [][]string {
+	return [][]string{{"GET", lockKey}, {"PTTL", lockKey}}
+}
+
+// readHolder reads holderRead's replies (acquire.readHolder): a marked
+// value's key outlives its lease by linger, so that a lease lapsed with
+// waiters queued is settled through the wait script.
+func (p protocol) readHolder(get, pttl any, owner string) (attempt, error) {
+	if get == nil {
+		return attempt{}, nil // released in between
+	}
+	v, ok1 := get.(string)
+	left, ok2 := pttl.(int64)
+	if !ok1 || !ok2 {
+		return attempt{}, unexpected([]any{get, pttl})
+	}
+	if left == -2 {
+		return attempt{}, nil // expired within the pipeline
+	}
+	pv, _ := lease.ParseValue(v, false)
+	left = int64(pv.LeaseLeft(time.Duration(left)*time.Millisecond) / time.Millisecond)
+	switch {
+	case left == 0:
+		return attempt{settle: true}, nil
+	case pv.Owner == owner:
+		return attempt{granted: true, value: owner}, nil
+	case left < 0:
+		return attempt{holderTTL: -1}, nil
+	}
+	return attempt{holderTTL: left}, nil
+}
+
+// settle is a lone try's call that settles a resource whose queue must be
+// served first (acquire.settle): the wait script without an entry, or a
+// semaphore's acquire again.
+func (p protocol) settle(owner string) []string {
+	if p.kind == Semaphore {
+		return p.try(owner)
+	}
+	return p.eval(p.src.Wait, owner, strconv.Itoa(ttl), p.scriptKind(), "", "", "", "0")
 }
 
 // granted reads a grant to owner whose stored value is v (acquire.granted).
@@ -540,6 +594,8 @@ func (p protocol) deadlines(st redisState) []int64 {
 func (p protocol) probeName() string {
 	return [...]string{"SET NX PX", "fenced_acquire.lua", "sem_acquire.lua", "fenced_acquire.lua"}[p.kind]
 }
+
+func (p protocol) settleName() string { return p.pick("wait.lua (settle)", "sem_acquire.lua (settle)") }
 
 func (p protocol) waitName() string { return p.pick("wait.lua", "sem_wait.lua") }
 

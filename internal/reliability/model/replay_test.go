@@ -35,6 +35,7 @@ func TestReplayOnRedis(t *testing.T) {
 		{"semaphore", model.Config{Kind: model.Semaphore, Limit: 2, Clients: 3, Faults: faults}},
 		{"election", model.Config{Kind: model.Election, Clients: 3, Faults: faults}},
 		{"a dead holder", fifoCases[0].cfg},
+		{"a dead holder, and lone tries", model.Config{Kind: model.Correctness, Clients: 3, Faults: model.Faults{Die: 1}, Tries: true}},
 	} {
 		t.Run("random: "+tc.name, func(t *testing.T) {
 			ss, err := model.Schedules(tc.cfg, 2, 25, 7, 1100)

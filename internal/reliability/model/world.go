@@ -13,10 +13,11 @@ const (
 	ready                 // waiting, and about to attempt (wait.lua)
 	sleeping              // waiting for a grant message or its timer
 	holding               // believes it holds a grant
+	settling              // a lone try, about to settle a resource whose queue goes first
 	dead                  // never acts again
 )
 
-var phaseNames = [...]string{"idle", "ready", "sleeping", "holding", "dead"}
+var phaseNames = [...]string{"idle", "ready", "sleeping", "holding", "settling", "dead"}
 
 // client is one participant: a Locker with one goroutine that acquires,
 // holds and releases, as the Go client does.
