@@ -22,6 +22,9 @@ type real struct {
 	c     *redis.Client
 	names []string
 	subs  map[string]*redis.PubSub
+	// gap, when set, is how far the clock moves at the next advance, ms:
+	// the replay sets it to miniredis's step (see advance).
+	gap int64
 }
 
 // wait bounds how long a replay waits for the server to do what it surely
@@ -180,9 +183,18 @@ func (s *real) publish(ch, msg string) {
 }
 
 // advance sleeps until the server's clock is past to: keys due then have
-// expired (Redis expires a key once its time has passed).
+// expired (Redis expires a key once its time has passed). With a gap set,
+// it sleeps that long from now instead, plus the same 2 ms: the moves since
+// the clock last moved took real time, so deadlines that fall together on
+// miniredis's clock (a waiter's timer and the lease it waits for) fall
+// apart by as much on a real one, and the earliest of them is not enough.
+// Every deadline set since is no later than now plus its own length.
 func (s *real) advance(to int64) {
-	if d := to - s.read().clock; d >= 0 {
+	d := to - s.read().clock
+	if s.gap > 0 {
+		d, s.gap = s.gap, 0
+	}
+	if d >= 0 {
 		time.Sleep(time.Duration(d+2) * time.Millisecond)
 	}
 }

@@ -95,6 +95,9 @@ func (c *checker) replay(s Schedule, sim, live *executor) (*Trace, error) {
 	lw.rs = live.b.read()
 	origin := lw.rs.clock
 	for i, m := range s.moves {
+		if r, ok := live.b.(*real); ok && m.kind == mAdvance {
+			r.gap = c.nextDeadline(w) - w.rs.clock
+		}
 		n, o := c.apply(sim, w, m)
 		c.judge(w, m, n, &o, true)
 		ln, lo := c.apply(live, lw, m)
