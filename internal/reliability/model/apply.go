@@ -22,6 +22,9 @@ type outcome struct {
 	// grant).
 	self   string
 	handed []string
+	// short says a call stopped short at dead queue entries; passed, that
+	// a Locker released a grant handed to a waiter of its that had left.
+	short, passed bool
 	// office is the grant that took office in an election; read, what a
 	// read of the election reported.
 	office string
@@ -136,6 +139,23 @@ func (c *checker) exec(x *executor, n *world, o *outcome, label string, op op) a
 	return r.reply
 }
 
+// paths are the rarer paths of the protocol that move m took, which did o
+// (Result.Paths).
+func (c *checker) paths(m move, o *outcome) []string {
+	var ps []string
+	add := func(p string, took bool) {
+		if took {
+			ps = append(ps, p)
+		}
+	}
+	add(PathStopShort, o.short)
+	add(PathServeOn, m.kind == mServeOn && o.ran)
+	add(PathSettle, m.kind == mSettle)
+	add(PathServedHead, len(o.handed) > 0 && acquires[m.kind])
+	add(PathPassedOn, o.passed)
+	return ps
+}
+
 // fail notes in o that a reply could not be read, unless one could not
 // before.
 func (o *outcome) fail(err error) {
@@ -217,6 +237,7 @@ func (c *checker) probe(x *executor, n *world, i int, o *outcome) {
 	cl.cycle++
 	owner := n.owner(i)
 	a, err := c.p.readTry(c.run(x, n, o, c.p.probeName(), c.p.probe(owner)), owner)
+	o.short = c.p.kind == Semaphore && a.settle
 	if c.got(n, i, a, err, o) {
 		return
 	}
@@ -239,10 +260,12 @@ func (c *checker) try(x *executor, n *world, i int, settle bool, o *outcome) {
 		reply := c.run(x, n, o, c.p.settleName(), c.p.settle(owner))
 		c.handedOn(o, reply)
 		a, err = c.p.readWait(reply, owner)
+		o.short = a.settle
 	} else {
 		n.clients[i].cycle++
 		owner := n.owner(i)
 		a, err = c.p.readTry(c.run(x, n, o, c.p.probeName(), c.p.try(owner)), owner)
+		o.short = c.p.kind == Semaphore && a.settle // code 4; a lock's is a lapsed lease
 		if err == nil && !a.granted && c.p.kind == Efficiency {
 			cmds := c.p.holderRead()
 			get, pttl := c.run(x, n, o, "GET", cmds[0]), c.run(x, n, o, "PTTL", cmds[1])
@@ -286,7 +309,7 @@ func (c *checker) attempt(x *executor, n *world, i int, o *outcome) {
 		}
 	}
 	if a.settle {
-		cl.phase = ready
+		cl.phase, o.short = ready, true
 		return
 	}
 	d := int64(recheck)
@@ -349,7 +372,7 @@ func (c *checker) hear(x *executor, n *world, i, j int, o *outcome) {
 		return
 	}
 	if v, pass := g.passOn(g.id, t, cl.over(t, n.rs.clock)); pass {
-		c.releaseOp(x, n, i, o, c.p.releaseName()+" (heard)", c.p.release(v, nil))
+		o.passed = c.releaseOp(x, n, i, o, c.p.releaseName()+" (heard)", c.p.release(v, nil))
 	}
 }
 
@@ -393,6 +416,7 @@ func (c *checker) releaseOp(x *executor, n *world, i int, o *outcome, op string,
 	}
 	if more {
 		n.clients[i].serveUntil = n.rs.clock + serveOnFor
+		o.short = true
 	}
 	return held
 }
@@ -447,6 +471,7 @@ func (c *checker) serveOn(x *executor, n *world, i int, o *outcome) {
 		reply := c.run(x, n, o, c.p.releaseName()+" (serve on)", c.p.serveOn())
 		c.handedOn(o, reply)
 		if c.p.readServeOn(reply) {
+			o.short = true
 			return
 		}
 	}

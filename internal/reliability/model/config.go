@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"maps"
 	"runtime"
+	"slices"
 	"time"
 )
 
@@ -75,6 +77,11 @@ type Config struct {
 	// Tries lets a participant begin a lone try (TryObtain, TryAcquire)
 	// as well as an acquire that waits.
 	Tries bool
+	// Scan bounds the queue entries one script call looks at (queue.lua's
+	// scanning); 0 keeps the scripts' bound, a hundred, which no queue of
+	// the checker's reaches. A small one makes calls stop short at dead
+	// entries, as a killed process's hundred waiters would.
+	Scan int
 	// Depth bounds the moves of a path Explore explores.
 	Depth int
 	// Workers is how many goroutines explore, each with a miniredis of its
@@ -101,13 +108,37 @@ type Result struct {
 	// to it, replayed.
 	Violation *Violation
 	Trace     *Trace
+	// Paths counts the steps that took each of the protocol's rarer paths
+	// (PathStopShort and the others), so that a test can tell that a check
+	// reaches them.
+	Paths map[string]int
 	// Elapsed is how long the check took.
 	Elapsed time.Duration
 	path    Schedule
 }
 
+// The protocol's rarer paths, as Result.Paths counts them.
+const (
+	// PathStopShort: a call stopped short at dead queue entries (a wait's
+	// or an acquire's code 4, a release's 3 or -2), the lock left vacant.
+	PathStopShort = "a call stopped short"
+	// PathServeOn: a releaser's next call served the queue on.
+	PathServeOn = "a releaser served on"
+	// PathSettle: a lone try's call settled the resource.
+	PathSettle = "a lone try settled"
+	// PathServedHead: a waiter's attempt or a lone try handed the lock to
+	// the first live waiter (its lease had lapsed).
+	PathServedHead = "a wait served the head"
+	// PathPassedOn: a Locker released a grant handed to a waiter of its
+	// that had left.
+	PathPassedOn = "a Locker passed a grant on"
+)
+
 func (r Result) String() string {
 	s := fmt.Sprintf("%d states, %d steps (%d server runs), depth %d, %v", r.States, r.Steps, r.Runs, r.Depth, r.Elapsed.Round(time.Millisecond))
+	for _, p := range slices.Sorted(maps.Keys(r.Paths)) {
+		s += fmt.Sprintf("; %s %d times", p, r.Paths[p])
+	}
 	if r.Violation != nil {
 		s += "; violation: " + r.Violation.Error()
 	}
@@ -133,6 +164,12 @@ func newChecker(cfg Config) (*checker, error) {
 	}
 	if cfg.Scripts == (Scripts{}) {
 		cfg.Scripts = Leasekit()
+	}
+	if cfg.Scan > 0 {
+		var err error
+		if cfg.Scripts, err = cfg.Scripts.scanning(cfg.Scan); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.Workers <= 0 {
 		cfg.Workers = runtime.GOMAXPROCS(0)

@@ -45,6 +45,34 @@ func check(cfg Config, explore func(*checker, []*executor) Result) (Result, erro
 	return r, err
 }
 
+// tally counts the moves a check took, and the rarer paths they took
+// (Result.Paths).
+type tally struct {
+	steps int
+	paths map[string]int
+}
+
+// note counts the paths one step took.
+func (t *tally) note(paths []string) {
+	for _, p := range paths {
+		if t.paths == nil {
+			t.paths = make(map[string]int)
+		}
+		t.paths[p]++
+	}
+}
+
+// add adds u to t.
+func (t *tally) add(u tally) {
+	t.steps += u.steps
+	for p, n := range u.paths {
+		if t.paths == nil {
+			t.paths = make(map[string]int)
+		}
+		t.paths[p] += n
+	}
+}
+
 // node is a state of the frontier.
 type node struct {
 	w  *world
@@ -71,7 +99,7 @@ type bfs struct {
 	xs      []*executor
 	visited map[[2]uint64]int32
 	links   []link
-	steps   int
+	tally   tally
 	found   *link
 	v       *Violation
 }
@@ -87,7 +115,7 @@ func (b *bfs) run() Result {
 	for ; depth < b.c.cfg.Depth && len(frontier) > 0 && b.v == nil; depth++ {
 		frontier = b.level(frontier)
 	}
-	return Result{States: len(b.links), Steps: b.steps, Depth: depth, Violation: b.v}
+	return Result{States: len(b.links), Steps: b.tally.steps, Paths: b.tally.paths, Depth: depth, Violation: b.v}
 }
 
 func (b *bfs) add(h [2]uint64, l link) int32 {
@@ -116,31 +144,32 @@ func (b *bfs) level(frontier []node) []node {
 // expand runs every move of every state in part, on the workers.
 func (b *bfs) expand(part []node) [][]child {
 	kids := make([][]child, len(part))
-	steps := make([]int, len(b.xs))
+	ts := make([]tally, len(b.xs))
 	var wg sync.WaitGroup
 	for k, x := range b.xs {
 		wg.Go(func() {
 			for i := k; i < len(part); i += len(b.xs) {
-				kids[i] = b.children(x, part[i].w, &steps[k])
+				kids[i] = b.children(x, part[i].w, &ts[k])
 			}
 		})
 	}
 	wg.Wait()
-	for _, n := range steps {
-		b.steps += n
+	for _, t := range ts {
+		b.tally.add(t)
 	}
 	return kids
 }
 
 // children are the states w's moves reach that are new, or break an
-// invariant; steps counts the moves. (visited is only read while workers
-// run.)
-func (b *bfs) children(x *executor, w *world, steps *int) []child {
+// invariant; t counts the moves and the paths they took. (visited is only
+// read while workers run.)
+func (b *bfs) children(x *executor, w *world, t *tally) []child {
 	var out []child
 	for _, m := range b.c.moves(w) {
-		*steps++
+		t.steps++
 		n, o := b.c.apply(x, w, m)
 		v := b.c.judge(w, m, n, &o, true)
+		t.note(b.c.paths(m, &o))
 		h := b.c.hash(n)
 		if _, seen := b.visited[h]; !seen || v != nil {
 			out = append(out, child{m: m, w: n, h: h, v: v})

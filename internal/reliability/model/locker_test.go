@@ -8,6 +8,9 @@ import "testing"
 // forgets, or that hears and does nothing, costs the lock a ttl, and the
 // check finds that.
 func TestLockerMemoryMatters(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the same under the race detector, ten times slower")
+	}
 	for _, cfg := range []Config{
 		{Kind: Correctness, Clients: 3, Faults: Faults{Forge: 1}, ForgeAlone: true, Depth: 10, forgetful: true},
 		{Kind: Correctness, Clients: 3, Faults: Faults{Forge: 1}, ForgeAlone: true, Depth: 10, deaf: true},

@@ -1,5 +1,5 @@
 //go:build !race
 
-package model_test
+package model
 
 const raceEnabled = false

@@ -39,7 +39,12 @@ func TestQueueOrderAfterAnExpiry(t *testing.T) {
 	for _, tc := range fifoCases {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.cfg.Depth, _ = bounds(tc.cfg.Depth, 0)
-			explore(t, tc.cfg, false, "", "")
+			r := explore(t, tc.cfg, false, "", "")
+			if tc.cfg.Tries {
+				reached(t, r, model.PathServedHead, model.PathSettle)
+			} else {
+				reached(t, r, model.PathServedHead)
+			}
 		})
 	}
 }
@@ -59,7 +64,7 @@ func TestForgedGrantMessage(t *testing.T) {
 		t.Run(kind.String()+", alone", func(t *testing.T) {
 			alone := cfg
 			alone.ForgeAlone = true
-			explore(t, alone, false, "", "")
+			reached(t, explore(t, alone, false, "", ""), model.PathPassedOn)
 		})
 		t.Run(kind.String(), func(t *testing.T) {
 			// An efficiency grant or a permit a forged message announces
@@ -73,7 +78,7 @@ func TestForgedGrantMessage(t *testing.T) {
 // explore explores cfg, and checks that it breaks nothing; or, until a
 // finding is fixed (flag, named so, says it is), that it breaks invariant
 // want, and logs the shortest counterexample.
-func explore(t *testing.T, cfg model.Config, finding bool, want, flag string) {
+func explore(t *testing.T, cfg model.Config, finding bool, want, flag string) model.Result {
 	t.Helper()
 	r, err := model.Explore(cfg)
 	if err != nil {
@@ -89,4 +94,5 @@ func explore(t *testing.T, cfg model.Config, finding bool, want, flag string) {
 	default:
 		t.Logf("the shortest counterexample:\n%v", r.Trace)
 	}
+	return r
 }

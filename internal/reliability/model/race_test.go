@@ -1,6 +1,6 @@
 //go:build race
 
-package model_test
+package model
 
 // raceEnabled: the race detector slows every step several times over, so
 // the checks explore less deeply under it (their point there is the

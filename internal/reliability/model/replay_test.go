@@ -34,8 +34,8 @@ func TestReplayOnRedis(t *testing.T) {
 		{"correctness lock", model.Config{Kind: model.Correctness, Clients: 3, Faults: faults}},
 		{"semaphore", model.Config{Kind: model.Semaphore, Limit: 2, Clients: 3, Faults: faults}},
 		{"election", model.Config{Kind: model.Election, Clients: 3, Faults: faults}},
-		{"a dead holder", fifoCases[0].cfg},
 		{"a dead holder, and lone tries", model.Config{Kind: model.Correctness, Clients: 3, Faults: model.Faults{Die: 1}, Tries: true}},
+		{"dead entries", model.Config{Kind: model.Efficiency, Clients: 3, Scan: 1, Faults: model.Faults{Die: 2}}},
 	} {
 		t.Run("random: "+tc.name, func(t *testing.T) {
 			ss, err := model.Schedules(tc.cfg, 2, 25, 7, 1100)

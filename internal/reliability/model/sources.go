@@ -3,6 +3,8 @@ package model
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
@@ -56,3 +58,18 @@ func (c *sourceReader) ScriptLoad(_ context.Context, src string) *redis.StringCm
 }
 
 var errNotLoaded = errors.New("model: the source was read, not loaded")
+
+// scanBound is how queue.lua's scanning bounds the entries a call looks at.
+const scanBound = "left = 100}"
+
+// scanning returns s with every script that serves a queue looking at n
+// entries a call at most, rather than a hundred.
+func (s Scripts) scanning(n int) (Scripts, error) {
+	for _, src := range []*string{&s.Wait, &s.Release, &s.SemAcquire, &s.SemWait, &s.SemRelease, &s.SemRefresh} {
+		if !strings.Contains(*src, scanBound) {
+			return s, fmt.Errorf("model: a script that serves a queue no longer holds %q", scanBound)
+		}
+		*src = strings.ReplaceAll(*src, scanBound, fmt.Sprintf("left = %d}", n))
+	}
+	return s, nil
+}

@@ -16,7 +16,8 @@ func Walk(cfg Config, walks, depth int, seed uint64) (Result, error) {
 			wg.Go(func() { wk.work(x, depth, seed) })
 		}
 		wg.Wait()
-		return Result{States: len(wk.seen), Steps: wk.steps, Depth: depth, Violation: wk.v, path: Schedule{wk.path}}
+		return Result{States: len(wk.seen), Steps: wk.tally.steps, Paths: wk.tally.paths, Depth: depth, Violation: wk.v,
+			path: Schedule{wk.path}}
 	})
 }
 
@@ -27,7 +28,7 @@ type walker struct {
 	seen  map[[2]uint64]struct{}
 	next  int
 	walks int
-	steps int
+	tally tally
 	v     *Violation
 	vn    int // the walk that found v: the lowest-numbered that found one
 	path  []move
@@ -52,6 +53,7 @@ func (wk *walker) walk(x *executor, depth, n int, rng *rand.Rand) {
 	w := wk.c.initial()
 	var path []move
 	var hs [][2]uint64
+	var t tally
 	for range depth {
 		ms := wk.c.moves(w)
 		if len(ms) == 0 {
@@ -60,6 +62,7 @@ func (wk *walker) walk(x *executor, depth, n int, rng *rand.Rand) {
 		m := ms[rng.IntN(len(ms))]
 		next, o := wk.c.apply(x, w, m)
 		path = append(path, m)
+		t.note(wk.c.paths(m, &o))
 		if v := wk.c.judge(w, m, next, &o, true); v != nil {
 			wk.report(v, path, n)
 			return
@@ -69,7 +72,8 @@ func (wk *walker) walk(x *executor, depth, n int, rng *rand.Rand) {
 	}
 	wk.mu.Lock()
 	defer wk.mu.Unlock()
-	wk.steps += len(path)
+	t.steps = len(path)
+	wk.tally.add(t)
 	for _, h := range hs {
 		wk.seen[h] = struct{}{}
 	}
@@ -78,7 +82,7 @@ func (wk *walker) walk(x *executor, depth, n int, rng *rand.Rand) {
 func (wk *walker) report(v *Violation, path []move, n int) {
 	wk.mu.Lock()
 	defer wk.mu.Unlock()
-	wk.steps += len(path)
+	wk.tally.steps += len(path)
 	if wk.v == nil || n < wk.vn {
 		wk.v, wk.path, wk.vn = v, path, n
 	}
