@@ -1,0 +1,520 @@
+package model
+
+import (
+	"slices"
+	"strconv"
+)
+
+// outcome is what one move did: the server operation it ran, the server
+// before and after, the reply, and what the checker must judge.
+type outcome struct {
+	op            string // the scripts or commands run, "" for none
+	ran           bool   // the move ran an operation on the server
+	before, after redisState
+	reply         any
+	err           error // a reply the participant could not read
+	// look is a holder's look at its grant (refresh, release): the value
+	// it believes it holds, and whether the reply said it does.
+	look *look
+	// self is the value the mover was told it was granted by its own
+	// command, "" for none; handed, the tokens its calls said they handed
+	// the lock on with to the first live waiter ("-" for an efficiency
+	// grant).
+	self   string
+	handed []string
+	// short says a call stopped short at dead queue entries; passed, that
+	// a Locker released a grant handed to a waiter of its that had left.
+	short, passed bool
+	// office is the grant that took office in an election; read, what a
+	// read of the election reported.
+	office string
+	read   *leaderRead
+}
+
+// leaderRead is the leader a read reported (its term, "" for none), and the
+// one the keys held as it ran.
+type leaderRead struct{ got, want string }
+
+type look struct {
+	value string
+	held  bool
+}
+
+// apply returns the world after move m in w, and what it did. x runs the
+// server operations.
+func (c *checker) apply(x *executor, w *world, m move) (*world, outcome) {
+	n := w.clone()
+	o := outcome{before: w.rs, after: w.rs}
+	i := int(m.who)
+	switch m.kind {
+	case mProbe:
+		c.probe(x, n, i, &o)
+	case mTry, mSettle:
+		c.try(x, n, i, m.kind == mSettle, &o)
+	case mAttempt:
+		c.attempt(x, n, i, &o)
+	case mReceive:
+		c.receive(x, n, i, int(m.arg), &o)
+	case mHear:
+		c.hear(x, n, i, int(m.arg), &o)
+	case mGiveUp:
+		n.left.GiveUp--
+		c.releaseOp(x, n, i, &o, "release.lua (give up)", c.p.release(n.owner(i), &n.clients[i].e))
+		n.clients[i] = c.ended(n.clients[i])
+	case mRelease, mServeOn, mRefresh, mAnnounce, mRead:
+		c.holderMove(x, n, i, m.kind, &o)
+	default:
+		c.otherMove(x, n, m, &o)
+	}
+	c.purge(n)
+	n.rs = x.settle(n.rs, c.p.now(n))
+	return n, o
+}
+
+// otherMove applies the moves that change no participant's acquire.
+func (c *checker) otherMove(x *executor, n *world, m move, o *outcome) {
+	i, j := int(m.who), int(m.arg)
+	switch m.kind {
+	case mPause:
+		n.left.Pause--
+		n.clients[i].paused = true
+	case mResume:
+		n.clients[i].paused = false
+	case mDie:
+		// Only its owner ids are left of it: what the server may still
+		// hold of it names them.
+		n.left.Die--
+		if n.clients[i].subscribed {
+			c.exec(x, n, o, "", subscribeOp(channel(name(i)), false))
+		}
+		n.clients[i] = client{phase: dead, cycle: n.clients[i].cycle}
+	case mAdvance:
+		c.exec(x, n, o, "", advanceOp(c.nextDeadline(n)))
+	case mLose:
+		n.left.Lose--
+		n.flight = slices.Delete(n.flight, j, j+1)
+	case mDuplicate:
+		n.left.Dup--
+		n.flight = slices.Insert(n.flight, j+1, n.flight[j])
+	case mForge:
+		n.left.Forge--
+		text := c.p.forged(n.owner(j), n.clients[j].e.gen, n.rs.micros)
+		c.exec(x, n, o, "PUBLISH (forged)", publishOp(channel(name(j)), text))
+	case mRestart:
+		n.left.Restart--
+		c.exec(x, n, o, "", restartOp(restartGap))
+		n.flight = nil
+	}
+}
+
+// restartGap is how long a restart takes, ms: the clock floor keeps tokens
+// increasing across it because the clock moves on meanwhile.
+const restartGap = 1
+
+// run runs cmd on the server for a move of n, as op, and returns its reply.
+func (c *checker) run(x *executor, n *world, o *outcome, op string, cmd []string) any {
+	return c.exec(x, n, o, op, commandOp(cmd))
+}
+
+// exec runs op on the server for a move of n, takes the messages it
+// published into flight, and returns its reply. The outcome's before is the
+// server before the move's first operation, its after the server after its
+// last; its reply is the first labelled operation's.
+func (c *checker) exec(x *executor, n *world, o *outcome, label string, op op) any {
+	st := n.rs
+	st.micros = c.p.now(n)
+	r := x.run(st, op)
+	if !o.ran {
+		o.before, o.ran = r.before, true
+	}
+	switch {
+	case label == "":
+	case o.op == "":
+		o.op, o.reply = label, r.reply
+	default:
+		o.op += ", then " + label + " -> " + show(r.reply)
+	}
+	n.rs, o.after = r.after, r.after
+	c.deliver(n, r.pubs)
+	return r.reply
+}
+
+// paths are the rarer paths of the protocol that move m took, which did o
+// (Result.Paths).
+func (c *checker) paths(m move, o *outcome) []string {
+	var ps []string
+	add := func(p string, took bool) {
+		if took {
+			ps = append(ps, p)
+		}
+	}
+	add(PathStopShort, o.short)
+	add(PathServeOn, m.kind == mServeOn && o.ran)
+	add(PathSettle, m.kind == mSettle)
+	add(PathServedHead, len(o.handed) > 0 && acquires[m.kind])
+	add(PathPassedOn, o.passed)
+	return ps
+}
+
+// fail notes in o that a reply could not be read, unless one could not
+// before.
+func (o *outcome) fail(err error) {
+	if o.err == nil {
+		o.err = err
+	}
+}
+
+// handedOn notes in o the grant a call's reply says it handed on.
+func (c *checker) handedOn(o *outcome, reply any) {
+	if t := c.p.handedOn(reply); t != "" {
+		o.handed = append(o.handed, t)
+	}
+}
+
+// deliver puts the messages published on a participant's grant channel in
+// flight to it, if it is alive and subscribed: others are lost.
+func (c *checker) deliver(n *world, pubs []published) {
+	var in []msg
+	for _, p := range pubs {
+		for i := range n.clients {
+			cl := &n.clients[i]
+			if p.channel == channel(name(i)) && cl.subscribed && cl.phase != dead {
+				in = append(in, msg{to: i, text: p.msg})
+			}
+		}
+	}
+	slices.SortStableFunc(in, func(a, b msg) int { return a.to - b.to })
+	n.flight = append(n.flight, in...)
+}
+
+// purge drops the messages nobody will read: a Locker routes a message by
+// the ticket's id to the waiter with that id, or to its strays when it
+// remembers what that waiter took, and drops any other (notify.Waiter,
+// strays.heard). Then each Locker forgets what its waiters took that no
+// message can name any more (forget).
+func (c *checker) purge(n *world) {
+	n.flight = slices.DeleteFunc(n.flight, func(m msg) bool { return n.route(m) == dropped })
+	for i := range n.clients {
+		c.forget(n, i)
+	}
+}
+
+// forget drops what participant i's Locker remembers of acquires that no
+// message can name any more: no entry of theirs is queued (and none will
+// be: its waiter has left), and no message names them in flight. The Go
+// client keeps them longer (strays.tookFor), to no effect.
+func (c *checker) forget(n *world, i int) {
+	cl := &n.clients[i]
+	named := func(t took) bool {
+		id := name(i) + strconv.Itoa(t.cycle)
+		for _, m := range n.flight {
+			if m.to == i && ticketID(m.text) == id {
+				return true
+			}
+		}
+		q := n.rs.key(c.p.queue())
+		for k := 0; q != nil && k < len(q.items); k += 2 {
+			if entryID(q.items[k]) == id {
+				return true
+			}
+		}
+		return false
+	}
+	if slices.ContainsFunc(cl.took, func(t took) bool { return !named(t) }) {
+		cl.took = slices.DeleteFunc(slices.Clone(cl.took), func(t took) bool { return !named(t) })
+		if len(cl.took) == 0 {
+			cl.took = nil
+		}
+	}
+}
+
+// probe begins an acquire that waits with one try; when the resource is
+// busy, the participant subscribes to its grant channel (once) and is about
+// to attempt. A probe leaves settling a resource whose queue goes first to
+// the wait.
+func (c *checker) probe(x *executor, n *world, i int, o *outcome) {
+	cl := &n.clients[i]
+	cl.cycle++
+	owner := n.owner(i)
+	a, err := c.p.readTry(c.run(x, n, o, c.p.probeName(), c.p.probe(owner)), owner)
+	o.short = c.p.kind == Semaphore && a.settle
+	if c.got(n, i, a, err, o) {
+		return
+	}
+	if !cl.subscribed {
+		cl.subscribed = true
+		c.exec(x, n, o, "", subscribeOp(channel(name(i)), true))
+	}
+	cl.phase, cl.e = ready, entry{}
+}
+
+// try begins a lone try (acquire.once), or with settle makes its next call
+// to settle a resource whose queue goes first (acquire.settle): it is
+// granted the resource, or settles it next, or its try is over. A lone
+// efficiency try that SET NX did not grant reads the holder.
+func (c *checker) try(x *executor, n *world, i int, settle bool, o *outcome) {
+	var a attempt
+	var err error
+	if settle {
+		owner := n.owner(i)
+		reply := c.run(x, n, o, c.p.settleName(), c.p.settle(owner))
+		c.handedOn(o, reply)
+		a, err = c.p.readWait(reply, owner)
+		o.short = a.settle
+	} else {
+		n.clients[i].cycle++
+		owner := n.owner(i)
+		a, err = c.p.readTry(c.run(x, n, o, c.p.probeName(), c.p.try(owner)), owner)
+		o.short = c.p.kind == Semaphore && a.settle // code 4; a lock's is a lapsed lease
+		if err == nil && !a.granted && c.p.kind == Efficiency {
+			cmds := c.p.holderRead()
+			get, pttl := c.run(x, n, o, "GET", cmds[0]), c.run(x, n, o, "PTTL", cmds[1])
+			a, err = c.p.readHolder(get, pttl, owner)
+		}
+	}
+	switch {
+	case c.got(n, i, a, err, o):
+	case err == nil && a.settle:
+		n.clients[i].phase = settling
+	default:
+		n.clients[i] = c.ended(n.clients[i])
+	}
+}
+
+// attempt is a waiter's attempt (waiter.attempt): it is granted the
+// resource, or its entry is queued (again), and it sleeps until a grant
+// message or its timer; or, when the call stopped short at dead entries, it
+// attempts again at once.
+func (c *checker) attempt(x *executor, n *world, i int, o *outcome) {
+	owner := n.owner(i)
+	reply := c.run(x, n, o, c.p.waitName(), c.p.wait(owner, n.clients[i].e))
+	c.handedOn(o, reply)
+	a, err := c.p.readWait(reply, owner)
+	if c.got(n, i, a, err, o) {
+		return
+	}
+	cl := &n.clients[i]
+	if a.place != "" {
+		if a.queued && cl.e.place != "" {
+			cl.e.gen++
+		}
+		cl.e.place, cl.e.server = a.place, a.server
+	}
+	// An attempt that stopped short queued its entry first, if it had a
+	// place.
+	if a.queued || a.kept || a.settle && a.place != "" {
+		cl.queued = true
+		if cl.seq == 0 {
+			cl.seq = n.nextSeq()
+		}
+	}
+	if a.settle {
+		cl.phase, o.short = ready, true
+		return
+	}
+	d := int64(recheck)
+	if a.holderTTL >= 0 {
+		d = min(a.holderTTL, recheck)
+	}
+	cl.phase, cl.timer = sleeping, n.rs.clock+max(d, 1)
+}
+
+// receive is a sleeping waiter reading message j (waiter.sleep, handed).
+// Its Locker keeps the last message for it to arrive (notify.Waiter), and
+// messages arrive in the order they were published: the ones for it
+// published before j and still in flight came first, and are lost. Only a
+// grant to its current entry made after its latest attempt is its grant; a
+// grant read after its lease's deadline is released at once by its value.
+// Either way short of a grant, it attempts next. A grant it takes, its
+// Locker remembers (strays.took). (The participants share one limit: no
+// permit comes under another.)
+func (c *checker) receive(x *executor, n *world, i, j int, o *outcome) {
+	text := n.flight[j].text
+	var rest []msg
+	for k, m := range n.flight {
+		if k > j || m.to != i || ticketID(m.text) != ticketID(text) {
+			rest = append(rest, m)
+		}
+	}
+	n.flight = rest
+	cl := &n.clients[i]
+	cl.phase = ready
+	g, ok := parseGrant(text)
+	if !ok || !g.accepts(cl.e) {
+		return
+	}
+	value := g.value(n.owner(i))
+	switch start := g.at / 1000; {
+	case n.rs.clock >= start+ttl-drift:
+		c.releaseOp(x, n, i, o, c.p.releaseName()+" (late grant)", c.p.release(value, nil))
+	default:
+		kept := append(slices.Clone(cl.took), took{cycle: cl.cycle, value: value})
+		if c.cfg.forgetful {
+			kept = cl.took
+		}
+		n.clients[i] = c.granted(*cl, value, start)
+		n.clients[i].took = kept
+	}
+}
+
+// hear is participant i's Locker reading message j, a grant for a waiter of
+// its that left with a grant a message handed it (strays.heard): a grant
+// other than the one it took, or any once that lease is over, it releases
+// at once by its value.
+func (c *checker) hear(x *executor, n *world, i, j int, o *outcome) {
+	text := n.flight[j].text
+	n.flight = slices.Delete(n.flight, j, j+1)
+	cl := &n.clients[i]
+	g, ok := parseGrant(text)
+	_, cycle := clientIndex(g.id, len(n.clients))
+	t, known := cl.tookAs(cycle)
+	if !ok || !known || c.cfg.deaf {
+		return
+	}
+	if v, pass := g.passOn(g.id, t, cl.over(t, n.rs.clock)); pass {
+		o.passed = c.releaseOp(x, n, i, o, c.p.releaseName()+" (heard)", c.p.release(v, nil))
+	}
+}
+
+// got reads what participant i's acquire found (a, or the error err), and
+// reports whether it was granted: then the participant holds it.
+func (c *checker) got(n *world, i int, a attempt, err error, o *outcome) bool {
+	if err != nil {
+		o.fail(err)
+		return false
+	}
+	if !a.granted {
+		return false
+	}
+	o.self = a.value
+	n.clients[i] = c.granted(n.clients[i], a.value, n.rs.clock)
+	return true
+}
+
+// granted is cl, holding value from start (ms) on.
+func (c *checker) granted(cl client, value string, start int64) client {
+	return client{phase: holding, paused: cl.paused, subscribed: cl.subscribed, cycle: cl.cycle, value: value,
+		deadline: start + ttl - drift, serveUntil: cl.serveUntil, resign: cl.resign, took: cl.took}
+}
+
+// ended is cl after its acquire ended without a grant, or its grant ended.
+func (c *checker) ended(cl client) client {
+	return client{phase: idle, paused: cl.paused, subscribed: cl.subscribed, cycle: cl.cycle,
+		serveUntil: cl.serveUntil, resign: cl.resign, took: cl.took}
+}
+
+// releaseOp runs a release of participant i's (cmd, named op) and reads its
+// reply: whether it ended a grant the caller held. A release that stopped
+// short at dead entries leaves the participant serving the queue on
+// (Core.serveOn).
+func (c *checker) releaseOp(x *executor, n *world, i int, o *outcome, op string, cmd []string) bool {
+	reply := c.run(x, n, o, op, cmd)
+	c.handedOn(o, reply)
+	held, more, err := c.p.readRelease(reply)
+	if err != nil {
+		o.fail(err)
+	}
+	if more {
+		n.clients[i].serveUntil = n.rs.clock + serveOnFor
+		o.short = true
+	}
+	return held
+}
+
+// holderMove applies a holder's release or refresh, a releaser's going on,
+// a candidate's taking office, or a read of the election's leader.
+func (c *checker) holderMove(x *executor, n *world, i int, k moveKind, o *outcome) {
+	switch k {
+	case mRelease:
+		c.release(x, n, i, o)
+	case mServeOn:
+		c.serveOn(x, n, i, o)
+	case mRefresh:
+		c.refresh(x, n, i, o)
+	case mAnnounce:
+		c.announce(x, n, i, o)
+	case mRead:
+		got, err := c.p.parseLeader(c.run(x, n, o, "election_leader.lua", c.p.readLeader()))
+		o.err, o.read = err, &leaderRead{got: got, want: c.p.leader(o.before)}
+	}
+}
+
+// release is a holder's release, a look at its grant; a leader resigns
+// after it (election.lead), once it has served the queue on.
+func (c *checker) release(x *executor, n *world, i int, o *outcome) {
+	value := n.clients[i].value
+	held := c.releaseOp(x, n, i, o, c.p.releaseName(), c.p.release(value, nil))
+	o.look = &look{value, held}
+	n.clients[i] = c.ended(n.clients[i])
+	if c.cfg.Kind == Election {
+		c.resign(x, n, i, o, value)
+	}
+}
+
+// resign is a leader whose grant stored as value ended clearing its leader
+// key (election.resign), or, while it serves the queue on, noting that it
+// will.
+func (c *checker) resign(x *executor, n *world, i int, o *outcome, value string) {
+	if n.clients[i].serveUntil != 0 {
+		n.clients[i].resign = value
+		return
+	}
+	c.run(x, n, o, "election_resign.lua", c.p.resign(value))
+}
+
+// serveOn is a releaser's next call after a release that stopped short at
+// dead entries (Core.serveOn): it goes on until a reply says it is done, or
+// its time for it is up; then a leader resigns.
+func (c *checker) serveOn(x *executor, n *world, i int, o *outcome) {
+	cl := &n.clients[i]
+	if n.rs.clock < cl.serveUntil {
+		reply := c.run(x, n, o, c.p.releaseName()+" (serve on)", c.p.serveOn())
+		c.handedOn(o, reply)
+		if c.p.readServeOn(reply) {
+			o.short = true
+			return
+		}
+	}
+	value := cl.resign
+	cl.serveUntil, cl.resign = 0, ""
+	if value != "" {
+		c.resign(x, n, i, o, value)
+	}
+}
+
+// refresh is a holder's refresh, a look at its grant: a holder told it
+// holds it no more stops holding (a leader resigns). A leader's refresh
+// keeps its leader key alive, and one that finds the key without its grant
+// writes it back (lead's restore).
+func (c *checker) refresh(x *executor, n *world, i int, o *outcome) {
+	cl := &n.clients[i]
+	value, leader := cl.value, cl.office
+	held, restore, err := c.p.readRefresh(c.run(x, n, o, c.p.refreshName(), c.p.refresh(value, leader)), leader)
+	o.look, o.err = &look{value, held}, err
+	switch {
+	case !held:
+		n.clients[i] = c.ended(*cl)
+		if leader {
+			c.resign(x, n, i, o, value)
+		}
+		return
+	case restore:
+		c.run(x, n, o, "election_announce.lua (restore)", c.p.announce(value))
+	}
+	cl.deadline = n.rs.clock + ttl - drift
+}
+
+// announce is a candidate holding the election's lock taking office; one
+// that cannot (its lease ended) releases its grant and fails
+// (election.announce).
+func (c *checker) announce(x *executor, n *world, i int, o *outcome) {
+	cl := &n.clients[i]
+	took, err := c.p.readAnnounce(c.run(x, n, o, "election_announce.lua", c.p.announce(cl.value)))
+	o.err = err
+	if took {
+		cl.office, o.office = true, cl.value
+		return
+	}
+	c.releaseOp(x, n, i, o, c.p.releaseName(), c.p.release(cl.value, nil))
+	n.clients[i] = c.ended(n.clients[i])
+}

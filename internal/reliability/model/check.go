@@ -1,0 +1,314 @@
+package model
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+)
+
+// The invariants, named as Violation.Invariant names them. The package doc
+// states each.
+const (
+	OneGrant   = "one grant"
+	Looks      = "looks tell the truth"
+	FIFO       = "first live waiter"
+	Entries    = "entries end with their waiters"
+	Tokens     = "tokens increase"
+	LeaderRead = "leader read"
+	Replies    = "replies parse"
+)
+
+// Violation is an invariant a step broke.
+type Violation struct {
+	// Invariant names it: OneGrant, Looks, FIFO, Entries, Tokens,
+	// LeaderRead or Replies.
+	Invariant string
+	// Detail says who broke it, and how.
+	Detail string
+}
+
+func (v *Violation) Error() string { return v.Invariant + ": " + v.Detail }
+
+// judge checks the step m from w to n, which did o, against the invariants,
+// and updates what the checker tracks in n. Time-bound invariants (a free
+// resource goes to a waiter within a second; a queue without live waiters
+// ends within its bound) are left out when timed is false: on a real server
+// the checker's own delays count.
+func (c *checker) judge(w *world, m move, n *world, o *outcome, timed bool) *Violation {
+	if o.err != nil {
+		return &Violation{Replies, fmt.Sprintf("%s could not read the reply of %s: %v", who(m), o.op, o.err)}
+	}
+	if v := c.judgeLook(m, o); v != nil {
+		return v
+	}
+	c.queueLost(m, n, o)
+	if v := c.judgeGrants(w, m, n, o); v != nil {
+		return v
+	}
+	if v := c.judgeElection(n, o); v != nil {
+		return v
+	}
+	if v := c.judgeLeftovers(w, m, o); v != nil {
+		return v
+	}
+	if !timed {
+		return nil
+	}
+	if v := c.judgeWaitingTime(n); v != nil {
+		return v
+	}
+	return c.judgeQueueLife(n)
+}
+
+// queueLost notes in n that no entry is queued when the step lost the
+// queue: a restart without persistence, or the queue's expiry (its waiters
+// paused past it). Both lose the order, as documented.
+func (c *checker) queueLost(m move, n *world, o *outcome) {
+	q := c.p.queue()
+	if m.kind == mRestart || m.kind == mAdvance && o.before.key(q) != nil && o.after.key(q) == nil {
+		for i := range n.clients {
+			n.clients[i].queued = false
+		}
+	}
+}
+
+// who names the mover of m.
+func who(m move) string {
+	if m.who < 0 {
+		return "the environment"
+	}
+	return name(int(m.who))
+}
+
+// judgeLook: a holder's look at its grant (refresh, release) says it holds
+// it exactly when the server held it just before; a grant a participant is
+// told its own command made is on the server just after, and so is a grant
+// a reply says its call handed on.
+func (c *checker) judgeLook(m move, o *outcome) *Violation {
+	if l := o.look; l != nil {
+		if held := c.p.heldAs(o.before, l.value); held != l.held {
+			return &Violation{Looks, fmt.Sprintf("%s's %s said held=%v of %s, and the server held it: %v",
+				who(m), o.op, l.held, l.value, held)}
+		}
+	}
+	if o.self != "" && !c.p.heldAs(o.after, o.self) {
+		return &Violation{Looks, fmt.Sprintf("%s was told %s granted it %s, which the server does not hold", who(m), o.op, o.self)}
+	}
+	for _, t := range o.handed {
+		if hs := c.p.holders(o.after); len(hs) != 1 || t != "-" && hs[0].token != t || t == "-" && hs[0].token != "" {
+			return &Violation{Looks, fmt.Sprintf("%s's %s said it handed the lock on with token %s, and the server holds %v",
+				who(m), o.op, t, hs)}
+		}
+	}
+	return nil
+}
+
+// judgeGrants checks every grant the step made.
+func (c *checker) judgeGrants(w *world, m move, n *world, o *outcome) *Violation {
+	before, after := c.p.holders(o.before), c.p.holders(o.after)
+	if v := c.judgeOneGrant(w, m, before, after); v != nil {
+		return v
+	}
+	var fresh []grant
+	for _, g := range after {
+		if !slices.Contains(before, g) {
+			fresh = append(fresh, g)
+		}
+	}
+	for _, g := range fresh {
+		if v := c.judgeGrant(w, m, n, g, fresh); v != nil {
+			return v
+		}
+	}
+	return nil
+}
+
+// judgeOneGrant: a lock holds one grant, and passes from one to another
+// only by the first's release; a semaphore holds at most its limit.
+func (c *checker) judgeOneGrant(w *world, m move, before, after []grant) *Violation {
+	if c.p.kind == Semaphore {
+		if len(after) > c.p.limit {
+			return &Violation{OneGrant, fmt.Sprintf("%d live permits of a semaphore of %d: %v", len(after), c.p.limit, after)}
+		}
+		return nil
+	}
+	if len(before) == 1 && len(after) == 1 && before[0] != after[0] && before[0].owner != c.releaser(w, m) {
+		return &Violation{OneGrant, fmt.Sprintf("%s took %s's live grant", after[0].owner, before[0].owner)}
+	}
+	return nil
+}
+
+// releaser is the owner id whose grant m releases, if it releases one: a
+// holder's release, a waiter's give-up, a late grant's release, a
+// candidate's that could not take office, a Locker's release of a grant
+// handed to a waiter that had left.
+func (c *checker) releaser(w *world, m move) string {
+	switch m.kind {
+	case mRelease, mGiveUp, mReceive, mAnnounce:
+		return w.owner(int(m.who))
+	case mHear:
+		return ticketID(w.flight[m.arg].text)
+	}
+	return ""
+}
+
+// judgeGrant checks one grant g the step made (fresh are all it made): it
+// went to a waiter still waiting (or to the acquire the mover's own move
+// made), in the order the checker saw the waiters queue, with a token above
+// every one before. A grant to a waiter that left with a grant a message
+// handed it (even by that participant's own release) is let pass if its
+// Locker remembers that (it passes the grant on: judgeLeftovers), and is
+// held to no order.
+func (c *checker) judgeGrant(w *world, m move, n *world, g grant, fresh []grant) *Violation {
+	i, cycle := clientIndex(g.owner, len(w.clients))
+	if i < 0 {
+		return &Violation{OneGrant, "a grant to " + g.owner + ", whom no participant is"}
+	}
+	cl := &w.clients[i]
+	own := i == int(m.who) && acquires[m.kind]
+	left := cycle != n.clients[i].cycle || !own && (cl.phase == dead || !cl.waiting())
+	if _, remembered := cl.tookAs(cycle); left && (cl.phase == dead || !remembered) {
+		return &Violation{Entries, fmt.Sprintf("%s handed to %s, whose wait had ended (%s, acquire %d)",
+			c.p.kind, g.owner, phaseNames[cl.phase], cl.cycle)}
+	}
+	if !left {
+		if v := c.judgeOrder(w, m, n, i, fresh, g); v != nil {
+			return v
+		}
+		n.clients[i].queued = false
+	}
+	if !c.p.fenced() {
+		return nil
+	}
+	if !above(g.token, w.top) {
+		return &Violation{Tokens, fmt.Sprintf("token %s granted to %s after token %s", g.token, g.owner, w.top)}
+	}
+	n.top = g.token
+	return nil
+}
+
+// acquires are the moves by which a participant's own command may grant it
+// the resource.
+var acquires = map[moveKind]bool{mProbe: true, mTry: true, mSettle: true, mAttempt: true}
+
+// judgeOrder: a grant g to participant i (fresh are all the step made)
+// leaves no live waiter queued before it unserved (but the mover, if its
+// move ended its wait: a waiter that gives up serves those behind it). A
+// waiter keeps its place for its whole wait: one handed a grant it could
+// not use (its message came late) queues again there.
+func (c *checker) judgeOrder(w *world, m move, n *world, i int, fresh []grant, g grant) *Violation {
+	mine := 0
+	if cl := &w.clients[i]; cl.waiting() {
+		mine = cl.seq
+	}
+	for k := range w.clients {
+		ck := &w.clients[k]
+		left := k == int(m.who) && !n.clients[k].waiting()
+		if k == i || left || !c.candidate(ck) || mine != 0 && ck.seq > mine || served(w, k, fresh) {
+			continue
+		}
+		return &Violation{FIFO, fmt.Sprintf("%s granted to %s while %s, queued before it, waits", c.p.kind, g.owner, w.owner(k))}
+	}
+	return nil
+}
+
+// candidate says whether cl is a live waiter queued, as the checker sees it.
+func (c *checker) candidate(cl *client) bool {
+	return cl.phase != dead && cl.waiting() && cl.queued && cl.seq != 0
+}
+
+// served says whether participant k got one of the grants fresh.
+func served(w *world, k int, fresh []grant) bool {
+	for _, g := range fresh {
+		if g.owner == w.owner(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// above says whether token a is above b (both decimal; b may be "").
+func above(a, b string) bool {
+	x, err := strconv.ParseUint(a, 10, 64)
+	if b == "" {
+		return err == nil
+	}
+	y, _ := strconv.ParseUint(b, 10, 64)
+	return err == nil && x > y
+}
+
+// judgeElection: a term that takes office is above every one before; a read
+// reports the leader the keys hold.
+func (c *checker) judgeElection(n *world, o *outcome) *Violation {
+	if o.office != "" {
+		term := c.p.parseValue(o.office).token
+		if n.term != "" && !above(term, n.term) {
+			return &Violation{Tokens, fmt.Sprintf("term %s took office after term %s", term, n.term)}
+		}
+		n.term = term
+	}
+	if r := o.read; r != nil && r.got != r.want {
+		return &Violation{LeaderRead, fmt.Sprintf("a read reported leader %q while the keys held %q", r.got, r.want)}
+	}
+	return nil
+}
+
+// judgeWaitingTime: the resource does not stay free for more than a recheck
+// interval while a live waiter that can act is queued.
+func (c *checker) judgeWaitingTime(n *world) *Violation {
+	waiting := false
+	for i := range n.clients {
+		waiting = waiting || c.candidate(&n.clients[i]) && !n.clients[i].paused
+	}
+	switch {
+	case !waiting || !c.p.free(n.rs):
+		n.freeSince = -1
+	case n.freeSince < 0:
+		n.freeSince = n.rs.clock
+	case n.rs.clock-n.freeSince > recheck:
+		return &Violation{FIFO, fmt.Sprintf("%s free for %d ms with a live waiter queued", c.p.kind, n.rs.clock-n.freeSince)}
+	}
+	return nil
+}
+
+// judgeQueueLife: a queue with no live waiter queued is gone within its
+// holder's ttl and the queue's slack.
+func (c *checker) judgeQueueLife(n *world) *Violation {
+	live := false
+	for i := range n.clients {
+		live = live || c.candidate(&n.clients[i])
+	}
+	switch {
+	case live || n.rs.key(c.p.queue()) == nil:
+		n.lonely = -1
+	case n.lonely < 0:
+		n.lonely = n.rs.clock
+	case n.rs.clock-n.lonely > ttl+linger:
+		return &Violation{Entries, fmt.Sprintf("a queue without live waiters outlived them by %d ms", n.rs.clock-n.lonely)}
+	}
+	return nil
+}
+
+// judgeLeftovers: a grant handed to a waiter that had left (a forged
+// message handed it another) costs the lock a round trip, not a ttl: its
+// Locker passes it on before time passes, unless that participant is
+// paused or dead (as its own grant would wait out its ttl then).
+func (c *checker) judgeLeftovers(w *world, m move, o *outcome) *Violation {
+	if m.kind != mAdvance {
+		return nil
+	}
+	for _, g := range c.p.holders(o.before) {
+		i, cycle := clientIndex(g.owner, len(w.clients))
+		if i < 0 {
+			continue
+		}
+		cl := &w.clients[i]
+		mine := cycle == cl.cycle && (cl.waiting() || cl.phase == holding && c.p.heldAs(o.before, cl.value))
+		if cl.phase == dead || cl.paused || mine {
+			continue
+		}
+		return &Violation{Entries, fmt.Sprintf("the grant handed to %s, whose wait had ended, outlived a round trip: time passed with %s %s",
+			g.owner, w.owner(i), phaseNames[cl.phase])}
+	}
+	return nil
+}

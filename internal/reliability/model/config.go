@@ -1,0 +1,213 @@
+package model
+
+import (
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"maps"
+	"runtime"
+	"slices"
+	"time"
+)
+
+// Kind is what the participants contend for.
+type Kind int
+
+const (
+	// Efficiency is an efficiency lock: a probe is SET NX PX.
+	Efficiency Kind = iota
+	// Correctness is a correctness lock with the clock floor: a probe is
+	// fenced_acquire.lua, and every grant carries a token.
+	Correctness
+	// Semaphore is a semaphore of Config.Limit permits.
+	Semaphore
+	// Election is an election: candidates take its correctness lock, take
+	// office (election_announce.lua) and resign (election_resign.lua), and
+	// read its leader (election_leader.lua).
+	Election
+)
+
+var kindNames = [...]string{"efficiency lock", "correctness lock", "semaphore", "election"}
+
+func (k Kind) String() string { return kindNames[k] }
+
+// Faults are how many faults of each kind one path may hold.
+type Faults struct {
+	// Die kills a participant: it never acts again, and its subscription
+	// goes away (PUBSUB NUMSUB stops counting it).
+	Die int
+	// Pause stops a participant while time passes, until it resumes.
+	Pause int
+	// Lose, Dup and Forge lose a grant message in flight, deliver one
+	// twice, or publish one nobody granted to a waiter's channel. (Delay
+	// needs no budget: a message in flight is read whenever its waiter
+	// reads. Messages to one participant arrive in the order they were
+	// published, as on its one subscription connection.)
+	Lose, Dup, Forge int
+	// Restart makes the server lose every key (no persistence).
+	Restart int
+	// GiveUp ends a waiter's wait (its context ended), as waiter.leave
+	// does.
+	GiveUp int
+}
+
+// Config is one check: who contends for what, under which faults, how far.
+type Config struct {
+	// Kind is what the participants contend for.
+	Kind Kind
+	// Clients is how many participants contend: 1 to 4.
+	Clients int
+	// Limit is a semaphore's limit.
+	Limit int
+	// Scripts are the scripts run; the zero value runs Leasekit().
+	Scripts Scripts
+	// Faults are the faults one path may hold.
+	Faults Faults
+	// Cycles bounds the acquires each participant begins; 0: no bound.
+	Cycles int
+	// ArriveAtStart makes participants begin acquires only before the
+	// clock first moves: no newcomer arrives later.
+	ArriveAtStart bool
+	// ForgeAlone forges a grant message only for a waiter with no other
+	// message in flight to it. A forged message that reaches a waiter
+	// after a real one it has not read yet replaces it in its Locker's
+	// one-message slot (notify.Waiter), and the real grant is never
+	// released: TestForgedGrantMessage shows that apart.
+	ForgeAlone bool
+	// Tries lets a participant begin a lone try (TryObtain, TryAcquire)
+	// as well as an acquire that waits.
+	Tries bool
+	// Scan bounds the queue entries one script call looks at (queue.lua's
+	// scanning); 0 keeps the scripts' bound, a hundred, which no queue of
+	// the checker's reaches. A small one makes calls stop short at dead
+	// entries, as a killed process's hundred waiters would.
+	Scan int
+	// Depth bounds the moves of a path Explore explores.
+	Depth int
+	// Workers is how many goroutines explore, each with a miniredis of its
+	// own; 0: GOMAXPROCS.
+	Workers int
+
+	// nativeLua runs scripts in miniredis's own EVAL (a test compares).
+	nativeLua bool
+	// forgetful and deaf plant bugs in the mirror of the Go client: its
+	// Locker remembers nothing a waiter took, or hears grant messages for
+	// waiters that left and does nothing.
+	forgetful, deaf bool
+}
+
+// Result is what a check explored, and the first violation it found.
+type Result struct {
+	// States is how many distinct states were reached, Steps how many
+	// moves were taken, and Runs how many server operations ran (the
+	// others came from the memo).
+	States, Steps, Runs int
+	// Depth is the longest path explored.
+	Depth int
+	// Violation is the first broken invariant found, and Trace the path
+	// to it, replayed.
+	Violation *Violation
+	Trace     *Trace
+	// Paths counts the steps that took each of the protocol's rarer paths
+	// (PathStopShort and the others), so that a test can tell that a check
+	// reaches them.
+	Paths map[string]int
+	// Elapsed is how long the check took.
+	Elapsed time.Duration
+	path    Schedule
+}
+
+// The protocol's rarer paths, as Result.Paths counts them.
+const (
+	// PathStopShort: a call stopped short at dead queue entries (a wait's
+	// or an acquire's code 4, a release's 3 or -2), the lock left vacant.
+	PathStopShort = "a call stopped short"
+	// PathServeOn: a releaser's next call served the queue on.
+	PathServeOn = "a releaser served on"
+	// PathSettle: a lone try's call settled the resource.
+	PathSettle = "a lone try settled"
+	// PathServedHead: a waiter's attempt or a lone try handed the lock to
+	// the first live waiter (its lease had lapsed).
+	PathServedHead = "a wait served the head"
+	// PathPassedOn: a Locker released a grant handed to a waiter of its
+	// that had left.
+	PathPassedOn = "a Locker passed a grant on"
+)
+
+func (r Result) String() string {
+	s := fmt.Sprintf("%d states, %d steps (%d server runs), depth %d, %v", r.States, r.Steps, r.Runs, r.Depth, r.Elapsed.Round(time.Millisecond))
+	for _, p := range slices.Sorted(maps.Keys(r.Paths)) {
+		s += fmt.Sprintf("; %s %d times", p, r.Paths[p])
+	}
+	if r.Violation != nil {
+		s += "; violation: " + r.Violation.Error()
+	}
+	return s
+}
+
+// base is the clock a check starts at, ms since 1970.
+const base = 1_700_000_000_000
+
+// checker runs one Config.
+type checker struct {
+	cfg   Config
+	p     protocol
+	seeds [2]maphash.Seed
+}
+
+func newChecker(cfg Config) (*checker, error) {
+	switch {
+	case cfg.Clients < 1 || cfg.Clients > 4:
+		return nil, errors.New("model: Clients must be 1 to 4")
+	case cfg.Kind == Semaphore && cfg.Limit < 1:
+		return nil, errors.New("model: a semaphore needs a Limit")
+	}
+	if cfg.Scripts == (Scripts{}) {
+		cfg.Scripts = Leasekit()
+	}
+	if cfg.Scan > 0 {
+		var err error
+		if cfg.Scripts, err = cfg.Scripts.scanning(cfg.Scan); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = runtime.GOMAXPROCS(0)
+	}
+	return &checker{cfg: cfg, p: protocol{kind: cfg.Kind, limit: cfg.Limit, src: cfg.Scripts},
+		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}, nil
+}
+
+// initial is the world before any move.
+func (c *checker) initial() *world {
+	w := &world{rs: redisState{clock: base}, clients: make([]client, c.cfg.Clients),
+		left: c.cfg.Faults, freeSince: -1, lonely: -1}
+	w.rs.micros = c.p.now(w)
+	return w
+}
+
+// executors start a miniredis for each worker, sharing one memo.
+func (c *checker) executors(n int, m *memo) ([]*executor, error) {
+	xs := make([]*executor, n)
+	for i := range xs {
+		s, err := newMini(c.p.keys(), base, c.cfg.nativeLua)
+		if err != nil {
+			closeAll(xs)
+			return nil, err
+		}
+		xs[i] = &executor{b: s, mini: s, memo: m}
+	}
+	return xs, nil
+}
+
+// closeAll closes the executors' servers.
+func closeAll(xs []*executor) {
+	for _, x := range xs {
+		if x != nil {
+			x.b.close()
+		}
+	}
+}
+
+// memoLimit bounds the results the memo keeps (a few hundred bytes each).
+const memoLimit = 1 << 18

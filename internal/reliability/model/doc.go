@@ -1,0 +1,122 @@
+// Package model is a model checker for leasekit's protocol: it runs the
+// real Lua scripts (package scripts' sources, or a copy a test changed) on
+// miniredis with a controlled clock, drives an abstract client for each of
+// 2 to 4 participants, explores every interleaving of their moves and of
+// the environment's faults up to a bound, and checks invariants after every
+// step. docs/reliability.md says where it stands among the fault tests.
+//
+// # The model
+//
+// A participant is the Go client of internal/lease reduced to its protocol
+// (protocol.go mirrors the commands, replies and wire formats): it probes
+// (SET NX PX for an efficiency lock, fenced_acquire.lua for a correctness
+// one, sem_acquire.lua for a semaphore), subscribes to its Locker's grant
+// channel, attempts with wait.lua (queueing its entry, with the generations
+// of handoff.go; again at once when the call stopped short at dead
+// entries), sleeps until a grant message or its timer (the holder's ttl,
+// at most a second), releases (and, when the call stopped short, goes on
+// serving the queue with further calls, as Core.serveOn does), refreshes,
+// gives up (release.lua taking its entries out of the queue, as
+// waiter.leave does), pauses and resumes, or dies (its subscription goes,
+// and PUBSUB NUMSUB stops counting it). With Config.Tries it also makes
+// lone tries (TryObtain, TryAcquire), which settle a lease that lapsed with
+// waiters queued through the wait script. Its Locker remembers what a
+// waiter took from a grant message, and releases a later grant for that
+// waiter other than the one it holds (strays.took). A candidate in an
+// election also takes office (election_announce.lua), keeps its leader key
+// alive with its refreshes, resigns after its release
+// (election_resign.lua), and anyone reads the leader (election_leader.lua).
+//
+// The lock's value records the lease's expiry with the mark of waiters, and
+// a marked key outlives its lease by ten seconds: a lease lapses at the
+// mark's expiry, which the checker reads (holders), and the clock stops
+// there as at any deadline. The environment advances the clock to the next
+// deadline (a key's or a permit's expiry, a lease's lapse, a waiter's
+// timer, a holder's keeper due to refresh), loses or duplicates a grant
+// message, forges one, or restarts the server without persistence.
+// Messages are delivered as late as any interleaving makes them, but to
+// each participant in the order they were published (its one subscription
+// connection), and its Locker keeps the last one for a waiter: a waiter
+// that reads a message loses the ones for it published before. A
+// participant that is not paused acts when it must (about to attempt or
+// settle, its timer fired, serving a queue on, its Locker with a message
+// for a waiter that left) before time passes. Faults are budgeted per path
+// (Faults). Config.Scan makes every script call look at fewer queue
+// entries than a hundred, so that a dead waiter's entry stops it, as a
+// killed process's hundred entries stop a real one.
+//
+// Publishing is taken out of miniredis's hands and into the checker's (a
+// message in flight is part of the state); subscriptions are miniredis's
+// own, so that the scripts' PUBSUB NUMSUB counts them. miniredis's clock
+// moves only when the checker moves it, and TIME in a script follows it.
+//
+// # Exploration
+//
+// A state is the server (every key's type, content and ttl, the clock, the
+// subscribed channels), each participant's abstract state (with what its
+// Locker remembers), the messages in flight, the faults left and what the
+// invariants track. Explore goes breadth first, so a violation comes with
+// one of the shortest paths to it, and deduplicates states up to a
+// permutation of the participants' names. It rebuilds a state in miniredis
+// to expand it (cheaper than replaying its path, which costs a script run a
+// step) and remembers what each operation did to each server state. Walk
+// goes further on seeded random walks. Result reports the distinct states
+// reached, and how many steps took each of the protocol's rarer paths
+// (Result.Paths), so that a test can tell it reached them. Replay runs a
+// schedule on a real redis-server beside miniredis, and compares them step
+// by step.
+//
+// # Invariants
+//
+// OneGrant: a lock holds at most one live grant (a lease that has not
+// lapsed), and passes from one owner to another only by the first's
+// release; a semaphore holds at most its limit of live permits.
+//
+// Looks: every grant a participant believes it holds is the one the key
+// holds, or the participant learns otherwise at its next look: a refresh
+// or release says "held" exactly when the server held that grant, a grant
+// a participant's own command reports is on the server, and so is a grant
+// a reply says its call handed on to the first live waiter.
+//
+// FIFO: a grant goes to the first live waiter queued, first in the order
+// the checker saw the participants queue (not Redis's queue), whether the
+// lock was released or its lease lapsed; a waiter keeps its place for its
+// whole wait. A free resource with a live waiter queued that can act (not
+// paused) is granted within a second (the waiters' longest sleep). A
+// restart without persistence loses the order, as documented
+// (docs/reliability.md), and so does a queue that expires while its
+// waiters are paused.
+//
+// Entries: no queue entry outlives its waiter by more than the documented
+// bound: a release never hands the lock to a waiter whose wait has ended
+// (dead, gave up, or holding already), which would cost the lock a ttl,
+// unless that waiter took a grant a message handed it (a forged one) and
+// its Locker remembers it: then its Locker passes the grant on before time
+// passes, a round trip (unless it is paused or dead). A queue with no live
+// waiter queued is gone within the holder's ttl plus ten seconds.
+//
+// Tokens: every fencing token granted is above every token granted before,
+// across restarts (the clock floor); every term that takes office is above
+// the terms before it.
+//
+// LeaderRead: a read of an election reports the leader the keys hold: the
+// lock's live grant when the leader key names it, and the leader's value.
+//
+// Replies: every reply parses as the client expects.
+//
+// # Coverage
+//
+// Efficiency and correctness locks, a semaphore (limit 1 or 2 with 3
+// participants in the tests), and an election's candidates and its one-read
+// Leader. Not modelled: Observe's subscription and its timers; the Go
+// client's goroutines (the keeper, the strays' sweeps; a Locker's release
+// of a grant it heard of, and the calls that serve a queue on after a
+// release, hold up the participant rather than run beside it);
+// how long a Locker remembers what its waiters took (the model keeps it as
+// long as a message can name it; the Core for a ttl and ten seconds past
+// the lease, 4,096 at most); lost or late replies to commands (go-redis
+// retries); the late-grant limit of three in a row and a lone try's limit
+// of 2,000 settling calls; Replicas (WAIT); the network's and the
+// processes' real timing (the process-level chaos tests in
+// internal/reliability/processes cover those); Redis Cluster.
+package model

@@ -1,0 +1,225 @@
+package model
+
+import (
+	"strings"
+	"sync"
+	"time"
+)
+
+// Explore explores every path of up to cfg.Depth moves from the start, in
+// breadth-first order with states deduplicated, and stops at the first
+// depth where a step breaks an invariant: the violation it returns is one
+// of the shortest.
+func Explore(cfg Config) (Result, error) {
+	return check(cfg, func(c *checker, xs []*executor) Result {
+		b := newBFS(c, xs)
+		r := b.run()
+		if r.Violation != nil {
+			r.path.moves = b.path(b.found.parent, b.found.m)
+		}
+		return r
+	})
+}
+
+// check runs cfg's checker with explore on a miniredis per worker, and
+// times it; a violation comes with its trace.
+func check(cfg Config, explore func(*checker, []*executor) Result) (Result, error) {
+	c, err := newChecker(cfg)
+	if err != nil {
+		return Result{}, err
+	}
+	xs, err := c.executors(c.cfg.Workers, newMemo(memoLimit))
+	if err != nil {
+		return Result{}, err
+	}
+	defer closeAll(xs)
+	start := time.Now()
+	r := explore(c, xs)
+	for _, x := range xs {
+		r.Runs += x.runs
+	}
+	r.Elapsed = time.Since(start)
+	if r.Violation != nil {
+		r.Trace, err = c.trace(r.path.moves)
+	}
+	return r, err
+}
+
+// tally counts the moves a check took, and the rarer paths they took
+// (Result.Paths).
+type tally struct {
+	steps int
+	paths map[string]int
+}
+
+// note counts the paths one step took.
+func (t *tally) note(paths []string) {
+	for _, p := range paths {
+		if t.paths == nil {
+			t.paths = make(map[string]int)
+		}
+		t.paths[p]++
+	}
+}
+
+// add adds u to t.
+func (t *tally) add(u tally) {
+	t.steps += u.steps
+	for p, n := range u.paths {
+		if t.paths == nil {
+			t.paths = make(map[string]int)
+		}
+		t.paths[p] += n
+	}
+}
+
+// node is a state of the frontier.
+type node struct {
+	w  *world
+	id int32
+}
+
+// link is how a state was first reached: from parent, by m.
+type link struct {
+	parent int32
+	m      move
+}
+
+// child is a state a worker reached from a frontier state.
+type child struct {
+	m move
+	w *world
+	h [2]uint64
+	v *Violation
+}
+
+// bfs is one breadth-first exploration.
+type bfs struct {
+	c       *checker
+	xs      []*executor
+	visited map[[2]uint64]int32
+	links   []link
+	tally   tally
+	found   *link
+	v       *Violation
+}
+
+func newBFS(c *checker, xs []*executor) *bfs {
+	return &bfs{c: c, xs: xs, visited: make(map[[2]uint64]int32)}
+}
+
+func (b *bfs) run() Result {
+	w := b.c.initial()
+	frontier := []node{{w, b.add(b.c.hash(w), link{parent: -1})}}
+	depth := 0
+	for ; depth < b.c.cfg.Depth && len(frontier) > 0 && b.v == nil; depth++ {
+		frontier = b.level(frontier)
+	}
+	return Result{States: len(b.links), Steps: b.tally.steps, Paths: b.tally.paths, Depth: depth, Violation: b.v}
+}
+
+func (b *bfs) add(h [2]uint64, l link) int32 {
+	id := int32(len(b.links))
+	b.visited[h] = id
+	b.links = append(b.links, l)
+	return id
+}
+
+// batch is how many frontier states the workers expand between merges:
+// memory stays bounded, and the order of merging (hence which path a state
+// is first reached by) does not depend on the workers' timing.
+const batch = 2048
+
+// level expands the frontier and returns the next one.
+func (b *bfs) level(frontier []node) []node {
+	var next []node
+	for lo := 0; lo < len(frontier) && b.v == nil; lo += batch {
+		part := frontier[lo:min(lo+batch, len(frontier))]
+		kids := b.expand(part)
+		next = b.merge(part, kids, next)
+	}
+	return next
+}
+
+// expand runs every move of every state in part, on the workers.
+func (b *bfs) expand(part []node) [][]child {
+	kids := make([][]child, len(part))
+	ts := make([]tally, len(b.xs))
+	var wg sync.WaitGroup
+	for k, x := range b.xs {
+		wg.Go(func() {
+			for i := k; i < len(part); i += len(b.xs) {
+				kids[i] = b.children(x, part[i].w, &ts[k])
+			}
+		})
+	}
+	wg.Wait()
+	for _, t := range ts {
+		b.tally.add(t)
+	}
+	return kids
+}
+
+// children are the states w's moves reach that are new, or break an
+// invariant; t counts the moves and the paths they took. (visited is only
+// read while workers run.)
+func (b *bfs) children(x *executor, w *world, t *tally) []child {
+	var out []child
+	for _, m := range b.c.moves(w) {
+		t.steps++
+		n, o := b.c.apply(x, w, m)
+		v := b.c.judge(w, m, n, &o, true)
+		t.note(b.c.paths(m, &o))
+		h := b.c.hash(n)
+		if _, seen := b.visited[h]; !seen || v != nil {
+			out = append(out, child{m: m, w: n, h: h, v: v})
+		}
+	}
+	return out
+}
+
+// merge adds part's new children to next, in order, and notes the first
+// violation.
+func (b *bfs) merge(part []node, kids [][]child, next []node) []node {
+	for i, cs := range kids {
+		for _, k := range cs {
+			if k.v != nil {
+				if b.v == nil {
+					b.v, b.found = k.v, &link{parent: part[i].id, m: k.m}
+				}
+				continue
+			}
+			if _, seen := b.visited[k.h]; !seen {
+				next = append(next, node{k.w, b.add(k.h, link{parent: part[i].id, m: k.m})})
+			}
+		}
+	}
+	return next
+}
+
+// path is the moves from the start to state id, then m.
+func (b *bfs) path(id int32, m move) []move {
+	var p []move
+	for ; id > 0; id = b.links[id].parent {
+		p = append(p, b.links[id].m)
+	}
+	for i, j := 0, len(p)-1; i < j; i, j = i+1, j-1 {
+		p[i], p[j] = p[j], p[i]
+	}
+	return append(p, m)
+}
+
+// Schedule is a path of moves from the start: one Explore or Walk found, or
+// a random one (Schedules).
+type Schedule struct{ moves []move }
+
+func (s Schedule) String() string {
+	parts := make([]string, len(s.moves))
+	for i, m := range s.moves {
+		parts[i] = m.String()
+	}
+	return strings.Join(parts, ", ")
+}
+
+// Schedule returns the path of the trace r found, to replay it.
+func (r Result) Schedule() Schedule { return r.path }

@@ -1,0 +1,688 @@
+package model
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/leasekit/leasekit/internal/lease"
+)
+
+// The client's protocol, as the checker mirrors it: the commands a client
+// sends, how it reads their replies, the lock's value, the queue entry and
+// the grant message. They are specified in internal/lease/handoff.go and
+// scripts/*.lua, and built by the Go client in internal/lease (acquire.go,
+// waiter.go, held.go); this file restates what the checker needs of them,
+// and nothing else in the package knows a reply code or a wire format. When
+// the scripts' protocol changes, this is the file to change.
+
+// The lease the participants ask for, and the Go client's constants.
+const (
+	ttl     = 1000 // ms, every participant's lease
+	recheck = 1000 // ms, the longest a waiter sleeps without asking (waiter.go)
+	// drift is what the client takes off a lease for its local deadline:
+	// ttl × DefaultDriftFactor (0.01) + 2 ms.
+	drift = ttl/100 + 2
+	// linger is how long a marked key outlives its lease, and a queue its
+	// holder's ttl (handoff.go's Linger), ms.
+	linger = int64(lease.Linger / time.Millisecond)
+	// serveOnFor bounds how long a releaser goes on serving the queue past
+	// dead entries (held.go), ms.
+	serveOnFor = 2000
+)
+
+// The keys of the resource the participants contend for, named as the Go
+// client names them, with prefix "m:" and name "l".
+var (
+	lockKey    = lease.LockKey("m:", "l")
+	queueKey   = lease.QueueKey(lockKey)
+	counterKey = lease.CounterKey("m:", "l")
+	leaderKey  = lease.LeaderKey(lockKey)
+	permitsKey = lease.PermitsKey("m:", "l")
+	semQueue   = lease.QueueKey(permitsKey)
+)
+
+// channel is the grant channel of a participant's Locker.
+func channel(client string) string { return "m:grants:" + client }
+
+// protocol is how a participant speaks to the resource of one kind.
+type protocol struct {
+	kind  Kind
+	limit int
+	src   Scripts
+}
+
+// keys are every key the resource's scripts write: what the checker reads.
+func (p protocol) keys() []string {
+	switch p.kind {
+	case Semaphore:
+		return []string{permitsKey, semQueue}
+	case Election:
+		return []string{lockKey, queueKey, counterKey, leaderKey}
+	}
+	return []string{lockKey, queueKey, counterKey}
+}
+
+// queue is the resource's wait queue.
+func (p protocol) queue() string { return p.keys()[1] }
+
+// fenced says grants carry a token.
+func (p protocol) fenced() bool { return p.kind == Correctness || p.kind == Election }
+
+// scriptKind is the lock's kind as grant.lua names it: efficiency (a
+// semaphore's too: it runs on an efficiency Locker), or fenced with the
+// clock floor (the correctness default).
+func (p protocol) scriptKind() string {
+	if p.fenced() {
+		return "c"
+	}
+	return "e"
+}
+
+// eval is an EVAL of src on the resource's keys (a lock's three, a
+// semaphore's two: the Go client's keySet).
+func (p protocol) eval(src string, args ...string) []string {
+	keys := p.keys()
+	if p.kind != Semaphore {
+		keys = keys[:3]
+	}
+	return append(append([]string{"EVAL", src, strconv.Itoa(len(keys))}, keys...), args...)
+}
+
+// attempt is what an acquire's round trip found (acquire.go's found).
+type attempt struct {
+	granted bool
+	value   string // the grant's value, without the mark
+	// Not granted: the holder's remaining ms (-1: no expiry); for a
+	// waiter's attempt, whether it queued the entry it sent (code 3) or
+	// found its previous one queued (code 0 with a place), the entry's
+	// place, and the server clock in µs.
+	holderTTL    int64
+	queued, kept bool
+	place        string
+	server       int64
+	// settle says the resource is free but its queue must be served
+	// first (a lease lapsed with waiters queued, or a call stopped short
+	// at dead entries): the wait script settles it, at once.
+	settle bool
+}
+
+// probe is an acquire's first try (acquire.once with probe set): it leaves
+// settling to the wait that follows.
+func (p protocol) probe(owner string) []string {
+	if p.kind == Semaphore {
+		return p.eval(p.src.SemAcquire, owner, strconv.Itoa(ttl), strconv.Itoa(p.limit), "0", "1")
+	}
+	return p.try(owner)
+}
+
+// try is a lone try's first command (acquire.once without probe).
+func (p protocol) try(owner string) []string {
+	switch p.kind {
+	case Efficiency:
+		return []string{"SET", lockKey, owner, "NX", "PX", strconv.Itoa(ttl)}
+	case Semaphore:
+		return p.eval(p.src.SemAcquire, owner, strconv.Itoa(ttl), strconv.Itoa(p.limit), "0")
+	}
+	return p.eval(p.src.FencedAcquire, owner, strconv.Itoa(ttl), p.scriptKind())
+}
+
+// readTry reads the reply of a probe or a lone try's first command; a lone
+// efficiency try that SET NX did not grant reads the holder next
+// (holderRead, readHolder).
+func (p protocol) readTry(reply any, owner string) (attempt, error) {
+	switch p.kind {
+	case Efficiency:
+		switch reply {
+		case "OK":
+			return attempt{granted: true, value: owner}, nil
+		case nil:
+			return attempt{holderTTL: -1}, nil
+		}
+	case Semaphore:
+		return p.readWait(reply, owner)
+	default:
+		switch v := reply.(type) {
+		case string: // the token
+			return p.granted(owner+":"+v, owner)
+		case int64: // the holder's ttl; 0: its lease lapsed with waiters queued
+			return attempt{holderTTL: v, settle: v == 0}, nil
+		}
+	}
+	return attempt{}, unexpected(reply)
+}
+
+// holderRead is a lone efficiency try's read of the holder after SET NX
+// failed (acquire.setNX: GET and PTTL in one pipeline).
+func (p protocol) holderRead() [][]string {
+	return [][]string{{"GET", lockKey}, {"PTTL", lockKey}}
+}
+
+// readHolder reads holderRead's replies (acquire.readHolder): a marked
+// value's key outlives its lease by linger, so that a lease lapsed with
+// waiters queued is settled through the wait script.
+func (p protocol) readHolder(get, pttl any, owner string) (attempt, error) {
+	if get == nil {
+		return attempt{}, nil // released in between
+	}
+	v, ok1 := get.(string)
+	left, ok2 := pttl.(int64)
+	if !ok1 || !ok2 {
+		return attempt{}, unexpected([]any{get, pttl})
+	}
+	if left == -2 {
+		return attempt{}, nil // expired within the pipeline
+	}
+	pv, _ := lease.ParseValue(v, false)
+	left = int64(pv.LeaseLeft(time.Duration(left)*time.Millisecond) / time.Millisecond)
+	switch {
+	case left == 0:
+		return attempt{settle: true}, nil
+	case pv.Owner == owner:
+		return attempt{granted: true, value: owner}, nil
+	case left < 0:
+		return attempt{holderTTL: -1}, nil
+	}
+	return attempt{holderTTL: left}, nil
+}
+
+// settle is a lone try's call that settles a resource whose queue must be
+// served first (acquire.settle): the wait script without an entry, or a
+// semaphore's acquire again.
+func (p protocol) settle(owner string) []string {
+	if p.kind == Semaphore {
+		return p.try(owner)
+	}
+	return p.eval(p.src.Wait, owner, strconv.Itoa(ttl), p.scriptKind(), "", "", "", "0")
+}
+
+// granted reads a grant to owner whose stored value is v (acquire.granted).
+func (p protocol) granted(v, owner string) (attempt, error) {
+	pv, err := lease.ParseValue(v, p.fenced())
+	if err != nil || pv.Owner != owner || pv.Queued {
+		return attempt{}, fmt.Errorf("a grant to %s of value %q", owner, v)
+	}
+	return attempt{granted: true, value: v}, nil
+}
+
+// entry is a waiter's queue entry as the client keeps it (handoff.go).
+type entry struct {
+	gen    int
+	place  string // "" until an attempt queued it
+	server int64  // µs, the clock at the latest attempt that found it queued or queued it
+}
+
+// entryText is generation gen of owner's entry: owner, ttl, kind, patience
+// (0: none), ticket (the id is the owner id: both are the checker's), channel.
+func (p protocol) entryText(owner string, gen int) string {
+	return owner + " " + strconv.Itoa(ttl) + " " + p.scriptKind() + " 0 " + owner + "." + strconv.Itoa(gen) +
+		" " + channel(clientName(owner))
+}
+
+// entryID is the id of a queue entry's ticket, "" for none.
+func entryID(e string) string {
+	id, _, _ := lease.EntryTicket(e)
+	return id
+}
+
+// wait is a waiter's attempt (waiter.attempt, entryArgs): the entry to queue
+// and the place and text of the previous one; grant channels not sharded.
+func (p protocol) wait(owner string, e entry) []string {
+	queue, place, prev := p.entryText(owner, e.gen), "", ""
+	if e.place != "" {
+		queue, place, prev = p.entryText(owner, e.gen+1), e.place, p.entryText(owner, e.gen)
+	}
+	if p.kind == Semaphore {
+		return p.eval(p.src.SemWait, owner, strconv.Itoa(ttl), strconv.Itoa(p.limit), queue, place, prev, "0")
+	}
+	return p.eval(p.src.Wait, owner, strconv.Itoa(ttl), p.scriptKind(), queue, place, prev, "0")
+}
+
+// readWait reads the reply of wait.lua, sem_wait.lua or sem_acquire.lua
+// (waiter.readWait): {1|2, value} when granted, else {code, ttl, place,
+// now} and, from wait.lua when it handed the lock to the first live
+// waiter, the token of that grant; code 4 says to attempt again at once.
+func (p protocol) readWait(reply any, owner string) (attempt, error) {
+	r, _ := reply.([]any)
+	if len(r) == 2 && (r[0] == int64(1) || r[0] == int64(2)) {
+		if v, ok := r[1].(string); ok {
+			return p.granted(v, owner)
+		}
+	}
+	if len(r) != 4 && (len(r) != 5 || p.kind == Semaphore) || r[0] != int64(0) && r[0] != int64(3) && r[0] != int64(4) {
+		return attempt{}, unexpected(reply)
+	}
+	left, ok1 := r[1].(int64)
+	place, ok2 := r[2].(string)
+	now, ok3 := r[3].(string)
+	a := attempt{holderTTL: left, queued: r[0] == int64(3), kept: r[0] == int64(0) && place != "", place: place,
+		settle: r[0] == int64(4)}
+	var err error
+	if now != "" {
+		a.server, err = strconv.ParseInt(now, 10, 64)
+	}
+	if !ok1 || !ok2 || !ok3 || err != nil {
+		return attempt{}, unexpected(reply)
+	}
+	return a, nil
+}
+
+// handedOn is the token a reply says its call handed the lock on with to
+// the first live waiter ("-" for an efficiency grant), or "": wait.lua's
+// fifth element, release.lua's {0, token} or token.
+func (p protocol) handedOn(reply any) string {
+	switch r := reply.(type) {
+	case []any:
+		if len(r) == 5 || len(r) == 2 && r[0] == int64(0) {
+			t, _ := r[len(r)-1].(string)
+			return t
+		}
+	case string:
+		if p.kind != Semaphore {
+			return r
+		}
+	}
+	return ""
+}
+
+// release ends a grant (held.release), or, with leaving, is a waiter giving
+// up (waiter.leave): it releases whatever grant of owner's Redis holds and
+// takes both generations of the entry out of the queue.
+func (p protocol) release(value string, leaving *entry) []string {
+	match, first, second := "0", "", ""
+	if leaving != nil {
+		owner := p.parseValue(value).owner
+		first, second = p.entryText(owner, leaving.gen), p.entryText(owner, leaving.gen+1)
+		if p.fenced() {
+			value, match = owner+":", "1" // any token: acquire.anyGrant
+		}
+	}
+	args := []string{value, match, first, "0"}
+	if leaving != nil {
+		args = append(args, second)
+	}
+	return p.eval(p.releaseSrc(), args...)
+}
+
+func (p protocol) releaseSrc() string {
+	if p.kind == Semaphore {
+		return p.src.SemRelease
+	}
+	return p.src.Release
+}
+
+// readRelease reads a release's reply (held.release, serveOn): whether it
+// ended a grant the caller held, and whether the call stopped short at dead
+// entries, so that the caller goes on serving the queue (serveOn).
+// release.lua: 0 gone (or the lease lapsed), -1 another owner's, 1 or 2 or
+// a token released, {0, token} lapsed and handed on, 3 released and -2 gone
+// with dead entries ahead; sem_release.lua: 0 not held, 1 or 2 released, 3
+// released with dead entries ahead.
+func (p protocol) readRelease(reply any) (held, more bool, err error) {
+	lock := p.kind != Semaphore
+	switch v := reply.(type) {
+	case int64:
+		switch {
+		case v == 3 || v == -2 && lock:
+			return v == 3, true, nil
+		case v >= 0 && v <= 2 || v == -1 && lock:
+			return v > 0, false, nil
+		}
+	case string:
+		if lock {
+			return true, false, nil
+		}
+	case []any:
+		if lock && len(v) == 2 && v[0] == int64(0) {
+			if _, ok := v[1].(string); ok {
+				return false, false, nil
+			}
+		}
+	}
+	return false, false, unexpected(reply)
+}
+
+// serveOn is a releaser's next call after a release that stopped short
+// (Core.serveOn): the release script with no value.
+func (p protocol) serveOn() []string { return p.eval(p.releaseSrc(), "", "0", "", "0") }
+
+// readServeOn says whether serveOn's reply asks for another call: 3 or -2,
+// as the release's did; anything else (a table, an error) ends it.
+func (p protocol) readServeOn(reply any) bool { return reply == int64(3) || reply == int64(-2) }
+
+// refresh restarts a grant's ttl (held.refresh); an election's leader keeps
+// its leader key alive with it (KEYS[3], ops.refreshWith).
+func (p protocol) refresh(value string, leader bool) []string {
+	switch {
+	case p.kind == Semaphore:
+		return p.eval(p.src.SemRefresh, value, strconv.Itoa(ttl))
+	case leader:
+		return []string{"EVAL", p.src.Refresh, "3", lockKey, counterKey, leaderKey, value, strconv.Itoa(ttl), ""}
+	}
+	return []string{"EVAL", p.src.Refresh, "1", lockKey, value, strconv.Itoa(ttl)}
+}
+
+// readRefresh reads a refresh's reply: 1 refreshed; 2 refreshed, and the
+// leader key lacks the grant (the leader writes it back: restore); 0 or
+// -1 (another owner) not held.
+func (p protocol) readRefresh(reply any, leader bool) (held, restore bool, err error) {
+	if v, ok := reply.(int64); ok && v >= -1 && (v <= 1 || v == 2 && leader) {
+		return v >= 1, v == 2, nil
+	}
+	return false, false, unexpected(reply)
+}
+
+// lockValue is a lock's value, parsed (handoff.go's Value): owner [":"
+// token] ["*" [expiry]]. A semaphore's permit is its owner id.
+type lockValue struct {
+	owner, token string // token: "" unfenced
+	marked       bool
+	expiry       int64 // the lease's expiry the mark records, ms; -1: none
+}
+
+// parseValue parses a lock's value.
+func (p protocol) parseValue(v string) lockValue {
+	pv, _ := lease.ParseValue(v, p.fenced()) // the vacant value has no token
+	lv := lockValue{owner: pv.Owner, marked: pv.Queued, expiry: pv.Expiry}
+	if pv.Token != 0 {
+		lv.token = strconv.FormatUint(pv.Token, 10)
+	}
+	return lv
+}
+
+// lapsed says whether the lease v records has lapsed by clock (ms): its
+// mark's expiry has come; the vacant value "*0" has.
+func (v lockValue) lapsed(clock int64) bool { return v.marked && v.expiry >= 0 && v.expiry <= clock }
+
+// grant is a live grant on the server: its owner id and, fenced, its token.
+type grant struct{ owner, token string }
+
+// lease is st's lock value and whether it holds a live lease; nil when the
+// lock holds no value (or another type).
+func (p protocol) lease(st redisState) (lockValue, string, bool) {
+	k := st.key(lockKey)
+	if k == nil || k.typ != "string" {
+		return lockValue{}, "", false
+	}
+	v := p.parseValue(k.items[0])
+	bare, _, _ := strings.Cut(k.items[0], "*")
+	return v, bare, !v.lapsed(st.clock)
+}
+
+// holders are the live grants st holds: the lock's holder whose lease has
+// not lapsed, or the semaphore's permits that have not expired (scored by
+// expiry, in ms).
+func (p protocol) holders(st redisState) []grant {
+	if p.kind == Semaphore {
+		var gs []grant
+		z := st.key(permitsKey)
+		for i := 0; z != nil && i+1 < len(z.items); i += 2 {
+			if expiry, err := strconv.ParseFloat(z.items[i+1], 64); err == nil && int64(expiry) > st.clock {
+				gs = append(gs, grant{owner: z.items[i]})
+			}
+		}
+		return gs
+	}
+	if v, _, live := p.lease(st); live {
+		return []grant{{v.owner, v.token}}
+	}
+	return nil
+}
+
+// heldAs says whether st holds a live grant stored as value: the lock's
+// value, with or without the mark, while its lease lasts; a semaphore's
+// live permit of that owner.
+func (p protocol) heldAs(st redisState, value string) bool {
+	if p.kind != Semaphore {
+		_, bare, live := p.lease(st)
+		return live && bare == value
+	}
+	for _, g := range p.holders(st) {
+		if g.owner == value {
+			return true
+		}
+	}
+	return false
+}
+
+// free says whether st has room for a grant: the lock holds no live lease,
+// or fewer permits than the limit are live.
+func (p protocol) free(st redisState) bool {
+	if p.kind == Semaphore {
+		return len(p.holders(st)) < p.limit
+	}
+	return len(p.holders(st)) == 0
+}
+
+// grantMsg is a grant message, parsed: ticket SP token SP seconds SP micros
+// [SP limit].
+type grantMsg struct {
+	id    string
+	gen   int
+	token string // "-" for an efficiency grant
+	at    int64  // µs, the server clock at the grant
+	limit int
+}
+
+// parseGrant parses a grant message as the Go client does (handoff.go's
+// parseMessage); ok is false for one that is no grant.
+func parseGrant(msg string) (m grantMsg, ok bool) {
+	f := strings.Fields(msg)
+	if len(f) == 5 {
+		if m.limit, _ = strconv.Atoi(f[4]); m.limit < 1 {
+			return grantMsg{}, false
+		}
+		f = f[:4]
+	}
+	if len(f) != 4 {
+		return grantMsg{}, false
+	}
+	id, gen, ok1 := strings.Cut(f[0], ".")
+	g, err1 := strconv.Atoi(gen)
+	sec, err2 := strconv.ParseInt(f[2], 10, 64)
+	usec, err3 := strconv.ParseInt(f[3], 10, 64)
+	if !ok1 || err1 != nil || err2 != nil || err3 != nil || sec < 0 || sec >= 1<<43 || usec < 0 || usec >= 1_000_000 {
+		return grantMsg{}, false
+	}
+	return grantMsg{id: id, gen: g, token: f[1], at: sec*1_000_000 + usec, limit: m.limit}, true
+}
+
+// accepts says whether a waiter whose entry is e takes m as its grant
+// (waiter.handed): a grant to its current generation, made after its latest
+// attempt.
+func (m grantMsg) accepts(e entry) bool { return m.gen == e.gen && m.at >= e.server }
+
+// value is what the grant m reports stored for owner.
+func (m grantMsg) value(owner string) string {
+	if m.token == "-" {
+		return owner
+	}
+	return owner + ":" + m.token
+}
+
+// took is what a Locker remembers of an acquire that left with a grant a
+// message handed it (strays.go's took): the acquire (its cycle) and the
+// value it took.
+type took struct {
+	cycle int
+	value string
+}
+
+// passOn says whether a Locker that remembers t releases the grant a later
+// message m names for owner (strays.heard), and by which value (exactly):
+// unless it is the grant owner holds (the same message again, or an
+// efficiency grant a forged message announced early), and its lease is not
+// over.
+func (m grantMsg) passOn(owner string, t took, over bool) (string, bool) {
+	v := m.value(owner)
+	return v, v != t.value || over
+}
+
+// forged is a grant message nobody granted, for the current entry of a
+// waiter, made now (µs): what anyone who reads the queue could publish.
+func (p protocol) forged(owner string, gen int, now int64) string {
+	token, limit := "-", ""
+	if p.fenced() {
+		token = "7"
+	}
+	if p.kind == Semaphore {
+		limit = " " + strconv.Itoa(p.limit)
+	}
+	return fmt.Sprintf("%s.%d %s %d %d%s", owner, gen, token, now/1_000_000, now%1_000_000, limit)
+}
+
+// unexpected is the error for a reply the client cannot read.
+func unexpected(reply any) error { return fmt.Errorf("unexpected reply %v", show(reply)) }
+
+// now is the server clock in µs that a script reads in w: the clock's ms
+// and one µs, or, if later, one µs past every reading of it that w still
+// holds (a place in the queue or a waiter's, a waiter's latest attempt, a
+// grant in flight). The checker's clock stands still between its moves, a
+// real one does not: no two scripts read the same µs, so a waiter that
+// queued after another never gets an equal place. (Tokens are left out:
+// two grants within one µs of the clock, the second counting on from the
+// first, are what a real server does.)
+func (p protocol) now(w *world) int64 {
+	us := w.rs.clock*1000 + 1
+	later := func(v int64) { us = max(us, v+1) }
+	if q := w.rs.key(p.queue()); q != nil {
+		for i := 1; i < len(q.items); i += 2 {
+			f, _ := strconv.ParseFloat(q.items[i], 64)
+			later(int64(f))
+		}
+	}
+	for i := range w.clients {
+		place, _ := strconv.ParseInt(w.clients[i].e.place, 10, 64)
+		later(place)
+		later(w.clients[i].e.server)
+	}
+	for _, m := range w.flight {
+		if g, ok := parseGrant(m.text); ok {
+			later(g.at)
+		}
+	}
+	return us
+}
+
+// ticketID is the id a message's ticket names, which the participant's
+// Locker routes it by (notify).
+func ticketID(msg string) string {
+	ticket, _, _ := strings.Cut(msg, " ")
+	id, _, _ := strings.Cut(ticket, ".")
+	return id
+}
+
+// deadlines are the times after st's clock when the resource changes on
+// its own besides a key's expiry: a lock's lease lapses at the expiry its
+// mark records (the key lingers), a semaphore's permits expire by score.
+func (p protocol) deadlines(st redisState) []int64 {
+	if p.kind != Semaphore {
+		if v, _, live := p.lease(st); live && v.expiry >= 0 {
+			return []int64{v.expiry}
+		}
+		return nil
+	}
+	var ts []int64
+	if z := st.key(permitsKey); z != nil {
+		for i := 1; i < len(z.items); i += 2 {
+			// The header is scored below 0 (handoff.go): no permit's.
+			if f, err := strconv.ParseFloat(z.items[i], 64); err == nil && f >= 0 {
+				ts = append(ts, int64(f))
+			}
+		}
+	}
+	return ts
+}
+
+// The names of the operations, for traces.
+func (p protocol) probeName() string {
+	return [...]string{"SET NX PX", "fenced_acquire.lua", "sem_acquire.lua", "fenced_acquire.lua"}[p.kind]
+}
+
+func (p protocol) settleName() string { return p.pick("wait.lua (settle)", "sem_acquire.lua (settle)") }
+
+func (p protocol) waitName() string { return p.pick("wait.lua", "sem_wait.lua") }
+
+func (p protocol) releaseName() string { return p.pick("release.lua", "sem_release.lua") }
+
+func (p protocol) refreshName() string { return p.pick("refresh.lua", "sem_refresh.lua") }
+
+func (p protocol) pick(lock, sem string) string {
+	if p.kind == Semaphore {
+		return sem
+	}
+	return lock
+}
+
+// The election (correctness/election.go): its leader key beside the lock,
+// a hash of the grant that took office and its value; its channel is the
+// leader key's name.
+
+// announce is a candidate holding the grant stored as value taking office
+// (election.announce), or a leader writing its leader key back (lead's
+// restore), with its owner id as the leader's value.
+func (p protocol) announce(value string) []string {
+	return []string{"EVAL", p.src.ElectionAnnounce, "2", lockKey, leaderKey, value, p.parseValue(value).owner, leaderKey}
+}
+
+// readAnnounce reads announce's reply: whether the candidate took office.
+func (p protocol) readAnnounce(reply any) (bool, error) {
+	if v, ok := reply.(int64); ok && (v == 0 || v == 1) {
+		return v == 1, nil
+	}
+	return false, unexpected(reply)
+}
+
+// resign is a leader whose grant (value) ended clearing its leader key
+// (election.resign).
+func (p protocol) resign(value string) []string {
+	return []string{"EVAL", p.src.ElectionResign, "2", lockKey, leaderKey, value, leaderKey}
+}
+
+// readLeader is Leader's one read (election.read), with the leader's value.
+func (p protocol) readLeader() []string {
+	return []string{"EVAL", p.src.ElectionLeader, "2", lockKey, leaderKey, "1"}
+}
+
+// parseLeader reads readLeader's reply (parseSighting): {0} free, {1, ttl}
+// held by a grant not in office, {2, ttl, term, value} held by the leader.
+// It returns the leader's term and value, "" for none.
+func (p protocol) parseLeader(reply any) (string, error) {
+	r, _ := reply.([]any)
+	switch {
+	case len(r) == 1 && r[0] == int64(0), len(r) == 2 && r[0] == int64(1):
+		if _, ok := r[len(r)-1].(int64); ok {
+			return "", nil
+		}
+	case len(r) == 4 && r[0] == int64(2):
+		_, ok1 := r[1].(int64)
+		term, ok2 := r[2].(string)
+		value, ok3 := r[3].(string)
+		if ok1 && ok2 && ok3 && term != "" {
+			return term + " " + value, nil
+		}
+	}
+	return "", unexpected(reply)
+}
+
+// leader is the leader st holds: the lock's live grant, when the leader key
+// names it, by its term and the leader's value; "" for none.
+func (p protocol) leader(st redisState) string {
+	v, bare, live := p.lease(st)
+	l := st.key(leaderKey)
+	if !live || l == nil || l.typ != "hash" || hashField(l, "grant") != bare {
+		return ""
+	}
+	return v.token + " " + hashField(l, "value")
+}
+
+// hashField is field f of hash key k, or "".
+func hashField(k *rkey, f string) string {
+	for i := 0; i+1 < len(k.items); i += 2 {
+		if k.items[i] == f {
+			return k.items[i+1]
+		}
+	}
+	return ""
+}

@@ -1,0 +1,186 @@
+package model
+
+import (
+	"slices"
+	"strconv"
+)
+
+// phase is where a participant is in its acquire.
+type phase uint8
+
+const (
+	idle     phase = iota // not acquiring
+	ready                 // waiting, and about to attempt (wait.lua)
+	sleeping              // waiting for a grant message or its timer
+	holding               // believes it holds a grant
+	settling              // a lone try, about to settle a resource whose queue goes first
+	dead                  // never acts again
+)
+
+var phaseNames = [...]string{"idle", "ready", "sleeping", "holding", "settling", "dead"}
+
+// client is one participant: a Locker with one goroutine that acquires,
+// holds and releases, as the Go client does.
+type client struct {
+	phase      phase
+	paused     bool
+	subscribed bool   // its Locker's grant channel (kept once subscribed)
+	cycle      int    // acquires begun: its owner id is its name and cycle
+	e          entry  // ready, sleeping: its queue entry
+	timer      int64  // sleeping: when its timer fires, ms
+	value      string // holding: the grant's value
+	deadline   int64  // holding: its lease's local deadline, ms
+	office     bool   // holding, in an election: it took office
+	// serveUntil, when not 0, says a release of its stopped short at dead
+	// queue entries: it goes on serving the queue (serveOn) until the
+	// reply says it is done, or the clock reaches serveUntil (ms), and
+	// resigns then the term whose grant resign names, if any.
+	serveUntil int64
+	resign     string
+	// took are the acquires that left with a grant a message handed them,
+	// as its Locker remembers them (strays.go): only those a message may
+	// still name (an entry queued, or a message in flight).
+	took []took
+	// What the checker knows: seq, its place in the order the checker saw
+	// the waiters queue in (0: not seen queued in this acquire); queued,
+	// whether its entry is queued as far as the protocol goes.
+	seq    int
+	queued bool
+}
+
+// waiting says whether the client is in a wait.
+func (c *client) waiting() bool { return c.phase == ready || c.phase == sleeping }
+
+// renew is when a holder's keeper would refresh next: a third of the ttl
+// after its lease began.
+func (c *client) renew() int64 { return c.deadline - (ttl - drift) + ttl/3 }
+
+// tookAs is what the client's Locker remembers its acquire cycle took, and
+// whether it does.
+func (c *client) tookAs(cycle int) (took, bool) {
+	for _, t := range c.took {
+		if t.cycle == cycle {
+			return t, true
+		}
+	}
+	return took{}, false
+}
+
+// over says whether the lease the client took in acquire t is over
+// (Held.over): released, found lost, or past its deadline at now (ms).
+func (c *client) over(t took, now int64) bool {
+	return c.phase != holding || c.cycle != t.cycle || c.value != t.value || now >= c.deadline
+}
+
+// msg is a grant message in flight to client to.
+type msg struct {
+	to   int
+	text string
+}
+
+// route is where a participant's Locker sends a message (notify.deliver,
+// strays.heard).
+type route uint8
+
+const (
+	dropped  route = iota // nobody it names: dropped
+	toWaiter              // to its waiter, whose grant it may be
+	toStrays              // to the strays of its Locker, which remember what the waiter took
+)
+
+// route is where participant m.to's Locker sends m, given w.
+func (w *world) route(m msg) route {
+	cl := &w.clients[m.to]
+	i, cycle := clientIndex(ticketID(m.text), len(w.clients))
+	switch {
+	case cl.phase == dead || i != m.to:
+		return dropped
+	case cl.waiting() && cycle == cl.cycle:
+		return toWaiter
+	}
+	if _, ok := cl.tookAs(cycle); ok {
+		return toStrays
+	}
+	return dropped
+}
+
+// world is one state of the system: the server, the participants, the
+// messages in flight, the faults left, and what the checker tracks.
+type world struct {
+	rs      redisState
+	clients []client
+	flight  []msg
+	left    Faults
+	top     string // the highest token granted so far
+	// freeSince is when the resource was last found with room and a live
+	// waiter queued that could act (-1: not now); lonely, when its queue
+	// was last found with no live waiter queued (-1: not now).
+	freeSince, lonely int64
+	// term is the highest term that took office in an election.
+	term string
+}
+
+// clone is a copy of w whose slices the caller may change (a client's took
+// is replaced, never changed in place).
+func (w *world) clone() *world {
+	n := *w
+	n.clients = slices.Clone(w.clients)
+	n.flight = slices.Clone(w.flight)
+	return &n
+}
+
+// clientName is the participant an owner id belongs to: its first letter.
+func clientName(owner string) string { return owner[:1] }
+
+// clientIndex is the index of owner's participant, and the acquire (cycle)
+// the owner id belongs to; -1 for an owner id no participant has.
+func clientIndex(owner string, n int) (int, int) {
+	if len(owner) < 2 || owner[0] < 'A' || int(owner[0]-'A') >= n {
+		return -1, 0
+	}
+	cycle, err := strconv.Atoi(owner[1:])
+	if err != nil {
+		return -1, 0
+	}
+	return int(owner[0] - 'A'), cycle
+}
+
+// name is participant i's name.
+func name(i int) string { return string(rune('A' + i)) }
+
+// owner is participant i's owner id in its current acquire.
+func (w *world) owner(i int) string { return name(i) + strconv.Itoa(w.clients[i].cycle) }
+
+// bit is v as a byte of an encoding.
+func bit(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// rank is client i's place among the clients the checker saw queue (1 is
+// first), or 0.
+func (w *world) rank(i int) int {
+	s := w.clients[i].seq
+	if s == 0 {
+		return 0
+	}
+	r := 1
+	for j := range w.clients {
+		if o := w.clients[j].seq; o != 0 && o < s {
+			r++
+		}
+	}
+	return r
+}
+
+// nextSeq is the seq of a client the checker sees queue now: after every
+// other.
+func (w *world) nextSeq() int {
+	n := 0
+	for i := range w.clients {
+		n = max(n, w.clients[i].seq)
+	}
+	return n + 1
+}
