@@ -308,6 +308,31 @@ func TestTableOutput(t *testing.T) {
 	}
 }
 
+// TestRTT runs convoy-procs with -rtt, through the proxy that holds every
+// reply: the workers reach the server through it too, and the header says
+// so.
+func TestRTT(t *testing.T) {
+	b := redistest.Real(t)
+	cfg, err := parseFlags([]string{"-quick", "-json", "-addr", b.Server.Addr, "-rtt", "1ms", "-scenarios", "convoy-procs",
+		"-procs", "2", "-libs", "efficiency"}, io.Discard)
+	if err != nil {
+		t.Fatalf("parseFlags: %v", err)
+	}
+	var stdout, stderr bytes.Buffer
+	if _, err := run(t.Context(), cfg, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	for _, r := range decodeRows(t, &stdout) {
+		if r.Scenario == "convoy-procs" && (r.Acquired != 8 || r.Failures != 0 || r.Overlaps != 0) {
+			t.Errorf("%s, %s: got acquired %d, failures %d, overlaps %d; want 8, 0, 0; stderr:\n%s",
+				r.Lib, startName(r.Cold), r.Acquired, r.Failures, r.Overlaps, stderr.String())
+		}
+	}
+	if !strings.Contains(stderr.String(), "-rtt 1ms: every client reached the server through a proxy") {
+		t.Errorf("the header does not say that a proxy held the replies; stderr:\n%s", stderr.String())
+	}
+}
+
 func TestFlags(t *testing.T) {
 	tests := []struct {
 		name string
@@ -324,6 +349,8 @@ func TestFlags(t *testing.T) {
 		{"bad procs", []string{"-procs", "0"}, "-procs"},
 		{"bad per-proc", []string{"-per-proc", "0"}, "-per-proc"},
 		{"negative n", []string{"-n", "-3"}, "not positive"},
+		{"negative rtt", []string{"-rtt", "-1ms"}, "-rtt"},
+		{"rtt and cluster", []string{"-rtt", "1ms", "-cluster", "127.0.0.1:2"}, "-rtt needs -addr"},
 		{"stray argument", []string{"uncontended"}, "unexpected arguments"},
 	}
 	for _, tt := range tests {

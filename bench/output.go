@@ -16,6 +16,9 @@ func writeHeader(w io.Writer, cfg config, backend string, pool int, t *target) {
 	fmt.Fprintf(w, "%s, GOMAXPROCS %d, %d CPUs, go-redis %s: one client (pool %d) shared by every library and reference in this process\n",
 		runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(), moduleVersion("github.com/redis/go-redis/v9"), pool)
 	fmt.Fprintf(w, "ttl %v for every library; convoy hold %v, a convoy acquisition gives up after one ttl\n", cfg.ttl, cfg.hold)
+	if cfg.rtt > 0 {
+		fmt.Fprintf(w, "-rtt %v: every client reached the server through a proxy in the bench process that held each reply %v (a pub/sub message too), as a network would\n", cfg.rtt, cfg.rtt)
+	}
 	if cfg.spin > 0 {
 		fmt.Fprintf(w, "-spin %d: %d spinner processes at nice 19 ran during ping and uncontended, so that idle vCPUs did not halt between round trips\n", cfg.spin, cfg.spin)
 	} else {
