@@ -16,10 +16,16 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
 	"github.com/redis/go-redis/v9"
 )
+
+// testStagger spaces convoy-procs's arrivals in the tests: wide enough that a
+// cold worker, dialling under -race beside the rest of the suite, arrives
+// before the parent releases the lock, so every first acquire queues.
+const testStagger = 10 * time.Millisecond
 
 func TestMain(m *testing.M) {
 	// The bench re-executes itself as convoy-procs workers and spinners: in
@@ -42,6 +48,7 @@ func TestQuickRun(t *testing.T) {
 	if err != nil {
 		t.Fatalf("parseFlags: %v", err)
 	}
+	cfg.stagger = testStagger
 	var stdout, stderr bytes.Buffer
 	rows, err := run(t.Context(), cfg, &stdout, &stderr)
 	if err != nil {
@@ -54,12 +61,13 @@ func TestQuickRun(t *testing.T) {
 	}
 	libs := libraryNames()
 	want := map[string][]string{
-		"ping":          {"PING", "PING after idle", "PUBLISH after idle"},
-		"uncontended":   append([]string{"2×PING"}, libs...),
-		"convoy-8":      libs,
-		"convoy-64":     libs,
-		"convoy-procs":  libs,
-		"keys-parallel": append([]string{"SET"}, libs...),
+		"ping":               {"PING", "PING after idle", "PUBLISH after idle"},
+		"uncontended":        append([]string{"2×PING"}, libs...),
+		"convoy-8":           libs,
+		"convoy-64":          libs,
+		"convoy-procs":       warmAndCold(libs...),
+		firstAcquireScenario: warmAndCold("efficiency", "correctness"),
+		"keys-parallel":      append([]string{"SET"}, libs...),
 	}
 	got := make(map[string][]string)
 	for _, r := range printed {
@@ -93,11 +101,14 @@ func TestQuickRun(t *testing.T) {
 		if !leasekitOrRef(r) {
 			continue
 		}
-		if r.Scenario == "convoy-procs" && (r.Makespan <= 0 || r.IdealNs <= 0 || r.Acquired != 8) {
-			t.Errorf("convoy-procs/%s: got makespan %d, ideal %d, acquired %d; want two positive durations and 8",
-				r.Lib, r.Makespan, r.IdealNs, r.Acquired)
+		if r.Scenario == "convoy-procs" && (r.Makespan <= 0 || r.IdealNs <= 0 || r.Acquired != 8 || r.Cold != (r.ToWarm > 0)) {
+			t.Errorf("convoy-procs/%s: got makespan %d, ideal %d, acquired %d, cold %v, ÷ warm %.2f; want two positive durations, 8, and a ratio to warm for a cold row",
+				r.Lib, r.Makespan, r.IdealNs, r.Acquired, r.Cold, r.ToWarm)
 		}
-		if strings.HasPrefix(r.Scenario, "convoy-") && r.Scenario != "convoy-procs" && (r.Makespan <= 0 || r.IdealNs <= 0 || r.HandoffP50 <= 0 || r.HandoffPublishes <= 0) {
+		if r.Scenario == firstAcquireScenario {
+			checkPhases(t, r, 2, "")
+		}
+		if strings.HasPrefix(r.Scenario, "convoy-") && r.Scenario != "convoy-procs" && r.Scenario != firstAcquireScenario && (r.Makespan <= 0 || r.IdealNs <= 0 || r.HandoffP50 <= 0 || r.HandoffPublishes <= 0) {
 			t.Errorf("%s/%s: got makespan %d, ideal %d, handoff p50 %d (%.1f PUBLISHes), want all positive",
 				r.Scenario, r.Lib, r.Makespan, r.IdealNs, r.HandoffP50, r.HandoffPublishes)
 		}
@@ -124,6 +135,7 @@ func TestQuickRunOnRealServer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("parseFlags: %v", err)
 	}
+	cfg.stagger = testStagger
 	var stdout, stderr bytes.Buffer
 	if _, err := run(t.Context(), cfg, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
@@ -131,6 +143,8 @@ func TestQuickRunOnRealServer(t *testing.T) {
 	procs := 0
 	for _, r := range decodeRows(t, &stdout) {
 		switch r.Scenario {
+		case firstAcquireScenario:
+			checkPhases(t, r, 2, stderr.String())
 		case "convoy-procs":
 			procs++
 			// A peer may lose a waiter (rueidislock's waiters have no timer
@@ -157,8 +171,8 @@ func TestQuickRunOnRealServer(t *testing.T) {
 			}
 		}
 	}
-	if procs != len(libraryNames()) {
-		t.Errorf("convoy-procs rows: got %d, want one per library", procs)
+	if procs != 2*len(libraryNames()) {
+		t.Errorf("convoy-procs rows: got %d, want two per library (warm, cold)", procs)
 	}
 	if keys := b.Client.Keys(t.Context(), "*").Val(); len(keys) != 0 {
 		t.Fatalf("the run left %d keys, among them %q; stderr:\n%s", len(keys), keys[:min(len(keys), 5)], stderr.String())
@@ -186,15 +200,19 @@ func TestClusterConvoyProcs(t *testing.T) {
 	if err != nil {
 		t.Fatalf("parseFlags: %v", err)
 	}
+	cfg.stagger = testStagger
 	var stdout, stderr bytes.Buffer
 	if _, err := run(t.Context(), cfg, &stdout, &stderr); err != nil {
 		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
 	}
 	rows := decodeRows(t, &stdout)
-	if len(rows) != 2 {
-		t.Fatalf("got %d rows, want one per library; stderr:\n%s", len(rows), stderr.String())
+	if len(rows) != 8 {
+		t.Fatalf("got %d rows, want four per library (warm and cold, and their first acquires); stderr:\n%s", len(rows), stderr.String())
 	}
 	for _, r := range rows {
+		if r.Scenario == firstAcquireScenario {
+			continue // checked on one server (TestQuickRunOnRealServer)
+		}
 		if r.Procs != 4 || r.Acquired != 16 || r.Failures != 0 || r.Overlaps != 0 {
 			t.Errorf("%s: got procs %d, acquired %d, failures %d, overlaps %d; want 4, 16, 0, 0; stderr:\n%s",
 				r.Lib, r.Procs, r.Acquired, r.Failures, r.Overlaps, stderr.String())
@@ -209,18 +227,50 @@ func TestClusterConvoyProcs(t *testing.T) {
 func checkOrder(t *testing.T, r row, n int, stderr string) {
 	t.Helper()
 	if r.OutOfOrder == nil || (r.Arrived != n && leasekitOrRef(r)) {
-		t.Errorf("convoy-procs/%s: got out of order %v of %d arrivals placed, want a count of %d; stderr:\n%s",
-			r.Lib, r.OutOfOrder, r.Arrived, n, stderr)
+		t.Errorf("convoy-procs/%s, %s: got out of order %s of %d arrivals placed, want a count of %d; stderr:\n%s",
+			r.Lib, startName(r.Cold), fmtOf(r.OutOfOrder, r.Arrived), r.Arrived, n, stderr)
 		return
 	}
-	t.Logf("convoy-procs/%s: %d of %d grants out of the order of arrival", r.Lib, *r.OutOfOrder, r.Arrived)
+	t.Logf("convoy-procs/%s, %s: %d of %d grants out of the order of arrival", r.Lib, startName(r.Cold), *r.OutOfOrder, r.Arrived)
 	if !leasekitOrRef(r) {
 		return
 	}
-	if r.OutOfQueueOrder == nil || r.Queued != n || *r.OutOfQueueOrder != 0 {
-		t.Errorf("convoy-procs/%s: got %v grants out of the queue's order, of %d found in the queue; want 0 of %d; stderr:\n%s",
-			r.Lib, r.OutOfQueueOrder, r.Queued, n, stderr)
+	// A cold worker's first contender may not have queued yet when the
+	// parent reads the queue: its set-up can outlast the arrivals.
+	if queued := r.Queued == n || r.Cold && r.Queued > 0 && r.Queued <= n; r.OutOfQueueOrder == nil || !queued || *r.OutOfQueueOrder != 0 {
+		t.Errorf("convoy-procs/%s, %s: got %s grants out of the queue's order, of %d found in the queue; want 0 of %d; stderr:\n%s",
+			r.Lib, startName(r.Cold), fmtOf(r.OutOfQueueOrder, r.Queued), r.Queued, n, stderr)
 	}
+}
+
+// checkPhases checks a row of convoy-procs's first acquires, of procs
+// workers: each stamped its first attempt and its queueing; a cold one also
+// its dial and its subscription, which a warm one made in its warm-up.
+func checkPhases(t *testing.T, r row, procs int, stderr string) {
+	t.Helper()
+	want := map[string]int{"dial": 0, "first attempt": procs, "subscribe": 0, "queue": procs}
+	if r.Cold {
+		want["dial"], want["subscribe"] = procs, procs
+	}
+	for _, p := range r.Phases {
+		if p.Of != want[p.Name] || p.Of > 0 && (p.Start <= 0 || p.End < p.Start) {
+			t.Errorf("%s/%s, %s: phase %s: got %d of %d workers, %d–%d ns; want %d, and a span; stderr:\n%s",
+				r.Scenario, r.Lib, startName(r.Cold), p.Name, p.Of, r.N, p.Start, p.End, want[p.Name], stderr)
+		}
+	}
+	if r.N != procs || len(r.Phases) != len(phaseNames) || r.HandoffP50 <= 0 {
+		t.Errorf("%s/%s, %s: got %d workers, %d phases, handoff %dns; want %d, %d and a handoff",
+			r.Scenario, r.Lib, startName(r.Cold), r.N, len(r.Phases), r.HandoffP50, procs, len(phaseNames))
+	}
+}
+
+// warmAndCold is each of libs twice, as convoy-procs's rows name them.
+func warmAndCold(libs ...string) []string {
+	var out []string
+	for _, l := range libs {
+		out = append(out, l, l)
+	}
+	return out
 }
 
 // leasekitOrRef reports whether r is a row of leasekit's locks or of a
@@ -267,6 +317,32 @@ func TestTableOutput(t *testing.T) {
 	}
 }
 
+// TestRTT runs convoy-procs with -rtt, through the proxy that holds every
+// reply: the workers reach the server through it too, and the header says
+// so.
+func TestRTT(t *testing.T) {
+	b := redistest.Real(t)
+	cfg, err := parseFlags([]string{"-quick", "-json", "-addr", b.Server.Addr, "-rtt", "1ms", "-scenarios", "convoy-procs",
+		"-procs", "2", "-libs", "efficiency"}, io.Discard)
+	if err != nil {
+		t.Fatalf("parseFlags: %v", err)
+	}
+	cfg.stagger = testStagger
+	var stdout, stderr bytes.Buffer
+	if _, err := run(t.Context(), cfg, &stdout, &stderr); err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	for _, r := range decodeRows(t, &stdout) {
+		if r.Scenario == "convoy-procs" && (r.Acquired != 8 || r.Failures != 0 || r.Overlaps != 0) {
+			t.Errorf("%s, %s: got acquired %d, failures %d, overlaps %d; want 8, 0, 0; stderr:\n%s",
+				r.Lib, startName(r.Cold), r.Acquired, r.Failures, r.Overlaps, stderr.String())
+		}
+	}
+	if !strings.Contains(stderr.String(), "-rtt 1ms: every client reached the server through a proxy") {
+		t.Errorf("the header does not say that a proxy held the replies; stderr:\n%s", stderr.String())
+	}
+}
+
 func TestFlags(t *testing.T) {
 	tests := []struct {
 		name string
@@ -283,6 +359,8 @@ func TestFlags(t *testing.T) {
 		{"bad procs", []string{"-procs", "0"}, "-procs"},
 		{"bad per-proc", []string{"-per-proc", "0"}, "-per-proc"},
 		{"negative n", []string{"-n", "-3"}, "not positive"},
+		{"negative rtt", []string{"-rtt", "-1ms"}, "-rtt"},
+		{"rtt and cluster", []string{"-rtt", "1ms", "-cluster", "127.0.0.1:2"}, "-rtt needs -addr"},
 		{"stray argument", []string{"uncontended"}, "unexpected arguments"},
 	}
 	for _, tt := range tests {

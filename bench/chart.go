@@ -165,7 +165,7 @@ var convoySize = xAxis{"contenders (log)", func(r row) (float64, string, bool) {
 
 // procsAxis is the worker processes of convoy-procs.
 var procsAxis = xAxis{"processes (log)", func(r row) (float64, string, bool) {
-	return float64(r.Procs), strconv.Itoa(r.Procs), r.Scenario == "convoy-procs"
+	return float64(r.Procs), strconv.Itoa(r.Procs), r.Scenario == "convoy-procs" && !r.Cold
 }}
 
 // linePanel draws one line per library across x, on log scales: the polling

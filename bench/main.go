@@ -53,6 +53,7 @@ type config struct {
 	perProc    int
 	stagger    time.Duration // convoy-procs: between arrivals; procStagger unless a test sets it
 	spin       int
+	rtt        time.Duration // added to every round trip by a proxy (target.go); 0: none
 	libs       []string
 	scenarios  []string
 	quick      bool
@@ -92,6 +93,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	contenders := fs.String("contenders", "8,64", "convoy sizes, comma-separated")
 	procs := fs.String("procs", "1,4,16", "convoy-procs: numbers of worker processes, comma-separated")
 	fs.IntVar(&cfg.perProc, "per-proc", 4, "convoy-procs: contenders in each worker process")
+	fs.DurationVar(&cfg.rtt, "rtt", 0, "add `D` to every round trip: the clients reach the server through a proxy in this process that holds each reply D, as a network would (with -addr, or the in-process miniredis)")
 	fs.IntVar(&cfg.spin, "spin", 0, "keep `N` low-priority (nice 19) spinner processes running, so that idle vCPUs do not halt between round trips (steadier latency on a VM)")
 	libs := fs.String("libs", strings.Join(libraryNames(), ","), "libraries to compare, comma-separated")
 	scenarios := fs.String("scenarios", strings.Join(scenarioNames, ","), "scenarios to run, comma-separated (convoy-N picks one convoy size)")
@@ -135,6 +137,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return cfg, fmt.Errorf("-per-proc: %d is not positive", cfg.perProc)
 	case cfg.spin < 0:
 		return cfg, fmt.Errorf("-spin: %d is negative", cfg.spin)
+	case cfg.rtt < 0:
+		return cfg, fmt.Errorf("-rtt: %v is negative", cfg.rtt)
+	case cfg.rtt > 0 && (cfg.url != "" || len(cfg.cluster) > 0):
+		return cfg, errors.New("-rtt needs -addr (or the in-process miniredis): a URL's or a cluster's clients would not all go through the proxy")
 	case btoi(cfg.addr != "")+btoi(cfg.url != "")+btoi(len(cfg.cluster) > 0) > 1:
 		return cfg, errors.New("give one of -addr, -url and -cluster")
 	}

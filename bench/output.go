@@ -16,6 +16,9 @@ func writeHeader(w io.Writer, cfg config, backend string, pool int, t *target) {
 	fmt.Fprintf(w, "%s, GOMAXPROCS %d, %d CPUs, go-redis %s: one client (pool %d) shared by every library and reference in this process\n",
 		runtime.Version(), runtime.GOMAXPROCS(0), runtime.NumCPU(), moduleVersion("github.com/redis/go-redis/v9"), pool)
 	fmt.Fprintf(w, "ttl %v for every library; convoy hold %v, a convoy acquisition gives up after one ttl\n", cfg.ttl, cfg.hold)
+	if cfg.rtt > 0 {
+		fmt.Fprintf(w, "-rtt %v: every client reached the server through a proxy in the bench process that held each reply %v (a pub/sub message too), as a network would\n", cfg.rtt, cfg.rtt)
+	}
 	if cfg.spin > 0 {
 		fmt.Fprintf(w, "-spin %d: %d spinner processes at nice 19 ran during ping and uncontended, so that idle vCPUs did not halt between round trips\n", cfg.spin, cfg.spin)
 	} else {
@@ -62,7 +65,16 @@ How to read it:
     holds the lock while the contenders arrive one at a time, 2 ms apart,
     interleaved across processes; then releases it, and the convoy drains.
     makespan runs from that release to the last release; srv µs and cmds per
-    acquisition as above, waiting included.
+    acquisition as above, waiting included. Each convoy runs twice in turn:
+    with warm workers (an untimed acquire and a waiter on the key first) and
+    with cold ones, whose first contender's acquire is the process's first,
+    as a cron job's is; ÷ warm is the cold makespan over the warm one.
+  - convoy-procs first acquire (leasekit): the phases of each worker's first
+    acquisition, p50 start–end in µs from its arrival, stamped by its client's
+    hooks: dial (the first command's call to its write), first attempt,
+    subscribe (the subscription connection's dial to the server confirming
+    SUBSCRIBE), queue (the attempt that queues); queued ÷ PING is when it
+    was in line; its handoff is the one that granted it.
   - convoy-procs order, from as many untimed ordering runs with a MONITOR
     connection on every node (absent on miniredis, which has none): out of
     order counts grants made while a contender whose first command the
@@ -125,6 +137,15 @@ type row struct {
 	Arrived         int   `json:"arrived,omitempty"`
 	OutOfQueueOrder *int  `json:"out_of_queue_order,omitempty"`
 	Queued          int   `json:"queued,omitempty"`
+	// Cold says a convoy-procs row's workers skipped their warm-up, so that
+	// each one's first contender made the process's first acquisition;
+	// ToWarm is then the makespan's ratio to the warm row's, of the same run.
+	Cold   bool    `json:"cold,omitempty"`
+	ToWarm float64 `json:"cold_to_warm,omitempty"`
+	// Phases are a worker's first acquisition, by phase (convoy-procs
+	// first acquire; handoff_p50_ns is the handoff that granted it, p50_ns
+	// every other handoff's p50, and ratio its queueing in PINGs).
+	Phases []phaseSpan `json:"phases,omitempty"`
 	// semaphore: the limit, and the most holders seen at once.
 	Limit             int      `json:"limit,omitempty"`
 	MaxHolders        int      `json:"max_holders,omitempty"`
@@ -132,8 +153,18 @@ type row struct {
 	ServerUsecPerAcq  *float64 `json:"server_usec_per_acq,omitempty"`
 }
 
-// writeRows writes one scenario's rows: a table, or JSON lines.
+// writeRows writes one scenario's rows: a table, or JSON lines. Rows of
+// another scenario that it returned with its own (convoy-procs's first
+// acquire) get a table of their own.
 func writeRows(w io.Writer, asJSON bool, scenario string, rows []row) error {
+	if i := slices.IndexFunc(rows, func(r row) bool { return r.Scenario != scenario }); i >= 0 && !asJSON {
+		if i > 0 {
+			if err := writeRows(w, false, scenario, rows[:i]); err != nil {
+				return err
+			}
+		}
+		return writeRows(w, false, rows[i].Scenario, rows[i:])
+	}
 	if asJSON {
 		enc := json.NewEncoder(w)
 		for _, r := range rows {
@@ -196,6 +227,8 @@ func columnsOf(scenario string) []column {
 		return column{title, func(r row) string { return fmt.Sprintf("%.2f×", r.Ratio) }}
 	}
 	switch {
+	case scenario == firstAcquireScenario:
+		return firstAcquireColumns(lib)
 	case scenario == "election":
 		return electionColumns(lib, n, p50, p99, failures)
 	case scenario == "ping":
@@ -210,11 +243,17 @@ func columnsOf(scenario string) []column {
 			p50, p99, cpuPerOp, srvUsecPerOp, srvCallsPerOp, trips, failures}
 	case scenario == "convoy-procs":
 		return []column{lib, {"P", func(r row) string { return fmt.Sprint(r.Procs) }},
-			{"C", func(r row) string { return fmt.Sprint(r.Contenders) }},
+			{"C", func(r row) string { return fmt.Sprint(r.Contenders) }}, startColumn,
 			{"acquired", func(r row) string { return fmt.Sprint(r.Acquired) }},
 			{"makespan", func(r row) string { return fmtDur(time.Duration(r.Makespan)) }},
 			{"ideal", func(r row) string { return fmtDur(time.Duration(r.IdealNs)) }},
 			times("÷ ideal"),
+			{"÷ warm", func(r row) string {
+				if !r.Cold || r.ToWarm == 0 {
+					return ""
+				}
+				return fmt.Sprintf("%.2f×", r.ToWarm)
+			}},
 			{"handoff p50", func(r row) string { return fmtDur(time.Duration(r.HandoffP50)) }},
 			{"handoff p99", func(r row) string { return fmtDur(time.Duration(r.HandoffP99)) }},
 			{"wait p99", p99.value},
@@ -243,6 +282,9 @@ func columnsOf(scenario string) []column {
 		{"trips/acq", trips.value}, failures,
 		{"overlaps", func(r row) string { return fmt.Sprint(r.Overlaps) }}}
 }
+
+// startColumn says whether a convoy-procs row's workers were warm or cold.
+var startColumn = column{"start", func(r row) string { return startName(r.Cold) }}
 
 // fmtOf prints "k/n", or "-" when k is unknown.
 func fmtOf(k *int, n int) string {

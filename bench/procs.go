@@ -94,6 +94,13 @@ type workerConfig struct {
 	// Order makes each contender record the first command of its
 	// acquisition, for the ordering pass.
 	Order bool `json:"order,omitempty"`
+	// Cold makes the worker skip its warm-up: its first contender's
+	// acquisition is the process's first, as a fresh process's (a cron
+	// job's) is.
+	Cold bool `json:"cold,omitempty"`
+	// Phases makes the first contender stamp the phases of its acquisition
+	// (phases.go).
+	Phases bool `json:"phases,omitempty"`
 }
 
 // procContender is what one contender saw, in Unix nanoseconds: every process
@@ -107,6 +114,8 @@ type procContender struct {
 	// First is the first command of the acquisition, in an ordering pass:
 	// its arguments as bytes, since JSON strings cannot carry every byte.
 	First [][]byte `json:"first,omitempty"`
+	// Phases are the first contender's, in a worker that stamps them.
+	Phases *firstAcquire `json:"phases,omitempty"`
 }
 
 // workerReport is a worker's last line: its contenders, and the commands its
@@ -116,8 +125,9 @@ type workerReport struct {
 	Sent       map[string]int64 `json:"sent"`
 }
 
-// runWorker is a convoy-procs worker: it opens its library, says it is
-// ready, waits for "go <unix ns>", runs its contenders and reports.
+// runWorker is a convoy-procs worker: it opens its library, warms up unless
+// it is a cold one, says it is ready, waits for "go <unix ns>", runs its
+// contenders and reports.
 func runWorker(in io.Reader, out io.Writer) error {
 	var wc workerConfig
 	if err := json.Unmarshal([]byte(os.Getenv(workerEnv)), &wc); err != nil {
@@ -130,6 +140,11 @@ func runWorker(in io.Reader, out io.Writer) error {
 	defer t.close()
 	t.noTracking = wc.NoTrack
 	t.sent.firsts = wc.Order
+	var phases *phaseHook
+	if wc.Phases {
+		phases = &phaseHook{}
+		t.client.AddHook(phases)
+	}
 	lib, ok := libraryNamed(wc.Lib)
 	if !ok {
 		return fmt.Errorf("unknown library %q", wc.Lib)
@@ -140,10 +155,12 @@ func runWorker(in io.Reader, out io.Writer) error {
 	}
 	defer l.close()
 	ctx := context.Background()
-	// Best effort, and bounded: a peer's waiter that misses its wake-up
-	// (see bench/README.md) must not keep the convoy from starting; a
-	// library that cannot acquire at all fails in the convoy.
-	warmUp(ctx, l, wc.Key)
+	if !wc.Cold {
+		// Best effort, and bounded: a peer's waiter that misses its wake-up
+		// (see bench/README.md) must not keep the convoy from starting; a
+		// library that cannot acquire at all fails in the convoy.
+		warmUp(ctx, l, wc.Key)
+	}
 	fmt.Fprintln(out, `{"ready":true}`)
 	line, err := bufio.NewReader(in).ReadString('\n')
 	if err != nil {
@@ -158,7 +175,7 @@ func runWorker(in io.Reader, out io.Writer) error {
 	var wg sync.WaitGroup
 	for c := range seen {
 		arrival := time.Unix(0, start).Add(time.Duration(c*wc.Procs+wc.Index) * wc.Stagger)
-		wg.Go(func() { seen[c] = contendAt(ctx, l, wc, arrival) })
+		wg.Go(func() { seen[c] = contendAt(ctx, l, wc, arrival, map[bool]*phaseHook{true: phases}[c == 0]) })
 	}
 	wg.Wait()
 	sent := t.sent.counts()
@@ -201,12 +218,17 @@ const (
 )
 
 // contendAt arrives at arrival, acquires (giving up after one ttl), holds and
-// releases.
-func contendAt(ctx context.Context, l locker, wc workerConfig, arrival time.Time) (c procContender) {
+// releases; with phases (not nil), it stamps the phases of its acquisition.
+func contendAt(ctx context.Context, l locker, wc workerConfig, arrival time.Time, phases *phaseHook) (c procContender) {
 	time.Sleep(time.Until(arrival))
+	actx := ctx
+	var log *phaseLog
+	if phases != nil {
+		actx, log = withPhaseLog(ctx)
+	}
 	if wc.Order {
 		var first *firstCommand
-		ctx, first = withFirstCommand(ctx)
+		actx, first = withFirstCommand(actx)
 		defer func() {
 			for _, a := range first.get() {
 				c.First = append(c.First, []byte(a))
@@ -214,13 +236,17 @@ func contendAt(ctx context.Context, l locker, wc workerConfig, arrival time.Time
 		}()
 	}
 	c.Arrival = time.Now().UnixNano()
-	actx, cancel := context.WithTimeout(ctx, wc.TTL)
+	actx, cancel := context.WithTimeout(actx, wc.TTL)
 	defer cancel()
 	h, err := l.acquire(actx, wc.Key)
 	c.Granted = time.Now().UnixNano()
 	if err != nil {
 		c.Err = err.Error()
 		return c
+	}
+	if phases != nil {
+		f := phases.phases(log, time.Unix(0, c.Arrival))
+		c.Phases = &f
 	}
 	time.Sleep(wc.Hold)
 	c.Releasing = time.Now().UnixNano()
@@ -240,8 +266,9 @@ type worker struct {
 }
 
 // startWorkers starts n workers for lib on key and waits until each is ready;
-// with order, their contenders record their first commands.
-func (b *bench) startWorkers(ctx context.Context, lib string, key string, n int, order bool) ([]*worker, error) {
+// with order, their contenders record their first commands; cold ones skip
+// their warm-up.
+func (b *bench) startWorkers(ctx context.Context, lib string, key string, n int, order, cold bool) ([]*worker, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -251,7 +278,7 @@ func (b *bench) startWorkers(ctx context.Context, lib string, key string, n int,
 		wc, _ := json.Marshal(workerConfig{
 			Lib: lib, URL: b.cfg.url, Addrs: b.target.addrs, Cluster: b.target.cluster, NoTrack: b.target.noTracking,
 			TTL: b.cfg.ttl, Hold: b.cfg.hold, Key: key, Index: i, Procs: n, PerProc: b.cfg.perProc,
-			Stagger: b.stagger(), Order: order,
+			Stagger: b.stagger(), Order: order, Cold: cold, Phases: !order && b.libQueues(lib),
 		})
 		w := &worker{cmd: exec.CommandContext(ctx, self)}
 		w.cmd.Env = append(os.Environ(), roleEnv+"=worker", workerEnv+"="+string(wc))
@@ -304,7 +331,7 @@ func (w *worker) report() (workerReport, error) {
 	return r, err
 }
 
-// procsResult pools one library's convoys at one P.
+// procsResult pools one library's convoys at one P, warm or cold.
 type procsResult struct {
 	makespans, holds, handoffs, waits samples
 	acquired, failures, overlaps      int
@@ -313,6 +340,7 @@ type procsResult struct {
 	serverKnown                       bool
 	errs                              []string
 	order                             orderResult
+	phases                            phaseResult
 }
 
 // orderResult pools the ordering convoys of one library at one P.
@@ -326,7 +354,20 @@ type orderResult struct {
 	overlaps        int
 }
 
-// convoyProcs runs convoy-procs for every P of -procs, each library in turn.
+// starts are convoy-procs's two kinds of worker, by whether they are cold.
+var starts = [...]bool{false, true}
+
+// startsOf is the order in which round r runs the warm and cold convoys:
+// they take turns going first.
+func startsOf(r int) [2]bool {
+	if r%2 == 1 {
+		return [2]bool{true, false}
+	}
+	return starts
+}
+
+// convoyProcs runs convoy-procs for every P of -procs, each library in turn,
+// with warm workers and cold ones.
 func (b *bench) convoyProcs(ctx context.Context) []row {
 	const scenario = "convoy-procs"
 	reps := b.convoyReps()
@@ -337,15 +378,21 @@ func (b *bench) convoyProcs(ctx context.Context) []row {
 		b.prog.say(scenario, "warm-up, "+lib.name)
 		b.runConvoy(ctx, &convoyResult{}, lib.l, b.key(scenario, lib.name+":warm"), 2)
 	}
-	var rows []row
+	var rows, phaseRows []row
 	for _, p := range b.cfg.procs {
-		res := make([]procsResult, len(b.libs))
+		var res [2][]procsResult // by cold, then library
+		for s := range res {
+			res[s] = make([]procsResult, len(b.libs))
+		}
 		for r := range reps {
 			for i, lib := range b.libs {
-				b.prog.say(scenario, fmt.Sprintf("P=%d run %d/%d, %s", p, r+1, reps, lib.name))
-				if err := b.runProcConvoy(ctx, &res[i], lib, p, false); err != nil {
-					res[i].notRun++
-					res[i].errs = append(res[i].errs, err.Error())
+				for _, cold := range startsOf(r) {
+					b.prog.say(scenario, fmt.Sprintf("P=%d run %d/%d, %s, %s", p, r+1, reps, lib.name, startName(cold)))
+					res := &res[btoi(cold)][i]
+					if err := b.runProcConvoy(ctx, res, lib, p, false, cold); err != nil {
+						res.notRun++
+						res.errs = append(res.errs, err.Error())
+					}
 				}
 			}
 		}
@@ -354,25 +401,43 @@ func (b *bench) convoyProcs(ctx context.Context) []row {
 				break // miniredis has no MONITOR
 			}
 			for i, lib := range b.libs {
-				b.prog.say(scenario, fmt.Sprintf("P=%d ordering run %d/%d, %s", p, r+1, reps, lib.name))
-				if err := b.runProcConvoy(ctx, &res[i], lib, p, true); err != nil {
-					b.note(fmt.Sprintf("note: convoy-procs P=%d, %s: an ordering run failed: %v", p, lib.name, err))
+				for _, cold := range startsOf(r) {
+					b.prog.say(scenario, fmt.Sprintf("P=%d ordering run %d/%d, %s, %s", p, r+1, reps, lib.name, startName(cold)))
+					if err := b.runProcConvoy(ctx, &res[btoi(cold)][i], lib, p, true, cold); err != nil {
+						b.note(fmt.Sprintf("note: convoy-procs P=%d, %s, %s: an ordering run failed: %v", p, lib.name, startName(cold), err))
+					}
 				}
 			}
 		}
 		for i, lib := range b.libs {
-			rows = append(rows, res[i].row(scenario, lib.name, p, b))
+			warm := res[0][i].row(scenario, lib.name, p, false, b)
+			cold := res[1][i].row(scenario, lib.name, p, true, b)
+			cold.ToWarm = ratio(cold.Makespan, warm.Makespan)
+			rows = append(rows, warm, cold)
+			if b.libQueues(lib.name) {
+				for _, cold := range starts {
+					phaseRows = append(phaseRows, res[btoi(cold)][i].phases.row(lib.name, p, cold, b))
+				}
+			}
 		}
 	}
-	return rows
+	return append(rows, phaseRows...)
+}
+
+// startName says whether a convoy's workers were cold.
+func startName(cold bool) string {
+	if cold {
+		return "cold"
+	}
+	return "warm"
 }
 
 // runProcConvoy runs one convoy of p workers for lib: a timed one, or with
 // order an ordering one (see order.go), whose times are not kept.
-func (b *bench) runProcConvoy(ctx context.Context, res *procsResult, lib openLib, p int, order bool) error {
+func (b *bench) runProcConvoy(ctx context.Context, res *procsResult, lib openLib, p int, order, cold bool) error {
 	key := b.key("convoy-procs", fmt.Sprintf("%s:P%d", lib.name, p))
 	n := p * b.cfg.perProc
-	ws, err := b.startWorkers(ctx, lib.name, key, p, order)
+	ws, err := b.startWorkers(ctx, lib.name, key, p, order, cold)
 	if err != nil {
 		return err
 	}
@@ -514,9 +579,16 @@ func (r *procsResult) add(cs []procContender, t0 time.Time, c cost) {
 	slices.SortFunc(ok, func(a, b procContender) int { return cmp.Compare(a.Granted, b.Granted) })
 	last, prev := t0.UnixNano(), t0.UnixNano()
 	for i, c := range ok {
+		handoff := time.Duration(c.Granted - prev)
 		r.waits = append(r.waits, time.Duration(c.Granted-c.Arrival))
 		r.holds = append(r.holds, time.Duration(c.Releasing-c.Granted))
-		r.handoffs = append(r.handoffs, time.Duration(c.Granted-prev))
+		r.handoffs = append(r.handoffs, handoff)
+		if c.Phases != nil {
+			r.phases.add(*c.Phases)
+			r.phases.firstHandoffs = append(r.phases.firstHandoffs, handoff)
+		} else {
+			r.phases.otherHandoffs = append(r.phases.otherHandoffs, handoff)
+		}
 		if i > 0 && c.Granted < prev {
 			r.overlaps++
 		}
@@ -540,12 +612,12 @@ func (b *bench) libQueues(name string) bool {
 	return ok && l.queue != nil
 }
 
-func (r *procsResult) row(scenario, lib string, p int, b *bench) row {
+func (r *procsResult) row(scenario, lib string, p int, cold bool, b *bench) row {
 	per := r.acquired / max(len(r.makespans), 1) // acquisitions per convoy
 	ideal := time.Duration(per) * (r.holds.mean() + b.ping)
 	makespan := r.makespans.p50()
 	out := row{
-		Scenario: scenario, Lib: lib, Procs: p, Contenders: b.cfg.perProc,
+		Scenario: scenario, Lib: lib, Procs: p, Contenders: b.cfg.perProc, Cold: cold,
 		N: r.acquired + r.failures, Acquired: r.acquired,
 		P50: int64(r.waits.p50()), P99: int64(r.waits.p99()), WaitP99: int64(r.waits.p99()), WaitMax: int64(r.waits.max()),
 		Ratio: ratio(makespan, ideal), RatioTo: "ideal makespan",
@@ -559,7 +631,7 @@ func (r *procsResult) row(scenario, lib string, p int, b *bench) row {
 			out.OutOfQueueOrder, out.Queued = &o.outOfQueueOrder, o.queued
 		}
 		if o.failures > 0 {
-			b.note(fmt.Sprintf("note: convoy-procs P=%d, %s: %d failures in the ordering runs", p, lib, o.failures))
+			b.note(fmt.Sprintf("note: convoy-procs P=%d, %s, %s: %d failures in the ordering runs", p, lib, startName(cold), o.failures))
 		}
 	}
 	if r.serverKnown {
@@ -568,7 +640,7 @@ func (r *procsResult) row(scenario, lib string, p int, b *bench) row {
 		out.ServerUsecPerAcq, out.ServerCallsPerAcq = &usec, &calls
 	}
 	if len(r.errs) > 0 {
-		b.note(fmt.Sprintf("note: convoy-procs P=%d, %s: %d failures, %d convoys not run, e.g. %s", p, lib, r.failures, r.notRun, r.errs[0]))
+		b.note(fmt.Sprintf("note: convoy-procs P=%d, %s, %s: %d failures, %d convoys not run, e.g. %s", p, lib, startName(cold), r.failures, r.notRun, r.errs[0]))
 	}
 	return out
 }

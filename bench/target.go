@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/leasekit/leasekit/internal/testkit/faultproxy"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -25,6 +26,9 @@ type target struct {
 	db       int
 	tls      *tls.Config
 	mini     *miniredis.Miniredis
+	// proxy, with -rtt, is what the clients reach instead of the server
+	// (addrs is its address).
+	proxy *faultproxy.Proxy
 	// noTracking says the server has no CLIENT TRACKING (miniredis), which
 	// rueidis's client-side caching needs.
 	noTracking bool
@@ -63,6 +67,15 @@ func dial(cfg config) (*target, error) {
 		}
 		t.mini, t.addrs, t.noTracking = m, []string{m.Addr()}, true
 	}
+	if cfg.rtt > 0 {
+		p, err := faultproxy.New(t.addrs[0])
+		if err != nil {
+			t.close()
+			return nil, fmt.Errorf("-rtt: %w", err)
+		}
+		p.Delay(cfg.rtt)
+		t.proxy, t.addrs = p, []string{p.Addr()}
+	}
 	t.client = t.newClient()
 	return t, nil
 }
@@ -80,7 +93,12 @@ func (t *target) newClient() redis.UniversalClient {
 }
 
 func (t *target) close() {
-	_ = t.client.Close()
+	if t.client != nil {
+		_ = t.client.Close()
+	}
+	if t.proxy != nil {
+		_ = t.proxy.Close()
+	}
 	if t.mini != nil {
 		t.mini.Close()
 	}

@@ -109,6 +109,10 @@ func takeAndRun[L any](ctx context.Context, cfg config, cmd command, errs lockEr
 		cancel()
 	}
 	switch {
+	case unreachable(err):
+		// Before "held": a wait that ended while Redis had not answered
+		// yet says nothing of the lock, and cron would take 75 for a skip.
+		return 0, failed(cfg, errs, err)
 	case errors.Is(err, errs.notObtained) && cfg.wait > 0:
 		return skipped(cfg, "%s after waiting %v", cfg.busy("still "), cfg.wait)
 	case errors.Is(err, errs.notObtained):

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"maps"
+	"net"
 	"strings"
 	"testing"
 
@@ -47,4 +49,75 @@ func TestRefusedCredentials(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRunCostsTheLockAlone: a run that finds the lock free sends what the
+// lock needs and nothing else: the connection's HELLO, the acquire (SET NX)
+// and the release (EVALSHA, whose script runs GET and DEL), as the server
+// counts them (INFO commandstats), with no PING and no error reply
+// (go-redis's CLIENT SETINFO and MAINT_NOTIFICATIONS, which Redis 7.0 does
+// not know, would be one each).
+func TestRunCostsTheLockAlone(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	ctx := t.Context()
+	wantCode(t, h.run("job", "--", "true"), 0) // loads the release script
+	if err := h.client.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, h.run("job", "--", "true"), 0)
+	stats, err := h.client.Info(ctx, "commandstats", "stats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(map[string]string)
+	for line := range strings.SplitSeq(stats, "\r\n") {
+		k, v, _ := strings.Cut(line, ":")
+		if name, ok := strings.CutPrefix(k, "cmdstat_"); ok && name != "info" && name != "config|resetstat" {
+			calls, _, _ := strings.Cut(v, ",")
+			got[name] = calls
+		}
+		if k == "total_error_replies" {
+			got[k] = v
+		}
+	}
+	want := map[string]string{"hello": "calls=1", "set": "calls=1", "evalsha": "calls=1", "get": "calls=1", "del": "calls=1",
+		"total_error_replies": "0"}
+	if !maps.Equal(got, want) {
+		t.Fatalf("the server saw %v, want %v", got, want)
+	}
+}
+
+// TestSilentRedisIsUnreachable: a server that takes the connection but never
+// answers is reported as unreachable (69) within the first contact's bound,
+// even under a -wait that ends first: "still held after waiting" (75) would
+// be a skip to cron, while nothing is known of the lock.
+func TestSilentRedisIsUnreachable(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = silent.Close() })
+	go func() {
+		var conns []net.Conn // held open, unanswered, until the listener closes
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				for _, c := range conns {
+					_ = c.Close()
+				}
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	addr := silent.Addr().String()
+	r := h.run("-redis", "redis://"+addr, "-wait", "100ms", "job", "--", "touch", "ran")
+	wantCode(t, r, exitUnavailable)
+	if !strings.Contains(r.stderr, "cannot reach Redis at "+addr) {
+		t.Errorf("stderr: got %q, want it to say it cannot reach Redis at %s", r.stderr, addr)
+	}
+	h.wantNoFile("ran")
 }

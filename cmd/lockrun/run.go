@@ -28,10 +28,7 @@ func run(args, env []string, std stdio) int {
 		return exitUsage
 	}
 	ctx := context.Background()
-	client, err := connect(ctx, cfg.redis)
-	if err != nil {
-		return fail(std.err, err)
-	}
+	client := newClient(cfg.redis)
 	defer client.Close()
 	switch {
 	case cfg.status && cfg.limit > 0:

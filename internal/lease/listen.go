@@ -31,6 +31,12 @@ type listener struct {
 	// channels is the release script's ARGV[4], boxed once: "1" when grant
 	// channels are sharded.
 	channels any
+	// early counts the joins started while a probe runs that are still under
+	// way (see joinEarly); close waits for them. Under mu, with closing,
+	// which stops new ones.
+	mu      sync.Mutex
+	closing bool
+	early   sync.WaitGroup
 }
 
 func newListener(c *Core) *listener {
@@ -85,7 +91,85 @@ func (l *listener) unshard(err error) {
 	})
 }
 
-func (l *listener) close() error { return l.notifier.Close() }
+func (l *listener) close() error {
+	l.mu.Lock()
+	l.closing = true
+	l.mu.Unlock()
+	err := l.notifier.Close()
+	l.early.Wait()
+	return err
+}
+
+// joinEarly starts joining a waiter for the lock at lk while its probe runs,
+// when joining would cost round trips: on one server, until the Core's grant
+// channel is first subscribed (a fresh process's first wait), the
+// subscription connection's dial, handshake and SUBSCRIBE. It returns nil
+// otherwise, and the waiter joins after its probe: on a cluster each lock has
+// a grant channel of its own, and every acquire that its probe grants would
+// leave one subscribed. Either way the waiter queues only once subscribed.
+func (l *listener) joinEarly(ctx context.Context, lk *keySet) *pendingJoin {
+	if l.grants == "" || l.notifier.Subscribed(l.grants) {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closing {
+		return nil // the join after the probe fails as it should
+	}
+	p := &pendingJoin{done: make(chan struct{})}
+	l.early.Go(func() {
+		sub, id, err := l.join(ctx, lk)
+		p.finish(sub, id, err)
+	})
+	return p
+}
+
+// pendingJoin is a join that joinEarly started. The waiter's probe either
+// finds the lock held, and the waiter waits for the join (result), or takes
+// it (or fails), and the join is dropped: the waiter leaves as soon as it has
+// joined, and its Core's grant channel stays subscribed for later waits.
+type pendingJoin struct {
+	done    chan struct{} // closed once joined
+	mu      sync.Mutex
+	dropped bool
+	sub     *notify.Waiter // nil when the join failed
+	id      string
+	err     error
+}
+
+func (p *pendingJoin) finish(sub *notify.Waiter, id string, err error) {
+	if err != nil {
+		sub = nil // Join left already
+	}
+	p.mu.Lock()
+	p.sub, p.id, p.err = sub, id, err
+	dropped := p.dropped
+	p.mu.Unlock()
+	close(p.done)
+	if dropped && sub != nil {
+		sub.Leave()
+	}
+}
+
+// result waits for the join and returns what listener.join would have.
+func (p *pendingJoin) result() (*notify.Waiter, string, error) {
+	<-p.done
+	return p.sub, p.id, p.err
+}
+
+// drop gives up the join without waiting for it. A nil p does nothing.
+func (p *pendingJoin) drop() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	p.dropped = true
+	sub := p.sub
+	p.mu.Unlock()
+	if sub != nil {
+		sub.Leave()
+	}
+}
 
 // Watch subscribes to channel on the Core's notifier for hints, as
 // notify.Notifier.Watch does (an election's observers use it): no second

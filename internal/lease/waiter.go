@@ -36,16 +36,19 @@ func (c *Core) obtain(ctx context.Context, lk *keySet, ttl time.Duration) (*Held
 }
 
 func (a *acquire) obtain(t *telemetry.Acquire) (*Held, error) {
+	early := a.c.listen.joinEarly(a.ctx, a.keys)
 	h, _, err := a.once(true)
 	switch {
 	case h != nil:
+		early.drop()
 		return h, nil
 	case err != nil && errors.Is(err, a.c.cfg.Errors.Late):
 		// Released already: wait like any other waiter.
 	case err != nil:
+		early.drop()
 		return nil, a.failed(err)
 	}
-	w, err := a.join()
+	w, err := a.join(early)
 	if err != nil {
 		return nil, err
 	}
@@ -76,10 +79,18 @@ type waiter struct {
 	tel        *telemetry.Acquire
 }
 
-// join subscribes the waiter to what tells it of a release (listen.go).
-func (a *acquire) join() (*waiter, error) {
+// join subscribes the waiter to what tells it of a release (listen.go), or
+// takes the subscription that early (if not nil) made while the probe ran.
+func (a *acquire) join(early *pendingJoin) (*waiter, error) {
 	w := &waiter{acquire: *a}
-	sub, id, err := a.c.listen.join(a.ctx, a.keys)
+	var sub *notify.Waiter
+	var id string
+	var err error
+	if early != nil {
+		sub, id, err = early.result()
+	} else {
+		sub, id, err = a.c.listen.join(a.ctx, a.keys)
+	}
 	switch {
 	case err == nil:
 		w.sub = sub

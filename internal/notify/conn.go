@@ -108,12 +108,19 @@ func (cn *conn) unsubscribe(ctx context.Context, channel string) error {
 	return cn.ps.Unsubscribe(ctx, channel)
 }
 
-// run starts the connection's receive loop, once.
+// run starts the connection's receive loop, once, unless the Notifier is
+// closed: a Join that raced Close must not add a loop that Close's wait has
+// stopped counting.
 func (n *Notifier) run(cn *conn) {
 	if cn.err != nil {
 		return
 	}
 	cn.once.Do(func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if n.closed {
+			return
+		}
 		n.loops.Add(1)
 		go n.receive(cn)
 	})

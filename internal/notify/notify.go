@@ -161,6 +161,15 @@ func (n *Notifier) Join(ctx context.Context, channel, id string) (*Waiter, error
 	return n.join(ctx, channel, id, false)
 }
 
+// Subscribed reports whether channel is subscribed, or being subscribed: a
+// Join of it then sends no SUBSCRIBE of its own.
+func (n *Notifier) Subscribed(channel string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	_, ok := n.subs[channel]
+	return ok
+}
+
 // Watch subscribes a watcher to channel, as Join does a waiter, for hints:
 // every message on the channel, whatever it says, and every resubscription
 // after a reconnect (messages may have been lost meanwhile) wakes every

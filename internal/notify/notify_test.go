@@ -245,3 +245,32 @@ func settled(count func(string) int64, channel string, want int64) int64 {
 	}
 	return got
 }
+
+// TestJoinRacingClose: a Join whose SUBSCRIBE is under way when Close is
+// called returns (subscribed, or ErrClosed) and starts no receive loop that
+// Close does not wait for: run under -race, which reports a loop counted
+// after Close began waiting. Many rounds, since the race is one of timing.
+func TestJoinRacingClose(t *testing.T) {
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		for i := range 200 {
+			n := notify.New(b.Client, nil)
+			joined := make(chan error, 1)
+			go func() {
+				w, err := n.Join(t.Context(), "ch", "id")
+				if err == nil {
+					w.Leave()
+				}
+				joined <- err
+			}()
+			if i%2 == 1 {
+				runtime.Gosched()
+			}
+			if err := n.Close(); err != nil {
+				t.Fatalf("round %d: Close: %v", i, err)
+			}
+			if err := <-joined; err != nil && !errors.Is(err, notify.ErrClosed) {
+				t.Fatalf("round %d: Join: got %v, want nil or ErrClosed", i, err)
+			}
+		}
+	})
+}
