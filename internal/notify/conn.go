@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leasekit/leasekit/internal/backoff"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -35,10 +36,10 @@ type conn struct {
 	ps       *redis.PubSub
 	sharded  bool // SSUBSCRIBE, on a slot's master
 	channels int  // channelSubs on it; under Notifier.mu
-	// backoff is the wait before this connection's first SSUBSCRIBE: it
-	// replaces one that lost its slot, or was refused with MOVED (conn.go's
-	// reopen), and grows while that repeats.
-	backoff time.Duration
+	// reopens paces this connection's first SSUBSCRIBE: it replaces one
+	// that lost its slot, or was refused with MOVED (conn.go's reopen), and
+	// the pause grows while that repeats. Under Notifier.mu.
+	reopens backoff.Backoff
 	once    sync.Once
 	err     error // why it could not be opened (a Ring without a shard up)
 }
@@ -128,7 +129,7 @@ func (n *Notifier) run(cn *conn) {
 
 func (n *Notifier) receive(cn *conn) {
 	defer n.loops.Done()
-	backoff := time.Duration(0)
+	pause := retryPause()
 	for {
 		msg, err := cn.ps.Receive(context.Background())
 		if err != nil {
@@ -138,15 +139,12 @@ func (n *Notifier) receive(cn *conn) {
 			if n.refused(cn, err) {
 				return // reopened
 			}
-			backoff = min(max(2*backoff, 10*time.Millisecond), time.Second)
-			select {
-			case <-n.done:
+			if !pause.Sleep(context.Background(), n.done) {
 				return
-			case <-time.After(backoff):
 			}
 			continue
 		}
-		backoff = 0
+		pause.Reset()
 		switch m := msg.(type) {
 		case *redis.Subscription:
 			switch m.Kind {
@@ -262,7 +260,7 @@ func (n *Notifier) reconnected(cn *conn) {
 func (n *Notifier) confirm(cn *conn, channel string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	cn.backoff = 0
+	cn.reopens.Reset()
 	c := n.counts[channel]
 	if c == nil {
 		// A resubscription after a reconnect: the server may have lost the
@@ -311,7 +309,11 @@ func (n *Notifier) reopen(cn *conn) bool {
 		n.mu.Unlock()
 		return false
 	}
-	next := &conn{key: cn.key, sharded: true, backoff: min(max(2*cn.backoff, 10*time.Millisecond), time.Second)}
+	next := &conn{key: cn.key, sharded: true, reopens: cn.reopens}
+	if next.reopens == (backoff.Backoff{}) {
+		next.reopens = retryPause()
+	}
+	pause := next.reopens.Next()
 	cluster := n.client.(*redis.ClusterClient)
 	next.ps = cluster.SSubscribe(context.Background())
 	n.conns[cn.key] = next
@@ -345,7 +347,7 @@ func (n *Notifier) reopen(cn *conn) bool {
 	go func() {
 		defer n.loops.Done()
 		cluster.ReloadState(context.Background()) // lazily: during the backoff
-		if !n.sleep(next.backoff) || !n.locate(cluster, channels[0]) {
+		if !n.sleep(pause) || !n.locate(cluster, channels[0]) {
 			return
 		}
 		n.send.Lock()
@@ -368,6 +370,12 @@ func (n *Notifier) sleep(d time.Duration) bool {
 	}
 }
 
+// retryPause is the pause between a connection's failed receives, and
+// between locate's tries: doubling from 10 ms to a second.
+func retryPause() backoff.Backoff {
+	return backoff.Backoff{First: 10 * time.Millisecond, Max: time.Second}
+}
+
 // locateTries bounds locate: its pauses, doubling from 10 ms to a second,
 // add up to about five seconds.
 const locateTries = 10
@@ -383,7 +391,7 @@ const locateTries = 10
 // lets the subscription go where the map says.
 func (n *Notifier) locate(cluster *redis.ClusterClient, channel string) bool {
 	ctx := context.Background()
-	pause := 10 * time.Millisecond
+	pause := retryPause()
 	for range locateTries {
 		node, err := cluster.MasterForKey(ctx, channel)
 		if err == nil {
@@ -393,10 +401,9 @@ func (n *Notifier) locate(cluster *redis.ClusterClient, channel string) bool {
 			}
 		}
 		cluster.ReloadState(ctx)
-		if !n.sleep(pause) {
+		if !pause.Sleep(ctx, n.done) {
 			return false
 		}
-		pause = min(2*pause, time.Second)
 	}
 	return true
 }
