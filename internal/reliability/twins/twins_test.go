@@ -1,11 +1,14 @@
 // Package twins checks that efficiency and correctness, two faces of one
 // engine, document their mirrored names alike: TryObtain and TryAcquire,
-// Obtain and Acquire, Lock and Lease, and every name both export.
+// Obtain and Acquire, Lock and Lease, and every name both export. A doc may
+// instead point to its twin with a doc link and say only what differs; then
+// the link must resolve, and the pointer must stay shorter than its twin.
 package twins_test
 
 import (
 	"go/ast"
 	"go/doc"
+	"go/doc/comment"
 	"go/parser"
 	"go/token"
 	"path/filepath"
@@ -122,18 +125,35 @@ var efficiencyOnly = map[string]string{
 // semaphores is why efficiency's semaphore names have no twins.
 const semaphores = "N holders at once cannot be fenced by one newest-token rule (efficiency's package doc)"
 
+// module is the import path both faces live under.
+const module = "github.com/leasekit/leasekit/"
+
 func TestTwinsStayTwins(t *testing.T) {
-	eff := docs(t, "../../../efficiency")
-	cor := make(map[string]string)
-	for name, text := range docs(t, "../../../correctness") {
-		cor[normal(name)] = text
+	eff := read(t, "efficiency")
+	cor := read(t, "correctness")
+	checkLinks(t, eff, cor)
+	checkLinks(t, cor, eff)
+	twin := make(map[string]string) // efficiency's name → correctness's
+	for name := range cor.docs {
+		twin[normal(name)] = name
 	}
 	used := make([]bool, len(intended))
-	for name, e := range eff {
-		c, ok := cor[name]
+	for name, e := range eff.docs {
+		cname, ok := twin[name]
 		if !ok {
 			if _, listed := efficiencyOnly[name]; !listed {
 				t.Errorf("efficiency.%s has no twin in correctness, and efficiencyOnly does not say why", name)
+			}
+			continue
+		}
+		c := cor.docs[cname]
+		if pointer(t, eff, name, cor, cname) || pointer(t, cor, cname, eff, name) {
+			for i, d := range intended {
+				if d.name == name {
+					used[i] = true
+					t.Errorf("%s: the twins' docs no longer restate each other (one points to the other), so the intended difference %q / %q (%s) is moot; drop it from the list",
+						name, d.e, d.c, d.why)
+				}
 			}
 			continue
 		}
@@ -160,13 +180,138 @@ func TestTwinsStayTwins(t *testing.T) {
 		}
 	}
 	for name := range efficiencyOnly {
-		if _, ok := cor[name]; ok {
+		if _, ok := twin[name]; ok {
 			t.Errorf("efficiency.%s is listed in efficiencyOnly, but correctness has it", name)
 		}
 	}
-	if len(eff) < 25 {
-		t.Fatalf("read the docs of %d names of efficiency, want its whole API", len(eff))
+	if len(eff.docs) < 25 {
+		t.Fatalf("read the docs of %d names of efficiency, want its whole API", len(eff.docs))
 	}
+}
+
+// pointer reports whether from's doc of name points to its twin, to's doc of
+// twin, with a doc link, and so need not restate it. Such a doc starts with
+// its own name, as every doc does, and says only what differs: it must be
+// shorter than its twin's, or it is a restatement that escapes the
+// comparison.
+func pointer(t *testing.T, from *face, name string, to *face, twin string) bool {
+	t.Helper()
+	found := false
+	for _, l := range links(from.pkg, from.docs[name]) {
+		if l.ImportPath == to.path && target(l) == twin {
+			found = true
+		}
+	}
+	if !found {
+		return false
+	}
+	short := name[strings.LastIndex(name, ".")+1:]
+	if doc := from.docs[name]; !strings.HasPrefix(doc, short+" ") {
+		t.Errorf("%s.%s: its doc points to its twin, but does not start with %q: %q", from.pkg.Name, name, short, first(doc))
+	}
+	if n, m := len(strings.Fields(from.docs[name])), len(strings.Fields(to.docs[twin])); n >= m {
+		t.Errorf("%s.%s points to %s.%s for what they share, but restates it: %d words against its twin's %d",
+			from.pkg.Name, name, to.pkg.Name, twin, n, m)
+	}
+	return true
+}
+
+// first is the first line of doc.
+func first(doc string) string {
+	line, _, _ := strings.Cut(doc, "\n")
+	return line
+}
+
+// bracketed is what a doc link to the other face looks like in the source.
+var bracketed = regexp.MustCompile(`\[\*?(?:[\w./]+/)?(?:efficiency|correctness)\.[\w.]+\]`)
+
+// checkLinks checks every doc link in from's docs (its package doc included)
+// that points into to: it must name an exported name of to, so that a pointer
+// from one twin to the other cannot rot when a name is renamed or removed. A
+// link that go/doc does not take for one, such as [efficiency.Locker.Obtain]
+// in a package that does not import efficiency, is an error too: go doc and
+// pkg.go.dev would print its brackets. Such a link needs the import path,
+// [github.com/leasekit/leasekit/efficiency.Locker.Obtain].
+func checkLinks(t *testing.T, from, to *face) {
+	t.Helper()
+	texts := map[string]string{"the package doc": from.pkg.Doc}
+	for name, doc := range from.docs {
+		texts[name] = doc
+	}
+	for name, doc := range texts {
+		for _, l := range links(from.pkg, doc) {
+			if l.ImportPath != to.path {
+				continue
+			}
+			if _, ok := to.docs[target(l)]; !ok {
+				t.Errorf("%s.%s: the doc link to %s.%s names nothing %s exports", from.pkg.Name, name, to.pkg.Name, target(l), to.pkg.Name)
+			}
+		}
+		for _, p := range plain(from.pkg, doc) {
+			for _, m := range bracketed.FindAllString(p, -1) {
+				t.Errorf("%s.%s: %s is not a doc link (go doc prints it as it is): name the package by its import path, as in %s",
+					from.pkg.Name, name, m, strings.Replace(m, "[", "["+module, 1))
+			}
+		}
+	}
+}
+
+// target is the name a doc link points to, as docs keys it: Name, or
+// Recv.Name for a method.
+func target(l *comment.DocLink) string {
+	if l.Recv != "" {
+		return l.Recv + "." + l.Name
+	}
+	return l.Name
+}
+
+// links returns the doc links of doc, as go doc parses it in pkg.
+func links(pkg *doc.Package, text string) []*comment.DocLink {
+	var out []*comment.DocLink
+	walk(pkg, text, func(x comment.Text) {
+		if l, ok := x.(*comment.DocLink); ok {
+			out = append(out, l)
+		}
+	})
+	return out
+}
+
+// plain returns the plain text of doc, as go doc parses it in pkg: what is
+// neither a link nor code.
+func plain(pkg *doc.Package, text string) []string {
+	var out []string
+	walk(pkg, text, func(x comment.Text) {
+		if p, ok := x.(comment.Plain); ok {
+			out = append(out, string(p))
+		}
+	})
+	return out
+}
+
+// walk calls fn for each text element of doc's paragraphs, headings and
+// list items, links included but not their own text.
+func walk(pkg *doc.Package, text string, fn func(comment.Text)) {
+	var blocks func([]comment.Block)
+	texts := func(xs []comment.Text) {
+		for _, x := range xs {
+			fn(x)
+		}
+	}
+	blocks = func(bs []comment.Block) {
+		for _, b := range bs {
+			switch b := b.(type) {
+			case *comment.Paragraph:
+				texts(b.Text)
+			case *comment.Heading:
+				texts(b.Text)
+			case *comment.List:
+				for _, item := range b.Items {
+					blocks(item.Content)
+				}
+			}
+		}
+	}
+	blocks(pkg.Parser().Parse(text).Content)
 }
 
 // cut removes the first phrase from text.
@@ -196,13 +341,21 @@ func drift(e, c string) string {
 
 func quote(words []string) string { return `"` + strings.Join(words, " ") + `"` }
 
-// docs reads the doc comment of every exported name of the package in dir
-// (its non-test files): functions, types, methods as Type.Method, and each
-// variable and constant.
-func docs(t *testing.T, dir string) map[string]string {
+// face is what the twins test reads of one face: its package as go/doc sees
+// it, and the doc comment of every exported name.
+type face struct {
+	path string // import path
+	pkg  *doc.Package
+	docs map[string]string
+}
+
+// read reads the face called dir, a folder at the module's root: the doc
+// comment of every exported name of its non-test files, keyed as functions,
+// types, methods as Type.Method, and each variable and constant.
+func read(t *testing.T, dir string) *face {
 	t.Helper()
 	fset := token.NewFileSet()
-	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	names, err := filepath.Glob(filepath.Join("../../..", dir, "*.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +370,7 @@ func docs(t *testing.T, dir string) map[string]string {
 		}
 		files = append(files, f)
 	}
-	d, err := doc.NewFromFiles(fset, files, "github.com/leasekit/leasekit/"+filepath.Base(dir))
+	d, err := doc.NewFromFiles(fset, files, module+dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,5 +403,8 @@ func docs(t *testing.T, dir string) map[string]string {
 			out[typ.Name+"."+m.Name] = m.Doc
 		}
 	}
-	return out
+	if len(out) == 0 {
+		t.Fatalf("read no docs in %s", dir)
+	}
+	return &face{path: module + dir, pkg: d, docs: out}
 }
