@@ -60,12 +60,7 @@ type difference struct {
 var intended = []difference{
 	{"Locker", "", ", each with a fencing token", "a correctness grant carries a token"},
 	{"Lock", "", " with its fencing token", "a correctness grant carries a token"},
-	{"Lock.Hold", "", " with the lease's token", "a correctness fn takes the token"},
-	{"Lock.Hold", "", " Only the fence makes a write after that harmless.", "the fence closes the window"},
 	{"Lock.Refresh", "", "; the token does not change", "a correctness grant carries a token"},
-	{"Lock.Release", "", ", with a new token,", "a handed-over correctness lock gets a new token"},
-	{"Lock.Release", `rather than the work's: defer func() { ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second) defer cancel() _ = lock.Release(ctx) }()`,
-		"(see efficiency's Lock.Release).", "the example is given once"},
 	{"New", "", " It also panics if WithExpiringCounter is set while WithClockFloor(false) is: without the clock floor an expired counter would start tokens again from 1.",
 		"only correctness has these options"},
 	{"Option", "", " or a Register", "correctness's options also configure a Register"},
