@@ -83,13 +83,6 @@ var intended = []difference{
 	{"Lock.Key", "; a permit's is its semaphore's, <prefix>{name}:permits", "", "correctness has no semaphores"},
 	{"ErrInvalidKey", "", " or resource", "the fences take resource names"},
 	{"ErrInvalidTTL", " or period", "", "only efficiency has Once, which takes a period"},
-	{"Locker.Inspect", "", "ErrInvalidToken naming the counter when the fence counter holds no token,", "only correctness has a fence counter"},
-	{"Locker.Break", "", ", with a token higher than the broken holder's", "a correctness grant carries a token"},
-	{"Locker.Break", "", " Breaking an election's lock deposes its leader: its term is cleared from the leader key, and observers see the next leader or a vacancy.",
-		"only correctness has elections"},
-	{"Locker.Break", "two holders may then overlap, as after a pause past the ttl, so break only a holder known to be dead (its host gone, its process killed) or one whose overlap costs little",
-		"every fence refuses its writes once its successor has written or claimed", "the fence closes the window"},
-	{"Locker.Break", "Do or Hold", "Do, Hold or Campaign", "only correctness has elections"},
 }
 
 // efficiencyOnly are efficiency's names without a twin, and why.
