@@ -48,9 +48,13 @@
 //
 // TryAcquire, Acquire, Do and a Lease's methods behave as their counterparts
 // in package efficiency, and Acquire waits as Obtain does
-// ([docs/waiting.md]). A lock's fence counter key lives forever by default,
-// and a Register's key always does: a program that makes lock or resource
-// names up as it goes (one per user, per order) should read
+// ([docs/waiting.md]). Where a doc here says what differs and links to its
+// counterpart for the rest, read that doc with this package's names:
+// TryAcquire and Acquire for TryObtain and Obtain, a Lease for a Lock, and
+// this package's errors for efficiency's of the same names, which errors.Is
+// does not take for each other. A lock's fence counter key lives forever by
+// default, and a Register's key always does: a program that makes lock or
+// resource names up as it goes (one per user, per order) should read
 // WithExpiringCounter and NewRegister.
 //
 // A Locker's metrics and spans are efficiency's, with leasekit.lock.kind

@@ -34,7 +34,8 @@ var (
 	// was called. Leases already held can still be refreshed and released.
 	ErrClosed = errors.New("correctness: locker closed")
 
-	// ErrInvalidKey means a lock or resource name was empty or started with '}'.
+	// ErrInvalidKey means a lock or resource name was empty or started
+	// with '}'.
 	ErrInvalidKey = errors.New("correctness: invalid key")
 
 	// ErrInvalidTTL means a ttl was shorter than one millisecond.

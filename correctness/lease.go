@@ -69,18 +69,11 @@ func (l *Lease) Refresh(ctx context.Context, ttl time.Duration) error {
 	return l.h.Refresh(ctx, ttl)
 }
 
-// Hold runs fn with the lease's token while keeping the lease alive,
-// refreshing it every third of its ttl (that of the grant, or of the last
-// Refresh), and releases the lock when fn returns: Do without the acquire, for
-// a lock taken with TryAcquire or with an Acquire whose wait had its own
-// deadline.
-//
-// fn's context is cancelled, with a cause matching ErrLockLost, as soon as the
-// lease can no longer be confirmed before its Deadline; Hold's error then
-// matches ErrLockLost. Only the fence makes a write after that harmless. The
-// release runs on a context of its own, so it happens even when ctx has
-// ended; if fn panics, the lock is released and the panic goes on. If fn
-// releases the lock itself, Hold stops refreshing it.
+// Hold runs fn with the lease's token while keeping the lease alive, and
+// releases the lock when fn returns, as
+// [github.com/leasekit/leasekit/efficiency.Lock.Hold] does: Do without the
+// acquire. When the lease is lost, fn's context is cancelled with a cause
+// matching ErrLockLost; only the fence makes a write after that harmless.
 func (l *Lease) Hold(ctx context.Context, fn func(ctx context.Context, token uint64) error) error {
 	if l == nil || l.h == nil {
 		return ErrNotHeld
@@ -92,16 +85,11 @@ func (l *Lease) Hold(ctx context.Context, fn func(ctx context.Context, token uin
 }
 
 // Release ends the lock if the caller still holds it, handing it, with a new
-// token, to the next waiter or deleting it (see Acquire). It returns
-// ErrNotHeld when the key is gone or another owner holds the lock (which is
-// then left untouched; the error says which), or when l is nil. After a lost
-// reply go-redis sends the release again, and the second finds the lock gone:
-// ErrNotHeld then, though the first released it.
-//
-// Release needs a context that has not ended: with an ended one it cannot
-// reach Redis, and the lock stays held until its ttl runs out. So a deferred
-// Release gets a short context of its own (see efficiency's Lock.Release).
-// Do and Hold do this for you.
+// token, to the next waiter or deleting it. It returns ErrNotHeld as
+// [github.com/leasekit/leasekit/efficiency.Lock.Release] does, and like it
+// needs a context that has not ended, or the lock stays held until its ttl
+// runs out: that doc shows a deferred Release. Do and Hold release on a
+// context of their own.
 func (l *Lease) Release(ctx context.Context) error {
 	if l == nil || l.h == nil {
 		return ErrNotHeld

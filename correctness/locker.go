@@ -74,11 +74,11 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 	return l
 }
 
-// Close makes every later TryAcquire, Acquire and Do fail with ErrClosed, ends
-// the Acquire calls still waiting with ErrClosed, and stops the Locker's
-// wake-up subscription. Leases already held are not released, and can still
-// be refreshed and released. Close does not close the client. It also ends
-// the Observe calls under way: their channels close.
+// Close makes every later TryAcquire, Acquire and Do fail with ErrClosed,
+// and ends the Acquire calls still waiting with it, as
+// [github.com/leasekit/leasekit/efficiency.Locker.Close] does; leases
+// already held are not released. It also ends the Observe calls under way:
+// their channels close.
 func (l *Locker) Close() error {
 	l.closeAll()
 	return l.core.Close()
@@ -116,12 +116,11 @@ func (l *Locker) auditOnce(ctx context.Context, err error) {
 const auditTimeout = 5 * time.Second
 
 // TryAcquire makes one attempt to take the lock called name for ttl, with a
-// new fencing token. It returns ErrNotObtained when another owner holds it
-// or ctx has ended (then the error matches ctx.Err() too), ErrLateGrant when
-// the grant's reply came after its lease deadline, ErrInvalidKey or
-// ErrInvalidTTL for bad input, ErrInvalidToken when the lock's fence counter
-// holds no token, ErrNotReplicated under WithReplicas, ErrClosed after
-// Close, and a Redis failure wrapped with the lock's name.
+// new fencing token. It fails as
+// [github.com/leasekit/leasekit/efficiency.Locker.TryObtain] does, and also
+// with ErrInvalidToken when the lock's fence counter holds no token, and
+// with ErrNotReplicated when WithReplicas is set and too few replicas
+// confirm the grant.
 func (l *Locker) TryAcquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
 	h, err := l.core.Try(ctx, name, ttl)
 	l.auditOnce(ctx, err)
@@ -132,20 +131,10 @@ func (l *Locker) TryAcquire(ctx context.Context, name string, ttl time.Duration)
 }
 
 // Acquire takes the lock called name for ttl, with a new fencing token,
-// waiting while another owner holds it, without polling: the holder's release
-// hands the lock over with a new token, or wakes a waiter to try again (see
-// the package doc). Whatever was lost meanwhile, a waiter finds a free lock
-// within about a second, and it rides out Redis failures while it waits.
-//
-// A Redis failure on the first attempt is returned at once. When ctx ends
-// first, the error matches both ErrNotObtained and ctx.Err(); when the Locker
-// is closed, ErrClosed. When three grants in a row come back after their
-// lease deadline (a ttl shorter than the round trip), Acquire releases them
-// and returns ErrLateGrant rather than try forever.
-//
-// ctx bounds each Redis call only on a go-redis client with
-// ContextTimeoutEnabled: without it, a wait whose ctx ends while Redis is
-// stalled returns when the call under way does (docs/waiting.md).
+// waiting while another owner holds it. It waits, gives up and fails as
+// [github.com/leasekit/leasekit/efficiency.Locker.Obtain] does, and also
+// with TryAcquire's ErrInvalidToken and ErrNotReplicated. A lock that its
+// holder's release hands over comes with a new token.
 func (l *Locker) Acquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
 	h, err := l.core.Obtain(ctx, name, ttl)
 	l.auditOnce(ctx, err)
@@ -156,23 +145,13 @@ func (l *Locker) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 }
 
 // Do acquires the lock called name (waiting like Acquire), runs fn with the
-// grant's fencing token while refreshing the lease every ttl/3, and releases
-// the lock when fn returns. fn must pass token to every fenced write.
-//
-// fn's context is cancelled, with a cause matching ErrLockLost, as soon as the
-// lease can no longer be confirmed before its Deadline: a refresh found the key
-// deleted or taken, or Redis could not be reached in time. fn should stop its
-// work then; Do's error matches ErrLockLost. fn's context compares the
-// Deadline with the clock whenever fn looks at it (Err, Done), so a process
-// resumed from a pause past the Deadline finds it cancelled at its first look;
-// a context derived from it learns a moment later. Cancellation only narrows
-// the window: a holder can still pause right after its last check, and the
-// fence is what rejects a write made after the lease was lost.
-//
-// The release runs on a context of its own, bounded to a few seconds, so that
-// it happens even when ctx has ended. If fn panics, the refreshes stop, the
-// lock is released, and the panic goes on up the stack unchanged. A nil fn is
-// an error, before anything is acquired.
+// grant's fencing token while refreshing the lease, and releases the lock
+// when fn returns, as [github.com/leasekit/leasekit/efficiency.Locker.Do]
+// does: when the lease is lost, fn's context is cancelled with a cause
+// matching ErrLockLost. fn must pass token to every fenced write.
+// Cancellation only narrows the window: a holder can still pause right after
+// its last check, and the fence is what rejects a write made after the lease
+// was lost.
 func (l *Locker) Do(ctx context.Context, name string, ttl time.Duration, fn func(ctx context.Context, token uint64) error) error {
 	if fn == nil {
 		return nilFunc("Do")

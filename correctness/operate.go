@@ -19,34 +19,24 @@ type Info struct {
 	Token   uint64        // the holder's token; when not held, the last token granted (0: none yet)
 }
 
-// Inspect reads the lock called name in one round trip, without changing
-// anything, and never returns or logs the holder's owner id. A lease that
-// lapsed (its holder died) with waiters queued is not held: the first live
-// waiter takes it at its next attempt. Waiters counts the live entries
-// among the first 300 of the lock's queue, and every entry past those
-// unchecked, so that the read stays short however many a killed process
-// left; waiters on a Ring or a Redis 6 cluster do not queue and are not
-// counted. It returns ErrInvalidKey for a bad name, ErrClosed after Close,
-// ErrInvalidToken naming the counter when the fence counter holds no token,
-// and a Redis failure naming the lock and its key (a key that holds what
-// leasekit never writes: WRONGTYPE).
+// Inspect reads the lock called name, and its token, as
+// [github.com/leasekit/leasekit/efficiency.Locker.Inspect] reads a lock. It
+// fails as that does, and also with ErrInvalidToken, naming the counter,
+// when the lock's fence counter holds no token.
 func (l *Locker) Inspect(ctx context.Context, name string) (Info, error) {
 	i, err := l.core.Inspect(ctx, name)
 	return Info{Held: i.Held, TTL: i.TTL, Waiters: i.Waiters, Token: i.Token}, err
 }
 
 // Break ends the lease on the lock called name at once, whoever holds it,
-// and hands the lock to the first live waiter, exactly as the holder's
-// release would, with a token higher than the broken holder's. It reports
-// whether a live lease was broken (false when nobody held the lock).
-// Breaking an election's lock deposes its leader: its term is cleared from
-// the leader key, and observers see the next leader or a vacancy. The
-// broken holder is not asked, and may still be running until it learns of
-// the break: every fence refuses its writes once its successor has written
-// or claimed. Its Do, Hold or Campaign learns of it at its next refresh
-// (its ctx ends with ErrLockLost), and its Release returns ErrNotHeld.
-// Every break is logged at WARN with the lock's name and counted
-// (leasekit.lock.breaks, and a span). Errors as Inspect's.
+// as [github.com/leasekit/leasekit/efficiency.Locker.Break] does, and the
+// lock's next holder gets a token higher than the broken holder's. The
+// broken holder may run on until it learns of the break, but every fence
+// refuses its writes once its successor has written or claimed. Breaking an
+// election's lock deposes its leader: its term is cleared from the leader
+// key, observers see the next leader or a vacancy, and its Campaign learns
+// of the break at its next refresh, as a Do or Hold does. Errors as
+// Inspect's.
 func (l *Locker) Break(ctx context.Context, name string) (broken bool, err error) {
 	return l.core.Break(ctx, name, lease.LeaderKey(lease.LockKey(l.opts.prefix, name)))
 }

@@ -31,9 +31,9 @@ var (
 	ErrLockLost = errors.New("efficiency: lock lost")
 
 	// ErrClosed means the Locker was closed: every TryObtain, Obtain, Do and
-	// Once after Close fails with it (and every acquire of its Semaphores),
-	// and so does an Obtain waiting when Close was called. Locks already held can still be refreshed and
-	// released.
+	// Once after Close fails with it (and every acquire of its Semaphores), and
+	// so does an Obtain waiting when Close was called. Locks already held can
+	// still be refreshed and released.
 	ErrClosed = errors.New("efficiency: locker closed")
 
 	// ErrInvalidKey means a lock name was empty or started with '}'.

@@ -51,9 +51,9 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 
 // Close makes every later TryObtain, Obtain, Do and Once fail with ErrClosed
 // (and every acquire of its Semaphores), ends the Obtain calls still waiting
-// with ErrClosed, and stops the Locker's
-// wake-up subscription. Locks already held are not released, and can still
-// be refreshed and released. Close does not close the client.
+// with ErrClosed, and stops the Locker's wake-up subscription. Locks already
+// held are not released, and can still be refreshed and released. Close does
+// not close the client.
 func (l *Locker) Close() error { return l.core.Close() }
 
 // TryObtain makes one attempt to take the lock called name for ttl. It

@@ -34,11 +34,11 @@ func (l *Locker) Semaphore(name string, limit int) *Semaphore {
 
 // TryAcquire makes one attempt to take a permit for ttl. It returns
 // ErrNotObtained when every permit is held (the waiters queued for one are
-// served first) or ctx has ended (then the error matches ctx.Err() too); ErrLimitMismatch when the semaphore's live permits were granted under
-// another limit; ErrLateGrant when the grant's reply came after its lease
-// deadline; ErrInvalidKey, ErrInvalidLimit or ErrInvalidTTL for bad input;
-// ErrClosed after Close; and a Redis failure wrapped with the semaphore's
-// name.
+// served first) or ctx has ended (then the error matches ctx.Err() too);
+// ErrLimitMismatch when the semaphore's live permits were granted under another
+// limit; ErrLateGrant when the grant's reply came after its lease deadline;
+// ErrInvalidKey, ErrInvalidLimit or ErrInvalidTTL for bad input; ErrClosed
+// after Close; and a Redis failure wrapped with the semaphore's name.
 func (s *Semaphore) TryAcquire(ctx context.Context, ttl time.Duration) (*Lock, error) {
 	h, err := s.s.Try(ctx, ttl)
 	if err != nil {

@@ -1,11 +1,14 @@
 // Package twins checks that efficiency and correctness, two faces of one
 // engine, document their mirrored names alike: TryObtain and TryAcquire,
-// Obtain and Acquire, Lock and Lease, and every name both export.
+// Obtain and Acquire, Lock and Lease, and every name both export. A doc may
+// instead point to its twin with a doc link and say only what differs; then
+// the link must resolve, and the pointer must stay shorter than its twin.
 package twins_test
 
 import (
 	"go/ast"
 	"go/doc"
+	"go/doc/comment"
 	"go/parser"
 	"go/token"
 	"path/filepath"
@@ -47,7 +50,8 @@ func normal(text string) string {
 // difference is an intended difference between the docs of a name's twins:
 // phrase e in efficiency's stands for phrase c in correctness's (either may be
 // empty), and both are cut before the docs are compared. Both are written as
-// in the source.
+// in the source. Twins of which one links to the other are not compared, and
+// need none (see pointer).
 type difference struct {
 	name string // efficiency's
 	e, c string
@@ -57,23 +61,7 @@ type difference struct {
 var intended = []difference{
 	{"Locker", "", ", each with a fencing token", "a correctness grant carries a token"},
 	{"Lock", "", " with its fencing token", "a correctness grant carries a token"},
-	{"Locker.TryObtain", "", ", with a new fencing token", "a correctness grant carries a token"},
-	{"Locker.TryObtain", "", "ErrInvalidToken when the lock's fence counter holds no token, ErrNotReplicated under WithReplicas, ",
-		"only correctness has a fence counter and WithReplicas"},
-	{"Locker.Obtain", "", ", with a new fencing token", "a correctness grant carries a token"},
-	{"Locker.Obtain", "", " with a new token", "a handed-over correctness lock gets a new token"},
-	{"Locker.Do", "", " with the grant's fencing token", "a correctness fn takes the token"},
-	{"Locker.Do", "", " fn must pass token to every fenced write.", "the token protects only through the fences"},
-	{"Locker.Do", "", ", and the fence is what rejects a write made after the lease was lost", "the fence closes the window"},
-	{"Locker.Close", "TryObtain, Obtain, Do and Once", "TryAcquire, Acquire and Do", "correctness has no Once"},
-	{"Locker.Close", "", " It also ends the Observe calls under way: their channels close.", "only correctness has elections"},
-	{"Locker.Close", " (and every acquire of its Semaphores)", "", "correctness has no semaphores"},
-	{"Lock.Hold", "", " with the lease's token", "a correctness fn takes the token"},
-	{"Lock.Hold", "", " Only the fence makes a write after that harmless.", "the fence closes the window"},
 	{"Lock.Refresh", "", "; the token does not change", "a correctness grant carries a token"},
-	{"Lock.Release", "", ", with a new token,", "a handed-over correctness lock gets a new token"},
-	{"Lock.Release", `rather than the work's: defer func() { ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second) defer cancel() _ = lock.Release(ctx) }()`,
-		"(see efficiency's Lock.Release).", "the example is given once"},
 	{"New", "", " It also panics if WithExpiringCounter is set while WithClockFloor(false) is: without the clock floor an expired counter would start tokens again from 1.",
 		"only correctness has these options"},
 	{"Option", "", " or a Register", "correctness's options also configure a Register"},
@@ -96,13 +84,6 @@ var intended = []difference{
 	{"Lock.Key", "; a permit's is its semaphore's, <prefix>{name}:permits", "", "correctness has no semaphores"},
 	{"ErrInvalidKey", "", " or resource", "the fences take resource names"},
 	{"ErrInvalidTTL", " or period", "", "only efficiency has Once, which takes a period"},
-	{"Locker.Inspect", "", "ErrInvalidToken naming the counter when the fence counter holds no token,", "only correctness has a fence counter"},
-	{"Locker.Break", "", ", with a token higher than the broken holder's", "a correctness grant carries a token"},
-	{"Locker.Break", "", " Breaking an election's lock deposes its leader: its term is cleared from the leader key, and observers see the next leader or a vacancy.",
-		"only correctness has elections"},
-	{"Locker.Break", "two holders may then overlap, as after a pause past the ttl, so break only a holder known to be dead (its host gone, its process killed) or one whose overlap costs little",
-		"every fence refuses its writes once its successor has written or claimed", "the fence closes the window"},
-	{"Locker.Break", "Do or Hold", "Do, Hold or Campaign", "only correctness has elections"},
 }
 
 // efficiencyOnly are efficiency's names without a twin, and why.
@@ -122,18 +103,35 @@ var efficiencyOnly = map[string]string{
 // semaphores is why efficiency's semaphore names have no twins.
 const semaphores = "N holders at once cannot be fenced by one newest-token rule (efficiency's package doc)"
 
+// module is the import path both faces live under.
+const module = "github.com/leasekit/leasekit/"
+
 func TestTwinsStayTwins(t *testing.T) {
-	eff := docs(t, "../../../efficiency")
-	cor := make(map[string]string)
-	for name, text := range docs(t, "../../../correctness") {
-		cor[normal(name)] = text
+	eff := read(t, "efficiency")
+	cor := read(t, "correctness")
+	checkLinks(t, eff, cor)
+	checkLinks(t, cor, eff)
+	twin := make(map[string]string) // efficiency's name → correctness's
+	for name := range cor.docs {
+		twin[normal(name)] = name
 	}
 	used := make([]bool, len(intended))
-	for name, e := range eff {
-		c, ok := cor[name]
+	for name, e := range eff.docs {
+		cname, ok := twin[name]
 		if !ok {
 			if _, listed := efficiencyOnly[name]; !listed {
 				t.Errorf("efficiency.%s has no twin in correctness, and efficiencyOnly does not say why", name)
+			}
+			continue
+		}
+		c := cor.docs[cname]
+		if pointer(t, eff, name, cor, cname) || pointer(t, cor, cname, eff, name) {
+			for i, d := range intended {
+				if d.name == name {
+					used[i] = true
+					t.Errorf("%s: the twins' docs no longer restate each other (one points to the other), so the intended difference %q / %q (%s) is moot; drop it from the list",
+						name, d.e, d.c, d.why)
+				}
 			}
 			continue
 		}
@@ -160,13 +158,138 @@ func TestTwinsStayTwins(t *testing.T) {
 		}
 	}
 	for name := range efficiencyOnly {
-		if _, ok := cor[name]; ok {
+		if _, ok := twin[name]; ok {
 			t.Errorf("efficiency.%s is listed in efficiencyOnly, but correctness has it", name)
 		}
 	}
-	if len(eff) < 25 {
-		t.Fatalf("read the docs of %d names of efficiency, want its whole API", len(eff))
+	if len(eff.docs) < 25 {
+		t.Fatalf("read the docs of %d names of efficiency, want its whole API", len(eff.docs))
 	}
+}
+
+// pointer reports whether from's doc of name points to its twin, to's doc of
+// twin, with a doc link, and so need not restate it. Such a doc starts with
+// its own name, as every doc does, and says only what differs: it must be
+// shorter than its twin's, or it is a restatement that escapes the
+// comparison.
+func pointer(t *testing.T, from *face, name string, to *face, twin string) bool {
+	t.Helper()
+	found := false
+	for _, l := range links(from.pkg, from.docs[name]) {
+		if l.ImportPath == to.path && target(l) == twin {
+			found = true
+		}
+	}
+	if !found {
+		return false
+	}
+	short := name[strings.LastIndex(name, ".")+1:]
+	if doc := from.docs[name]; !strings.HasPrefix(doc, short+" ") {
+		t.Errorf("%s.%s: its doc points to its twin, but does not start with %q: %q", from.pkg.Name, name, short, first(doc))
+	}
+	if n, m := len(strings.Fields(from.docs[name])), len(strings.Fields(to.docs[twin])); n >= m {
+		t.Errorf("%s.%s points to %s.%s for what they share, but restates it: %d words against its twin's %d",
+			from.pkg.Name, name, to.pkg.Name, twin, n, m)
+	}
+	return true
+}
+
+// first is the first line of doc.
+func first(doc string) string {
+	line, _, _ := strings.Cut(doc, "\n")
+	return line
+}
+
+// bracketed is what a doc link to the other face looks like in the source.
+var bracketed = regexp.MustCompile(`\[\*?(?:[\w./]+/)?(?:efficiency|correctness)\.[\w.]+\]`)
+
+// checkLinks checks every doc link in from's docs (its package doc included)
+// that points into to: it must name an exported name of to, so that a pointer
+// from one twin to the other cannot rot when a name is renamed or removed. A
+// link that go/doc does not take for one, such as [efficiency.Locker.Obtain]
+// in a package that does not import efficiency, is an error too: go doc and
+// pkg.go.dev would print its brackets. Such a link needs the import path,
+// [github.com/leasekit/leasekit/efficiency.Locker.Obtain].
+func checkLinks(t *testing.T, from, to *face) {
+	t.Helper()
+	texts := map[string]string{"package " + from.pkg.Name: from.pkg.Doc}
+	for name, doc := range from.docs {
+		texts[from.pkg.Name+"."+name] = doc
+	}
+	for name, doc := range texts {
+		for _, l := range links(from.pkg, doc) {
+			if l.ImportPath != to.path {
+				continue
+			}
+			if _, ok := to.docs[target(l)]; !ok {
+				t.Errorf("%s: the doc link to %s.%s names nothing %s exports", name, to.pkg.Name, target(l), to.pkg.Name)
+			}
+		}
+		for _, p := range plain(from.pkg, doc) {
+			for _, m := range bracketed.FindAllString(p, -1) {
+				t.Errorf("%s: %s is not a doc link (go doc prints it as it is): name the package by its import path, as in %s",
+					name, m, strings.Replace(m, "[", "["+module, 1))
+			}
+		}
+	}
+}
+
+// target is the name a doc link points to, as docs keys it: Name, or
+// Recv.Name for a method.
+func target(l *comment.DocLink) string {
+	if l.Recv != "" {
+		return l.Recv + "." + l.Name
+	}
+	return l.Name
+}
+
+// links returns the doc links of doc, as go doc parses it in pkg.
+func links(pkg *doc.Package, text string) []*comment.DocLink {
+	var out []*comment.DocLink
+	walk(pkg, text, func(x comment.Text) {
+		if l, ok := x.(*comment.DocLink); ok {
+			out = append(out, l)
+		}
+	})
+	return out
+}
+
+// plain returns the plain text of doc, as go doc parses it in pkg: what is
+// neither a link nor code.
+func plain(pkg *doc.Package, text string) []string {
+	var out []string
+	walk(pkg, text, func(x comment.Text) {
+		if p, ok := x.(comment.Plain); ok {
+			out = append(out, string(p))
+		}
+	})
+	return out
+}
+
+// walk calls fn for each text element of doc's paragraphs, headings and
+// list items, links included but not their own text.
+func walk(pkg *doc.Package, text string, fn func(comment.Text)) {
+	var blocks func([]comment.Block)
+	texts := func(xs []comment.Text) {
+		for _, x := range xs {
+			fn(x)
+		}
+	}
+	blocks = func(bs []comment.Block) {
+		for _, b := range bs {
+			switch b := b.(type) {
+			case *comment.Paragraph:
+				texts(b.Text)
+			case *comment.Heading:
+				texts(b.Text)
+			case *comment.List:
+				for _, item := range b.Items {
+					blocks(item.Content)
+				}
+			}
+		}
+	}
+	blocks(pkg.Parser().Parse(text).Content)
 }
 
 // cut removes the first phrase from text.
@@ -196,13 +319,21 @@ func drift(e, c string) string {
 
 func quote(words []string) string { return `"` + strings.Join(words, " ") + `"` }
 
-// docs reads the doc comment of every exported name of the package in dir
-// (its non-test files): functions, types, methods as Type.Method, and each
-// variable and constant.
-func docs(t *testing.T, dir string) map[string]string {
+// face is what the twins test reads of one face: its package as go/doc sees
+// it, and the doc comment of every exported name.
+type face struct {
+	path string // import path
+	pkg  *doc.Package
+	docs map[string]string
+}
+
+// read reads the face called dir, a folder at the module's root: the doc
+// comment of every exported name of its non-test files, keyed as functions,
+// types, methods as Type.Method, and each variable and constant.
+func read(t *testing.T, dir string) *face {
 	t.Helper()
 	fset := token.NewFileSet()
-	names, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	names, err := filepath.Glob(filepath.Join("../../..", dir, "*.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +348,7 @@ func docs(t *testing.T, dir string) map[string]string {
 		}
 		files = append(files, f)
 	}
-	d, err := doc.NewFromFiles(fset, files, "github.com/leasekit/leasekit/"+filepath.Base(dir))
+	d, err := doc.NewFromFiles(fset, files, module+dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,5 +381,8 @@ func docs(t *testing.T, dir string) map[string]string {
 			out[typ.Name+"."+m.Name] = m.Doc
 		}
 	}
-	return out
+	if len(out) == 0 {
+		t.Fatalf("read no docs in %s", dir)
+	}
+	return &face{path: module + dir, pkg: d, docs: out}
 }
