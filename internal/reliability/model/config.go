@@ -132,6 +132,9 @@ const (
 	// PathPassedOn: a Locker released a grant handed to a waiter of its
 	// that had left.
 	PathPassedOn = "a Locker passed a grant on"
+	// PathUnqueued: a release that found lost a lease a grant message
+	// handed over took the entry the message named out of the queue.
+	PathUnqueued = "a lost handed lease's entry went"
 )
 
 func (r Result) String() string {

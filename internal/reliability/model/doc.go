@@ -22,7 +22,9 @@
 // lone tries (TryObtain, TryAcquire), which settle a lease that lapsed with
 // waiters queued through the wait script. Its Locker remembers what a
 // waiter took from a grant message, and releases a later grant for that
-// waiter other than the one it holds (strays.took). A candidate in an
+// waiter other than the one it holds (strays.took); a release that finds
+// such a lease lost takes the waiter's entry out of the queue, which a
+// forged message would have left there (Held.handed). A candidate in an
 // election also takes office (election_announce.lua), keeps its leader key
 // alive with its refreshes, resigns after its release
 // (election_resign.lua), and anyone reads the leader (election_leader.lua).

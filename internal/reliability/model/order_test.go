@@ -64,7 +64,7 @@ func TestForgedGrantMessage(t *testing.T) {
 		t.Run(kind.String()+", alone", func(t *testing.T) {
 			alone := cfg
 			alone.ForgeAlone = true
-			reached(t, explore(t, alone, false, "", ""), model.PathPassedOn)
+			reached(t, explore(t, alone, false, "", ""), model.PathPassedOn, model.PathUnqueued)
 		})
 		t.Run(kind.String(), func(t *testing.T) {
 			// An efficiency grant or a permit a forged message announces
