@@ -322,24 +322,21 @@ func (c *checker) attempt(x *executor, n *world, i int, o *outcome) {
 	cl.phase, cl.timer = sleeping, n.rs.clock+max(d, 1)
 }
 
-// receive is a sleeping waiter reading message j (waiter.sleep, handed).
-// Its Locker keeps the last message for it to arrive (notify.Waiter), and
-// messages arrive in the order they were published: the ones for it
-// published before j and still in flight came first, and are lost. Only a
-// grant to its current entry made after its latest attempt is its grant; a
-// grant read after its lease's deadline is released at once by its value.
-// Either way short of a grant, it attempts next. A grant it takes, its
-// Locker remembers (strays.took). (The participants share one limit: no
-// permit comes under another.)
+// receive is a sleeping waiter reading message j, the oldest for it in
+// flight (waiter.sleep, handed): messages arrive in the order they were
+// published, its Locker keeps every one for it, oldest first, and the
+// waiter takes one at a time (notify.Waiter.Grant). Only a grant to its
+// current entry made after its latest attempt is its grant; a grant read
+// after its lease's deadline is released at once by its value. Either way
+// short of a grant, it attempts next, and reads the next message, if that
+// attempt leaves it waiting. A grant it takes, its Locker remembers
+// (strays.took) before the waiter leaves its channel: the messages for it
+// still in flight then go to its strays (hear), which release any grant
+// but the one it took. (The participants share one limit: no permit comes
+// under another.)
 func (c *checker) receive(x *executor, n *world, i, j int, o *outcome) {
 	text := n.flight[j].text
-	var rest []msg
-	for k, m := range n.flight {
-		if k > j || m.to != i || ticketID(m.text) != ticketID(text) {
-			rest = append(rest, m)
-		}
-	}
-	n.flight = rest
+	n.flight = slices.Delete(n.flight, j, j+1)
 	cl := &n.clients[i]
 	cl.phase = ready
 	g, ok := parseGrant(text)

@@ -15,8 +15,8 @@ import (
 // state's identity is the least of its encodings under the permutations
 // that order the participants by what they are doing. The messages in
 // flight to one participant are a sequence (they arrive in the order they
-// were published, and its Locker keeps the last: receive); those to
-// different participants are not ordered.
+// were published, and its waiter reads the oldest first: receive); those
+// to different participants are not ordered.
 
 // hash is w's identity for deduplication.
 func (c *checker) hash(w *world) [2]uint64 {

@@ -69,10 +69,9 @@ type Config struct {
 	// clock first moves: no newcomer arrives later.
 	ArriveAtStart bool
 	// ForgeAlone forges a grant message only for a waiter with no other
-	// message in flight to it. A forged message that reaches a waiter
-	// after a real one it has not read yet replaces it in its Locker's
-	// one-message slot (notify.Waiter), and the real grant is never
-	// released: TestForgedGrantMessage shows that apart.
+	// message in flight to it; without it, a forged message may also come
+	// before or after a real one the waiter has not read yet, which
+	// TestForgedGrantMessage checks apart.
 	ForgeAlone bool
 	// Tries lets a participant begin a lone try (TryObtain, TryAcquire)
 	// as well as an acquire that waits.

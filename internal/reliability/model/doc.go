@@ -38,8 +38,10 @@
 // message, forges one, or restarts the server without persistence.
 // Messages are delivered as late as any interleaving makes them, but to
 // each participant in the order they were published (its one subscription
-// connection), and its Locker keeps the last one for a waiter: a waiter
-// that reads a message loses the ones for it published before. A
+// connection), and its Locker keeps every one for a waiter, oldest first:
+// the waiter reads the oldest, and, short of a grant it can use, attempts
+// before it reads the next; once it took a grant, the messages left for
+// it go to the strays, none dropped for a later one (notify.Waiter). A
 // participant that is not paused acts when it must (about to attempt or
 // settle, its timer fired, serving a queue on, its Locker with a message
 // for a waiter that left) before time passes. Faults are budgeted per path
