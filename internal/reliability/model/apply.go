@@ -23,8 +23,10 @@ type outcome struct {
 	self   string
 	handed []string
 	// short says a call stopped short at dead queue entries; passed, that
-	// a Locker released a grant handed to a waiter of its that had left.
-	short, passed bool
+	// a Locker released a grant handed to a waiter of its that had left;
+	// unqueued, that a release took out the entry of a handed lease it
+	// found lost.
+	short, passed, unqueued bool
 	// office is the grant that took office in an election; read, what a
 	// read of the election reported.
 	office string
@@ -153,6 +155,7 @@ func (c *checker) paths(m move, o *outcome) []string {
 	add(PathSettle, m.kind == mSettle)
 	add(PathServedHead, len(o.handed) > 0 && acquires[m.kind])
 	add(PathPassedOn, o.passed)
+	add(PathUnqueued, o.unqueued)
 	return ps
 }
 
@@ -319,24 +322,21 @@ func (c *checker) attempt(x *executor, n *world, i int, o *outcome) {
 	cl.phase, cl.timer = sleeping, n.rs.clock+max(d, 1)
 }
 
-// receive is a sleeping waiter reading message j (waiter.sleep, handed).
-// Its Locker keeps the last message for it to arrive (notify.Waiter), and
-// messages arrive in the order they were published: the ones for it
-// published before j and still in flight came first, and are lost. Only a
-// grant to its current entry made after its latest attempt is its grant; a
-// grant read after its lease's deadline is released at once by its value.
-// Either way short of a grant, it attempts next. A grant it takes, its
-// Locker remembers (strays.took). (The participants share one limit: no
-// permit comes under another.)
+// receive is a sleeping waiter reading message j, the oldest for it in
+// flight (waiter.sleep, handed): messages arrive in the order they were
+// published, its Locker keeps every one for it, oldest first, and the
+// waiter takes one at a time (notify.Waiter.Grant). Only a grant to its
+// current entry made after its latest attempt is its grant; a grant read
+// after its lease's deadline is released at once by its value. Either way
+// short of a grant, it attempts next, and reads the next message, if that
+// attempt leaves it waiting. A grant it takes, its Locker remembers
+// (strays.took) before the waiter leaves its channel: the messages for it
+// still in flight then go to its strays (hear), which release any grant
+// but the one it took. (The participants share one limit: no permit comes
+// under another.)
 func (c *checker) receive(x *executor, n *world, i, j int, o *outcome) {
 	text := n.flight[j].text
-	var rest []msg
-	for k, m := range n.flight {
-		if k > j || m.to != i || ticketID(m.text) != ticketID(text) {
-			rest = append(rest, m)
-		}
-	}
-	n.flight = rest
+	n.flight = slices.Delete(n.flight, j, j+1)
 	cl := &n.clients[i]
 	cl.phase = ready
 	g, ok := parseGrant(text)
@@ -352,8 +352,10 @@ func (c *checker) receive(x *executor, n *world, i, j int, o *outcome) {
 		if c.cfg.forgetful {
 			kept = cl.took
 		}
+		gen := cl.e.gen
 		n.clients[i] = c.granted(*cl, value, start)
 		n.clients[i].took = kept
+		n.clients[i].handed, n.clients[i].e = true, entry{gen: gen}
 	}
 }
 
@@ -443,12 +445,38 @@ func (c *checker) holderMove(x *executor, n *world, i int, k moveKind, o *outcom
 // after it (election.lead), once it has served the queue on.
 func (c *checker) release(x *executor, n *world, i int, o *outcome) {
 	value := n.clients[i].value
-	held := c.releaseOp(x, n, i, o, c.p.releaseName(), c.p.release(value, nil))
-	o.look = &look{value, held}
-	n.clients[i] = c.ended(n.clients[i])
+	o.look = &look{value, c.releaseHeld(x, n, i, o)}
 	if c.cfg.Kind == Election {
 		c.resign(x, n, i, o, value)
 	}
+}
+
+// releaseHeld is Held.release: participant i releases the grant it holds,
+// and reports whether the reply said it held it. A lease a grant message
+// handed it that the release finds lost may have come in a forged message,
+// which left its entry queued: the entry is taken out (unqueue).
+func (c *checker) releaseHeld(x *executor, n *world, i int, o *outcome) bool {
+	cl := n.clients[i]
+	held := c.releaseOp(x, n, i, o, c.p.releaseName(), c.p.release(cl.value, nil))
+	n.clients[i] = c.ended(n.clients[i]) // with the serving on releaseOp began
+	if !held && cl.handed {
+		c.unqueue(x, n, i, cl.e.gen, o)
+	}
+	return held
+}
+
+// unqueue takes participant i's entry of generation gen out of the queue,
+// after a release of the lease a grant message handed to it found that
+// lease lost; or, while that release serves the queue on (Core.serveOn,
+// which runs before Held.release reads the reply), notes that it will once
+// done.
+func (c *checker) unqueue(x *executor, n *world, i, gen int, o *outcome) {
+	if cl := &n.clients[i]; cl.serveUntil != 0 {
+		cl.handed, cl.e = true, entry{gen: gen}
+		return
+	}
+	c.releaseOp(x, n, i, o, c.p.releaseName()+" (handed entry)", c.p.unqueue(n.owner(i), gen))
+	o.unqueued = true
 }
 
 // resign is a leader whose grant stored as value ended clearing its leader
@@ -464,7 +492,8 @@ func (c *checker) resign(x *executor, n *world, i int, o *outcome, value string)
 
 // serveOn is a releaser's next call after a release that stopped short at
 // dead entries (Core.serveOn): it goes on until a reply says it is done, or
-// its time for it is up; then a leader resigns.
+// its time for it is up; then a release that found a handed lease lost
+// takes its entry out (which may serve on again), and a leader resigns.
 func (c *checker) serveOn(x *executor, n *world, i int, o *outcome) {
 	cl := &n.clients[i]
 	if n.rs.clock < cl.serveUntil {
@@ -475,8 +504,11 @@ func (c *checker) serveOn(x *executor, n *world, i int, o *outcome) {
 			return
 		}
 	}
-	value := cl.resign
-	cl.serveUntil, cl.resign = 0, ""
+	value, handed, gen := cl.resign, cl.handed, cl.e.gen
+	cl.serveUntil, cl.resign, cl.handed, cl.e = 0, "", false, entry{}
+	if handed {
+		c.unqueue(x, n, i, gen, o)
+	}
 	if value != "" {
 		c.resign(x, n, i, o, value)
 	}
@@ -515,6 +547,5 @@ func (c *checker) announce(x *executor, n *world, i int, o *outcome) {
 		cl.office, o.office = true, cl.value
 		return
 	}
-	c.releaseOp(x, n, i, o, c.p.releaseName(), c.p.release(cl.value, nil))
-	n.clients[i] = c.ended(n.clients[i])
+	c.releaseHeld(x, n, i, o)
 }

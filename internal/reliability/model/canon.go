@@ -15,8 +15,8 @@ import (
 // state's identity is the least of its encodings under the permutations
 // that order the participants by what they are doing. The messages in
 // flight to one participant are a sequence (they arrive in the order they
-// were published, and its Locker keeps the last: receive); those to
-// different participants are not ordered.
+// were published, and its waiter reads the oldest first: receive); those
+// to different participants are not ordered.
 
 // hash is w's identity for deduplication.
 func (c *checker) hash(w *world) [2]uint64 {
@@ -177,7 +177,7 @@ func compareNumbers(a, b string) int {
 // clientBytes appends participant i's state to b, its names renamed.
 func (w *world) clientBytes(b []byte, i int, rename func(string) string) []byte {
 	c := &w.clients[i]
-	b = append(b, '|', byte(c.phase), bit(c.paused), bit(c.subscribed), bit(c.queued), bit(c.office), byte(w.rank(i)))
+	b = append(b, '|', byte(c.phase), bit(c.paused), bit(c.subscribed), bit(c.queued), bit(c.office), bit(c.handed), byte(w.rank(i)))
 	for _, v := range []int64{int64(c.cycle), int64(c.e.gen), c.e.server, c.timer, c.deadline, c.serveUntil} {
 		b = strconv.AppendInt(b, v, 10)
 		b = append(b, ' ')

@@ -69,10 +69,9 @@ type Config struct {
 	// clock first moves: no newcomer arrives later.
 	ArriveAtStart bool
 	// ForgeAlone forges a grant message only for a waiter with no other
-	// message in flight to it. A forged message that reaches a waiter
-	// after a real one it has not read yet replaces it in its Locker's
-	// one-message slot (notify.Waiter), and the real grant is never
-	// released: TestForgedGrantMessage shows that apart.
+	// message in flight to it; without it, a forged message may also come
+	// before or after a real one the waiter has not read yet, which
+	// TestForgedGrantMessage checks apart.
 	ForgeAlone bool
 	// Tries lets a participant begin a lone try (TryObtain, TryAcquire)
 	// as well as an acquire that waits.
@@ -132,6 +131,9 @@ const (
 	// PathPassedOn: a Locker released a grant handed to a waiter of its
 	// that had left.
 	PathPassedOn = "a Locker passed a grant on"
+	// PathUnqueued: a release that found lost a lease a grant message
+	// handed over took the entry the message named out of the queue.
+	PathUnqueued = "a lost handed lease's entry went"
 )
 
 func (r Result) String() string {

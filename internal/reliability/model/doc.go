@@ -22,7 +22,9 @@
 // lone tries (TryObtain, TryAcquire), which settle a lease that lapsed with
 // waiters queued through the wait script. Its Locker remembers what a
 // waiter took from a grant message, and releases a later grant for that
-// waiter other than the one it holds (strays.took). A candidate in an
+// waiter other than the one it holds (strays.took); a release that finds
+// such a lease lost takes the waiter's entry out of the queue, which a
+// forged message would have left there (Held.handed). A candidate in an
 // election also takes office (election_announce.lua), keeps its leader key
 // alive with its refreshes, resigns after its release
 // (election_resign.lua), and anyone reads the leader (election_leader.lua).
@@ -36,8 +38,10 @@
 // message, forges one, or restarts the server without persistence.
 // Messages are delivered as late as any interleaving makes them, but to
 // each participant in the order they were published (its one subscription
-// connection), and its Locker keeps the last one for a waiter: a waiter
-// that reads a message loses the ones for it published before. A
+// connection), and its Locker keeps every one for a waiter, oldest first:
+// the waiter reads the oldest, and, short of a grant it can use, attempts
+// before it reads the next; once it took a grant, the messages left for
+// it go to the strays, none dropped for a later one (notify.Waiter). A
 // participant that is not paused acts when it must (about to attempt or
 // settle, its timer fired, serving a queue on, its Locker with a message
 // for a waiter that left) before time passes. Faults are budgeted per path

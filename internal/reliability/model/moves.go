@@ -153,7 +153,8 @@ func (c *checker) clientMoves(w *world, i int, ms []move) []move {
 }
 
 // waiterMoves appends waiter i's moves to ms: its attempt (at once, or
-// once its timer fired), giving up, reading a message in flight to it.
+// once its timer fired), giving up, reading the oldest message in flight
+// to it (notify.Waiter.Grant: its Locker keeps them all, oldest first).
 func (c *checker) waiterMoves(w *world, i int, ms []move) []move {
 	cl := &w.clients[i]
 	if cl.phase == ready || cl.timer <= w.rs.clock {
@@ -162,8 +163,8 @@ func (c *checker) waiterMoves(w *world, i int, ms []move) []move {
 	if w.left.GiveUp > 0 {
 		ms = append(ms, move{kind: mGiveUp, who: int8(i), arg: -1})
 	}
-	for j, m := range w.flight {
-		if m.to == i && cl.phase == sleeping && w.route(m) == toWaiter {
+	if cl.phase == sleeping {
+		if j := slices.IndexFunc(w.flight, func(m msg) bool { return m.to == i && w.route(m) == toWaiter }); j >= 0 {
 			ms = append(ms, move{kind: mReceive, who: int8(i), arg: int8(j)})
 		}
 	}

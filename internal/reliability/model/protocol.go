@@ -305,6 +305,14 @@ func (p protocol) release(value string, leaving *entry) []string {
 	return p.eval(p.releaseSrc(), args...)
 }
 
+// unqueue takes both generations of owner's entry gen out of the queue and
+// releases nothing of owner's (held.release, after a release found lost a
+// lease a grant message handed to that entry: runRelease with no value). As
+// any release call, it serves a lapsed lease, or a vacant lock, on.
+func (p protocol) unqueue(owner string, gen int) []string {
+	return p.eval(p.releaseSrc(), "", "0", p.entryText(owner, gen), "0", p.entryText(owner, gen+1))
+}
+
 func (p protocol) releaseSrc() string {
 	if p.kind == Semaphore {
 		return p.src.SemRelease

@@ -57,6 +57,34 @@ func (c *checker) schedule(x *executor, depth int, wait int64, rng *rand.Rand) (
 	return s, true
 }
 
+// ParseSchedule is the schedule s names as Schedule.String prints it
+// ("A probe, forge to B, B receive #0"): moves each of which must be
+// enabled in turn from the start of a check of cfg, which it plays on
+// miniredis to know.
+func ParseSchedule(cfg Config, s string) (Schedule, error) {
+	c, err := newChecker(cfg)
+	if err != nil {
+		return Schedule{}, err
+	}
+	xs, err := c.executors(1, newMemo(0))
+	if err != nil {
+		return Schedule{}, err
+	}
+	defer closeAll(xs)
+	w := c.initial()
+	var out Schedule
+	for _, name := range strings.Split(s, ", ") {
+		ms := c.moves(w)
+		k := slices.IndexFunc(ms, func(m move) bool { return m.String() == name })
+		if k < 0 {
+			return Schedule{}, fmt.Errorf("model: move %d, %q, is not enabled: %s", len(out.moves)+1, name, describe(w, base))
+		}
+		w, _ = c.apply(xs[0], w, ms[k])
+		out.moves = append(out.moves, ms[k])
+	}
+	return out, nil
+}
+
 // Replay runs schedule s on the real server client is connected to (which
 // it empties), and the same moves on miniredis beside it. It returns the
 // trace of the real run, whose Violation is the first invariant the real
@@ -132,8 +160,8 @@ func (c *checker) sketch(w *world) string {
 	}
 	for i := range w.clients {
 		cl := &w.clients[i]
-		fmt.Fprintf(&b, " | %s %s p%v c%d g%d q%v r%d o%v s%v %s", name(i), phaseNames[cl.phase], cl.paused, cl.cycle,
-			cl.e.gen, cl.queued, w.rank(i), cl.office, cl.serveUntil != 0, c.p.parseValue(cl.value).owner)
+		fmt.Fprintf(&b, " | %s %s p%v c%d g%d q%v r%d o%v s%v h%v %s", name(i), phaseNames[cl.phase], cl.paused, cl.cycle,
+			cl.e.gen, cl.queued, w.rank(i), cl.office, cl.serveUntil != 0, cl.handed, c.p.parseValue(cl.value).owner)
 	}
 	for _, m := range w.flight {
 		ticket, _, _ := strings.Cut(m.text, " ")

@@ -70,6 +70,9 @@ func describe(w *world, origin int64) string {
 		case cl.phase == sleeping:
 			s += fmt.Sprintf(" until t=%d", cl.timer-origin)
 		}
+		if cl.handed {
+			s += fmt.Sprintf(" (handed over to its entry .%d)", cl.e.gen)
+		}
 		if cl.serveUntil != 0 {
 			s += " (serving the queue on)"
 		}

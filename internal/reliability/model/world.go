@@ -26,7 +26,7 @@ type client struct {
 	paused     bool
 	subscribed bool   // its Locker's grant channel (kept once subscribed)
 	cycle      int    // acquires begun: its owner id is its name and cycle
-	e          entry  // ready, sleeping: its queue entry
+	e          entry  // ready, sleeping: its queue entry; handed: the entry's generation
 	timer      int64  // sleeping: when its timer fires, ms
 	value      string // holding: the grant's value
 	deadline   int64  // holding: its lease's local deadline, ms
@@ -37,6 +37,11 @@ type client struct {
 	// resigns then the term whose grant resign names, if any.
 	serveUntil int64
 	resign     string
+	// handed, holding: a grant message handed it the lease, to the entry
+	// of generation e.gen (Held.handed); a release that finds that lease
+	// lost takes the entry out of the queue (unqueue). Idle, serving the
+	// queue on: it does so once done.
+	handed bool
 	// took are the acquires that left with a grant a message handed them,
 	// as its Locker remembers them (strays.go): only those a message may
 	// still name (an entry queued, or a message in flight).
