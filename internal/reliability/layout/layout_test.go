@@ -178,3 +178,43 @@ func TestLayoutMatchesTheCode(t *testing.T) {
 		}
 	}
 }
+
+// benchOnly are the modules that only the bench needs: the chart's, and the
+// peer lock libraries it compares leasekit with.
+var benchOnly = []string{
+	"gonum.org/v1/plot",
+	"github.com/go-redsync/redsync/v4",
+	"github.com/bsm/redislock",
+	"github.com/redis/rueidis",
+}
+
+// TestLibraryLeavesTheBenchOut: the root's go.mod requires none of the
+// bench's own modules, so that a module requiring leasekit never resolves
+// them; they belong in bench/go.mod (CONTRIBUTING.md, "Two modules").
+func TestLibraryLeavesTheBenchOut(t *testing.T) {
+	root, err := filepath.Abs("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "mod", "edit", "-json")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go mod edit -json: %v", err)
+	}
+	var mod struct {
+		Module  struct{ Path string }
+		Require []struct{ Path string }
+	}
+	if err := json.Unmarshal(out, &mod); err != nil {
+		t.Fatal(err)
+	}
+	if mod.Module.Path != strings.TrimSuffix(module, "/") {
+		t.Fatalf("read the go.mod of %s, want the library's", mod.Module.Path)
+	}
+	for _, r := range mod.Require {
+		if slices.Contains(benchOnly, r.Path) {
+			t.Errorf("the library's go.mod requires %s, which only the bench needs: require it in bench/go.mod", r.Path)
+		}
+	}
+}
