@@ -375,10 +375,10 @@ func (e *electionRun) rows() []row {
 }
 
 // electionColumns are the election table's columns.
-func electionColumns(lib, n, p50, p99, failures column) []column {
-	return []column{lib, n, p50, p99,
+func electionColumns() []column {
+	return []column{libColumn, nColumn, p50Column, p99Column,
 		{"max", func(r row) string { return fmtDur(time.Duration(r.WaitMax)) }},
-		failures, {"from → to", func(r row) string { return r.Config }}}
+		failuresCol, {"from → to", func(r row) string { return r.Config }}}
 }
 
 // sightings are the leaders an Observe saw, by term, with when.

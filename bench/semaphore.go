@@ -36,7 +36,6 @@ const semLimit = 4
 func init() {
 	scenarioNames = append(scenarioNames, "semaphore")
 	extraScenarios = append(extraScenarios, scenario{name: "semaphore", run: (*bench).semaphore})
-	extraColumns["semaphore"] = semaphoreColumns
 }
 
 // openSemaphoreWorker readies a semaphore worker: a Locker on t, warmed
@@ -403,26 +402,18 @@ func (r *semResult) row(set [2]int, b *bench) row {
 
 // semaphoreColumns are the semaphore scenario's table.
 func semaphoreColumns() []column {
-	return []column{
+	return []column{libColumn,
 		{"P", func(r row) string {
 			if r.Procs == 0 {
 				return "this"
 			}
 			return fmt.Sprint(r.Procs)
 		}},
-		{"C", func(r row) string { return fmt.Sprint(r.Contenders) }},
-		{"N", func(r row) string { return fmt.Sprint(r.Limit) }},
-		{"acquired", func(r row) string { return fmt.Sprint(r.Acquired) }},
-		{"makespan", func(r row) string { return fmtDur(time.Duration(r.Makespan)) }},
-		{"ideal", func(r row) string { return fmtDur(time.Duration(r.IdealNs)) }},
-		{"÷ ideal", func(r row) string { return fmt.Sprintf("%.2f×", r.Ratio) }},
+		contendersCol, {"N", func(r row) string { return fmt.Sprint(r.Limit) }},
+		acquiredCol, makespanCol, idealCol, timesColumn("÷ ideal"),
 		{"max holders", func(r row) string { return fmt.Sprint(r.MaxHolders) }},
 		{"out of order", func(r row) string { return fmt.Sprint(*r.OutOfOrder) }},
-		{"wait p50", func(r row) string { return fmtDur(time.Duration(r.P50)) }},
-		{"wait p99", func(r row) string { return fmtDur(time.Duration(r.P99)) }},
+		{"wait p50", p50Column.value}, {"wait p99", p99Column.value},
 		{"cmds/acq", func(r row) string { return fmt.Sprintf("%.2f", r.TripsPerOp) }},
-		{"srv µs/acq", func(r row) string { return fmtOpt(r.ServerUsecPerAcq, "%.1f") }},
-		{"srv cmds/acq", func(r row) string { return fmtOpt(r.ServerCallsPerAcq, "%.1f") }},
-		{"failures", func(r row) string { return fmt.Sprint(r.Failures) }},
-	}
+		srvUsecAcq, srvCallsAcq, failuresCol}
 }
