@@ -30,11 +30,26 @@ func writeHeader(w io.Writer, cfg config, backend string, pool int, t *target) {
 			fmt.Fprintf(w, "  %-12s %s\n", lib.name, lib.describe(cfg.ttl, t))
 		}
 	}
+	writeHowToRead(w, cfg, t)
+}
+
+// writeHowToRead explains the tables.
+func writeHowToRead(w io.Writer, cfg config, t *target) {
 	cell := keysParallelCell
 	if cfg.quick {
 		cell = keysParallelQuickCell
 	}
-	fmt.Fprintf(w, `
+	fmt.Fprintf(w, howToRead, chunk, chunk, cell)
+	if t.mini != nil {
+		fmt.Fprint(w, ", and here miniredis itself")
+	}
+	fmt.Fprint(w, howToReadOn)
+}
+
+// howToRead is the header's explanation of the tables, up to where it says
+// what cpu/op includes (the ops of a chunk, twice, and keys-parallel's cell);
+// howToReadOn the rest of it.
+const howToRead = `
 How to read it:
   - Each scenario interleaves its subjects (A, B, C, A, B, C, ...): %d ops of one,
     then %d of the next; a whole convoy; %v of keys-parallel. Every subject
@@ -45,11 +60,9 @@ How to read it:
   - Costs, in an untimed pass of their own: allocs/op counts every allocation
     in the process while the op runs (runtime.MemStats); cpu/op is this
     process's CPU time (getrusage), the library, go-redis and leasekit's
-    subscription reader included`, chunk, chunk, cell)
-	if t.mini != nil {
-		fmt.Fprint(w, ", and here miniredis itself")
-	}
-	fmt.Fprint(w, `; srv µs/op and srv cmds/op come
+    subscription reader included`
+
+const howToReadOn = `; srv µs/op and srv cmds/op come
     from INFO commandstats: the server time of the commands the clients sent
     (a script's inner commands inside its own time, counted once) and every
     command run, script-internal ones included.
@@ -81,8 +94,7 @@ How to read it:
     server ran earlier was still waiting; out of queue, for leasekit, grants
     made while one the server had queued earlier was (both "k/n": k of the
     n grants placed; FIFO: 0).
-`)
-}
+`
 
 // row is one (scenario, subject) result. p50/p99 are the timed operation's
 // latency; in a convoy, the wait for the acquisition.
