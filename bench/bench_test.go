@@ -44,21 +44,27 @@ func TestMain(m *testing.M) {
 // 20 ms timeout), not this test's to fail on. It checks no timings.
 func TestQuickRun(t *testing.T) {
 	chart := filepath.Join(t.TempDir(), "chart.svg")
-	cfg, err := parseFlags([]string{"-quick", "-json", "-chart", chart, "-procs", "2"}, io.Discard)
-	if err != nil {
-		t.Fatalf("parseFlags: %v", err)
+	res := runBench(t, "-quick", "-json", "-chart", chart, "-procs", "2")
+	printed := res.printed(t)
+	if len(printed) != len(res.rows) {
+		t.Fatalf("JSON lines: got %d, want %d (one per row)", len(printed), len(res.rows))
 	}
-	cfg.stagger = testStagger
-	var stdout, stderr bytes.Buffer
-	rows, err := run(t.Context(), cfg, &stdout, &stderr)
-	if err != nil {
-		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	checkQuickSubjects(t, printed)
+	for _, r := range printed {
+		checkQuickRow(t, r)
 	}
+	if !strings.Contains(res.stderr, "miniredis") {
+		t.Errorf("the output does not say that it ran on miniredis; stderr:\n%s", res.stderr)
+	}
+	if st, err := os.Stat(chart); err != nil || st.Size() == 0 {
+		t.Errorf("chart: got %v, want a non-empty file", err)
+	}
+}
 
-	printed := decodeRows(t, &stdout)
-	if len(printed) != len(rows) {
-		t.Fatalf("JSON lines: got %d, want %d (one per row)", len(printed), len(rows))
-	}
+// checkQuickSubjects checks that a quick run on miniredis has a row of
+// measured ops for every library and reference of every scenario.
+func checkQuickSubjects(t *testing.T, rows []row) {
+	t.Helper()
 	libs := libraryNames()
 	want := map[string][]string{
 		"ping":               {"PING", "PING after idle", "PUBLISH after idle"},
@@ -70,22 +76,10 @@ func TestQuickRun(t *testing.T) {
 		"keys-parallel":      append([]string{"SET"}, libs...),
 	}
 	got := make(map[string][]string)
-	for _, r := range printed {
+	for _, r := range rows {
 		got[r.Scenario] = append(got[r.Scenario], r.Lib)
 		if r.N == 0 {
 			t.Errorf("%s/%s: got n 0, want a row of measured ops", r.Scenario, r.Lib)
-		}
-		if !leasekitOrRef(r) {
-			continue
-		}
-		if r.Failures != 0 || r.Overlaps != 0 {
-			t.Errorf("%s/%s: got %d failures, %d overlaps, want none", r.Scenario, r.Lib, r.Failures, r.Overlaps)
-		}
-		if r.P50 <= 0 {
-			t.Errorf("%s/%s: got p50 %dns, want it positive", r.Scenario, r.Lib, r.P50)
-		}
-		if !r.Reference && !strings.Contains(r.Config, r.Lib) {
-			t.Errorf("%s/%s: config %q does not state the library's configuration", r.Scenario, r.Lib, r.Config)
 		}
 	}
 	for scenario, subjects := range want {
@@ -93,31 +87,38 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("%s: got rows %q, want %q", scenario, got[scenario], subjects)
 		}
 	}
-	for _, r := range printed {
-		if r.Scenario == "convoy-procs" && (r.OutOfOrder != nil || r.OutOfQueueOrder != nil) {
-			t.Errorf("convoy-procs/%s: got out of order %v, out of queue order %v; want neither: miniredis has no MONITOR",
-				r.Lib, r.OutOfOrder, r.OutOfQueueOrder)
-		}
-		if !leasekitOrRef(r) {
-			continue
-		}
-		if r.Scenario == "convoy-procs" && (r.Makespan <= 0 || r.IdealNs <= 0 || r.Acquired != 8 || r.Cold != (r.ToWarm > 0)) {
-			t.Errorf("convoy-procs/%s: got makespan %d, ideal %d, acquired %d, cold %v, ÷ warm %.2f; want two positive durations, 8, and a ratio to warm for a cold row",
-				r.Lib, r.Makespan, r.IdealNs, r.Acquired, r.Cold, r.ToWarm)
-		}
-		if r.Scenario == firstAcquireScenario {
-			checkPhases(t, r, 2, "")
-		}
-		if strings.HasPrefix(r.Scenario, "convoy-") && r.Scenario != "convoy-procs" && r.Scenario != firstAcquireScenario && (r.Makespan <= 0 || r.IdealNs <= 0 || r.HandoffP50 <= 0 || r.HandoffPublishes <= 0) {
-			t.Errorf("%s/%s: got makespan %d, ideal %d, handoff p50 %d (%.1f PUBLISHes), want all positive",
-				r.Scenario, r.Lib, r.Makespan, r.IdealNs, r.HandoffP50, r.HandoffPublishes)
-		}
+}
+
+// checkQuickRow checks a row of a quick run on miniredis: none of
+// leasekit's failed or overlapped, every one measured what its scenario
+// measures, and convoy-procs has no ordering runs.
+func checkQuickRow(t *testing.T, r row) {
+	t.Helper()
+	if r.Scenario == "convoy-procs" && (r.OutOfOrder != nil || r.OutOfQueueOrder != nil) {
+		t.Errorf("convoy-procs/%s: got out of order %v, out of queue order %v; want neither: miniredis has no MONITOR",
+			r.Lib, r.OutOfOrder, r.OutOfQueueOrder)
 	}
-	if !strings.Contains(stderr.String(), "miniredis") {
-		t.Errorf("the output does not say that it ran on miniredis; stderr:\n%s", stderr.String())
+	if !leasekitOrRef(r) {
+		return
 	}
-	if st, err := os.Stat(chart); err != nil || st.Size() == 0 {
-		t.Errorf("chart: got %v, want a non-empty file", err)
+	if r.Failures != 0 || r.Overlaps != 0 {
+		t.Errorf("%s/%s: got %d failures, %d overlaps, want none", r.Scenario, r.Lib, r.Failures, r.Overlaps)
+	}
+	if r.P50 <= 0 {
+		t.Errorf("%s/%s: got p50 %dns, want it positive", r.Scenario, r.Lib, r.P50)
+	}
+	if !r.Reference && !strings.Contains(r.Config, r.Lib) {
+		t.Errorf("%s/%s: config %q does not state the library's configuration", r.Scenario, r.Lib, r.Config)
+	}
+	switch {
+	case r.Scenario == "convoy-procs" && (r.Makespan <= 0 || r.IdealNs <= 0 || r.Acquired != 8 || r.Cold != (r.ToWarm > 0)):
+		t.Errorf("convoy-procs/%s: got makespan %d, ideal %d, acquired %d, cold %v, ÷ warm %.2f; want two positive durations, 8, and a ratio to warm for a cold row",
+			r.Lib, r.Makespan, r.IdealNs, r.Acquired, r.Cold, r.ToWarm)
+	case r.Scenario == firstAcquireScenario:
+		checkPhases(t, r, 2, "")
+	case strings.HasPrefix(r.Scenario, "convoy-") && r.Scenario != "convoy-procs" && (r.Makespan <= 0 || r.IdealNs <= 0 || r.HandoffP50 <= 0 || r.HandoffPublishes <= 0):
+		t.Errorf("%s/%s: got makespan %d, ideal %d, handoff p50 %d (%.1f PUBLISHes), want all positive",
+			r.Scenario, r.Lib, r.Makespan, r.IdealNs, r.HandoffP50, r.HandoffPublishes)
 	}
 }
 
@@ -131,20 +132,13 @@ func TestQuickRun(t *testing.T) {
 // leasekit's fence counters, which never expire).
 func TestQuickRunOnRealServer(t *testing.T) {
 	b := redistest.Real(t)
-	cfg, err := parseFlags([]string{"-quick", "-json", "-addr", b.Server.Addr, "-scenarios", "uncontended,convoy-procs,keys-parallel", "-procs", "2"}, io.Discard)
-	if err != nil {
-		t.Fatalf("parseFlags: %v", err)
-	}
-	cfg.stagger = testStagger
-	var stdout, stderr bytes.Buffer
-	if _, err := run(t.Context(), cfg, &stdout, &stderr); err != nil {
-		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
-	}
+	res := runBench(t, "-quick", "-json", "-addr", b.Server.Addr, "-scenarios", "uncontended,convoy-procs,keys-parallel", "-procs", "2")
+	stderr := res.stderr
 	procs := 0
-	for _, r := range decodeRows(t, &stdout) {
+	for _, r := range res.printed(t) {
 		switch r.Scenario {
 		case firstAcquireScenario:
-			checkPhases(t, r, 2, stderr.String())
+			checkPhases(t, r, 2, stderr)
 		case "convoy-procs":
 			procs++
 			// A peer may lose a waiter (rueidislock's waiters have no timer
@@ -157,13 +151,13 @@ func TestQuickRunOnRealServer(t *testing.T) {
 			}
 			if r.Procs != 2 || r.Contenders != 4 || r.Acquired+r.Failures != 8 || r.Failures != wantFailures || r.Overlaps != 0 {
 				t.Errorf("convoy-procs/%s: got procs %d, contenders %d, acquired %d, failures %d, overlaps %d; want 2, 4, 8 in all, %d failures, 0 overlaps; stderr:\n%s",
-					r.Lib, r.Procs, r.Contenders, r.Acquired, r.Failures, r.Overlaps, wantFailures, stderr.String())
+					r.Lib, r.Procs, r.Contenders, r.Acquired, r.Failures, r.Overlaps, wantFailures, stderr)
 			}
 			if r.ServerCallsPerAcq == nil || *r.ServerCallsPerAcq <= 0 || r.ServerUsecPerAcq == nil || *r.ServerUsecPerAcq <= 0 ||
 				r.Makespan <= 0 || r.IdealNs <= 0 || r.HandoffP50 <= 0 || r.WaitP99 <= 0 {
 				t.Errorf("convoy-procs/%s: a field is missing: %+v", r.Lib, r)
 			}
-			checkOrder(t, r, 8, stderr.String())
+			checkOrder(t, r, 8, stderr)
 		default:
 			if r.ClientCPUPerOp == nil || *r.ClientCPUPerOp <= 0 || r.ServerUsecPerOp == nil || *r.ServerUsecPerOp <= 0 ||
 				r.ServerCallsPerOp == nil || *r.ServerCallsPerOp <= 0 {
@@ -175,10 +169,10 @@ func TestQuickRunOnRealServer(t *testing.T) {
 		t.Errorf("convoy-procs rows: got %d, want two per library (warm, cold)", procs)
 	}
 	if keys := b.Client.Keys(t.Context(), "*").Val(); len(keys) != 0 {
-		t.Fatalf("the run left %d keys, among them %q; stderr:\n%s", len(keys), keys[:min(len(keys), 5)], stderr.String())
+		t.Fatalf("the run left %d keys, among them %q; stderr:\n%s", len(keys), keys[:min(len(keys), 5)], stderr)
 	}
-	if !strings.Contains(stderr.String(), "deleted the") {
-		t.Errorf("the run did not say what it deleted; stderr:\n%s", stderr.String())
+	if !strings.Contains(stderr, "deleted the") {
+		t.Errorf("the run did not say what it deleted; stderr:\n%s", stderr)
 	}
 }
 
@@ -195,19 +189,11 @@ func TestClusterConvoyProcs(t *testing.T) {
 	for i, s := range c.Servers {
 		addrs[i] = s.Addr
 	}
-	cfg, err := parseFlags([]string{"-quick", "-json", "-cluster", strings.Join(addrs, ","), "-scenarios", "convoy-procs",
-		"-procs", "4", "-libs", "efficiency,correctness"}, io.Discard)
-	if err != nil {
-		t.Fatalf("parseFlags: %v", err)
-	}
-	cfg.stagger = testStagger
-	var stdout, stderr bytes.Buffer
-	if _, err := run(t.Context(), cfg, &stdout, &stderr); err != nil {
-		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
-	}
-	rows := decodeRows(t, &stdout)
+	res := runBench(t, "-quick", "-json", "-cluster", strings.Join(addrs, ","), "-scenarios", "convoy-procs",
+		"-procs", "4", "-libs", "efficiency,correctness")
+	rows, stderr := res.printed(t), res.stderr
 	if len(rows) != 8 {
-		t.Fatalf("got %d rows, want four per library (warm and cold, and their first acquires); stderr:\n%s", len(rows), stderr.String())
+		t.Fatalf("got %d rows, want four per library (warm and cold, and their first acquires); stderr:\n%s", len(rows), stderr)
 	}
 	for _, r := range rows {
 		if r.Scenario == firstAcquireScenario {
@@ -215,9 +201,9 @@ func TestClusterConvoyProcs(t *testing.T) {
 		}
 		if r.Procs != 4 || r.Acquired != 16 || r.Failures != 0 || r.Overlaps != 0 {
 			t.Errorf("%s: got procs %d, acquired %d, failures %d, overlaps %d; want 4, 16, 0, 0; stderr:\n%s",
-				r.Lib, r.Procs, r.Acquired, r.Failures, r.Overlaps, stderr.String())
+				r.Lib, r.Procs, r.Acquired, r.Failures, r.Overlaps, stderr)
 		}
-		checkOrder(t, r, 16, stderr.String())
+		checkOrder(t, r, 16, stderr)
 	}
 }
 
@@ -279,6 +265,36 @@ func leasekitOrRef(r row) bool {
 	return r.Reference || r.Lib == "efficiency" || r.Lib == "correctness"
 }
 
+// benchRun is what a run of the bench returned and wrote.
+type benchRun struct {
+	rows           []row
+	stdout, stderr string
+}
+
+// runBench runs the command's code as `go run ./bench args...` would, with
+// convoy-procs's arrivals testStagger apart, and fails the test if it
+// fails.
+func runBench(t *testing.T, args ...string) benchRun {
+	t.Helper()
+	cfg, err := parseFlags(args, io.Discard)
+	if err != nil {
+		t.Fatalf("parseFlags: %v", err)
+	}
+	cfg.stagger = testStagger
+	var stdout, stderr bytes.Buffer
+	rows, err := run(t.Context(), cfg, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
+	}
+	return benchRun{rows: rows, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+// printed is the rows the run wrote as JSON lines (-json).
+func (r benchRun) printed(t *testing.T) []row {
+	t.Helper()
+	return decodeRows(t, strings.NewReader(r.stdout))
+}
+
 func decodeRows(t *testing.T, r io.Reader) []row {
 	t.Helper()
 	var rows []row
@@ -296,15 +312,7 @@ func decodeRows(t *testing.T, r io.Reader) []row {
 // TestTableOutput checks the table form: a header naming the backend and each
 // library's configuration, then one table per scenario.
 func TestTableOutput(t *testing.T) {
-	cfg, err := parseFlags([]string{"-quick", "-scenarios", "uncontended,convoy-8", "-contenders", "8", "-libs", "efficiency,redislock"}, io.Discard)
-	if err != nil {
-		t.Fatalf("parseFlags: %v", err)
-	}
-	var stdout bytes.Buffer
-	if _, err := run(t.Context(), cfg, &stdout, io.Discard); err != nil {
-		t.Fatalf("run: %v", err)
-	}
-	out := stdout.String()
+	out := runBench(t, "-quick", "-scenarios", "uncontended,convoy-8", "-contenders", "8", "-libs", "efficiency,redislock").stdout
 	for _, want := range []string{"miniredis", "efficiency.New(client)", "LinearBackoff(10ms)", "\nuncontended\n", "\nconvoy-8\n", "2×PING (ref)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -322,24 +330,17 @@ func TestTableOutput(t *testing.T) {
 // so.
 func TestRTT(t *testing.T) {
 	b := redistest.Real(t)
-	cfg, err := parseFlags([]string{"-quick", "-json", "-addr", b.Server.Addr, "-rtt", "1ms", "-scenarios", "convoy-procs",
-		"-procs", "2", "-libs", "efficiency"}, io.Discard)
-	if err != nil {
-		t.Fatalf("parseFlags: %v", err)
-	}
-	cfg.stagger = testStagger
-	var stdout, stderr bytes.Buffer
-	if _, err := run(t.Context(), cfg, &stdout, &stderr); err != nil {
-		t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
-	}
-	for _, r := range decodeRows(t, &stdout) {
+	res := runBench(t, "-quick", "-json", "-addr", b.Server.Addr, "-rtt", "1ms", "-scenarios", "convoy-procs",
+		"-procs", "2", "-libs", "efficiency")
+	stderr := res.stderr
+	for _, r := range res.printed(t) {
 		if r.Scenario == "convoy-procs" && (r.Acquired != 8 || r.Failures != 0 || r.Overlaps != 0) {
 			t.Errorf("%s, %s: got acquired %d, failures %d, overlaps %d; want 8, 0, 0; stderr:\n%s",
-				r.Lib, startName(r.Cold), r.Acquired, r.Failures, r.Overlaps, stderr.String())
+				r.Lib, startName(r.Cold), r.Acquired, r.Failures, r.Overlaps, stderr)
 		}
 	}
-	if !strings.Contains(stderr.String(), "-rtt 1ms: every client reached the server through a proxy") {
-		t.Errorf("the header does not say that a proxy held the replies; stderr:\n%s", stderr.String())
+	if !strings.Contains(stderr, "-rtt 1ms: every client reached the server through a proxy") {
+		t.Errorf("the header does not say that a proxy held the replies; stderr:\n%s", stderr)
 	}
 }
 

@@ -45,6 +45,15 @@ func (s *sentCounter) counts() map[string]int64 {
 	return out
 }
 
+// since is the counts by name since before, a copy of counts.
+func (s *sentCounter) since(before map[string]int64) map[string]int64 {
+	sent := s.counts()
+	for name, n := range before {
+		sent[name] -= n
+	}
+	return sent
+}
+
 func (s *sentCounter) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
 		return next(ctx, network, addr)

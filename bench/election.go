@@ -3,13 +3,11 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,31 +33,12 @@ const (
 	electionCandidates = 3
 	// electionStep bounds each step of a round, past the ttl.
 	electionStep = 10 * time.Second
-	candidateEnv = "LEASEKIT_BENCH_CANDIDATE"
 )
-
-// candidateConfig is what a candidate process is told.
-type candidateConfig struct {
-	URL     string        `json:"url,omitempty"`
-	Addrs   []string      `json:"addrs"`
-	Cluster bool          `json:"cluster,omitempty"`
-	Name    string        `json:"name"`
-	TTL     time.Duration `json:"ttl"`
-}
 
 // runCandidate is a candidate process: it campaigns until its stdin closes,
 // says "lead <term> <unix ns>" when it takes office and "resign <unix ns>"
 // when it resigns, which it does when it reads "resign".
-func runCandidate(in io.Reader, out io.Writer) error {
-	var cc candidateConfig
-	if err := json.Unmarshal([]byte(os.Getenv(candidateEnv)), &cc); err != nil {
-		return fmt.Errorf("%s: %w", candidateEnv, err)
-	}
-	t, err := dial(config{url: cc.URL, addr: cc.Addrs[0], cluster: map[bool][]string{true: cc.Addrs}[cc.Cluster]})
-	if err != nil {
-		return err
-	}
-	defer t.close()
+func runCandidate(t *target, cc childConfig, in io.Reader, out io.Writer) error {
 	l := correctness.New(t.client, correctness.WithAudit(false), correctness.WithLogger(slog.New(slog.DiscardHandler)))
 	defer l.Close()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -75,7 +54,7 @@ func runCandidate(in io.Reader, out io.Writer) error {
 	}()
 	value := []byte(strconv.Itoa(os.Getpid()))
 	for ctx.Err() == nil {
-		err := l.Campaign(ctx, cc.Name, cc.TTL, value, func(ctx context.Context, term uint64) error {
+		err := l.Campaign(ctx, cc.Key, cc.TTL, value, func(ctx context.Context, term uint64) error {
 			fmt.Fprintf(out, "lead %d %d\n", term, time.Now().UnixNano())
 			select {
 			case <-resign:
@@ -91,16 +70,9 @@ func runCandidate(in io.Reader, out io.Writer) error {
 	return nil
 }
 
-// candidate is a running candidate process, seen from the parent.
-type candidate struct {
-	cmd    *exec.Cmd
-	in     io.WriteCloser
-	stderr strings.Builder
-}
-
 // said is a line a candidate said, parsed: what, and the times and term in it.
 type said struct {
-	who  *candidate
+	who  *child
 	what string // lead, resign
 	term uint64
 	at   time.Time
@@ -112,8 +84,8 @@ type electionRun struct {
 	name       string
 	lock       string
 	queue      string
-	candidates []*candidate
-	leader     *candidate
+	candidates []*child
+	leader     *child
 	lines      chan said
 	// early are lines read before the line awaited: the candidates' lines
 	// reach lines from a goroutine each, in no set order.
@@ -270,34 +242,21 @@ func (e *electionRun) observed(ctx context.Context, l said, since time.Time, int
 }
 
 // spawn starts a candidate process.
-func (e *electionRun) spawn() (*candidate, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	t := e.b.target
-	cc, _ := json.Marshal(candidateConfig{URL: e.b.cfg.url, Addrs: t.addrs, Cluster: t.cluster, Name: e.name, TTL: electionTTL})
-	c := &candidate{cmd: exec.Command(self)}
-	c.cmd.Env = append(os.Environ(), roleEnv+"=candidate", candidateEnv+"="+string(cc))
-	c.cmd.Stderr = &c.stderr
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := c.cmd.StdoutPipe()
-	if err == nil {
-		if c.in, err = c.cmd.StdinPipe(); err == nil {
-			err = c.cmd.Start()
-		}
-	}
+func (e *electionRun) spawn() (*child, error) {
+	cc := e.b.childConfig(e.name)
+	cc.TTL = electionTTL
+	c, err := startChild(context.Background(), "candidate", cc)
 	if err != nil {
 		return nil, err
 	}
 	e.candidates = append(e.candidates, c)
-	go e.read(c, out)
+	go e.read(c)
 	return c, nil
 }
 
 // read passes what c says to e.lines until its output ends.
-func (e *electionRun) read(c *candidate, out io.Reader) {
-	for s := bufio.NewScanner(out); s.Scan(); {
+func (e *electionRun) read(c *child) {
+	for s := bufio.NewScanner(c.out); s.Scan(); {
 		f := strings.Fields(s.Text())
 		l := said{who: c}
 		var ns int64
@@ -366,7 +325,7 @@ func (e *electionRun) queued(ctx context.Context, n int) error {
 func (e *electionRun) errors() string {
 	var out []string
 	for _, c := range e.candidates {
-		if s := strings.TrimSpace(c.stderr.String()); s != "" {
+		if s := c.said(); s != "" {
 			out = append(out, s)
 		}
 	}
@@ -376,7 +335,7 @@ func (e *electionRun) errors() string {
 	return "; candidates said: " + strings.Join(out, "; ")
 }
 
-func (e *electionRun) drop(c *candidate) {
+func (e *electionRun) drop(c *child) {
 	for i, o := range e.candidates {
 		if o == c {
 			e.candidates = append(e.candidates[:i], e.candidates[i+1:]...)
@@ -416,10 +375,10 @@ func (e *electionRun) rows() []row {
 }
 
 // electionColumns are the election table's columns.
-func electionColumns(lib, n, p50, p99, failures column) []column {
-	return []column{lib, n, p50, p99,
+func electionColumns() []column {
+	return []column{libColumn, nColumn, p50Column, p99Column,
 		{"max", func(r row) string { return fmtDur(time.Duration(r.WaitMax)) }},
-		failures, {"from → to", func(r row) string { return r.Config }}}
+		failuresCol, {"from → to", func(r row) string { return r.Config }}}
 }
 
 // sightings are the leaders an Observe saw, by term, with when.

@@ -120,31 +120,35 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return cfg, fmt.Errorf("-procs: %w", err)
 	}
 	cfg.libs, cfg.scenarios, cfg.cluster = splitList(*libs), splitList(*scenarios), splitList(*cluster)
+	return cfg, cfg.check()
+}
+
+// check says what is wrong with the flags' values, if anything.
+func (cfg config) check() error {
 	for _, l := range cfg.libs {
 		if !slices.Contains(libraryNames(), l) {
-			return cfg, fmt.Errorf("-libs: unknown library %q (want %s)", l, strings.Join(libraryNames(), ","))
+			return fmt.Errorf("-libs: unknown library %q (want %s)", l, strings.Join(libraryNames(), ","))
 		}
 	}
-	if cfg.chart != "" && !strings.HasSuffix(cfg.chart, ".png") && !strings.HasSuffix(cfg.chart, ".svg") {
-		return cfg, fmt.Errorf("-chart: %q is neither .png nor .svg", cfg.chart)
-	}
 	switch {
+	case cfg.chart != "" && !strings.HasSuffix(cfg.chart, ".png") && !strings.HasSuffix(cfg.chart, ".svg"):
+		return fmt.Errorf("-chart: %q is neither .png nor .svg", cfg.chart)
 	case cfg.n < 1:
-		return cfg, fmt.Errorf("-n: %d is not positive", cfg.n)
+		return fmt.Errorf("-n: %d is not positive", cfg.n)
 	case cfg.hold < 0:
-		return cfg, fmt.Errorf("-hold: %v is negative", cfg.hold)
+		return fmt.Errorf("-hold: %v is negative", cfg.hold)
 	case cfg.perProc < 1:
-		return cfg, fmt.Errorf("-per-proc: %d is not positive", cfg.perProc)
+		return fmt.Errorf("-per-proc: %d is not positive", cfg.perProc)
 	case cfg.spin < 0:
-		return cfg, fmt.Errorf("-spin: %d is negative", cfg.spin)
+		return fmt.Errorf("-spin: %d is negative", cfg.spin)
 	case cfg.rtt < 0:
-		return cfg, fmt.Errorf("-rtt: %v is negative", cfg.rtt)
+		return fmt.Errorf("-rtt: %v is negative", cfg.rtt)
 	case cfg.rtt > 0 && (cfg.url != "" || len(cfg.cluster) > 0):
-		return cfg, errors.New("-rtt needs -addr (or the in-process miniredis): a URL's or a cluster's clients would not all go through the proxy")
+		return errors.New("-rtt needs -addr (or the in-process miniredis): a URL's or a cluster's clients would not all go through the proxy")
 	case btoi(cfg.addr != "")+btoi(cfg.url != "")+btoi(len(cfg.cluster) > 0) > 1:
-		return cfg, errors.New("give one of -addr, -url and -cluster")
+		return errors.New("give one of -addr, -url and -cluster")
 	}
-	return cfg, nil
+	return nil
 }
 
 func splitList(s string) []string {
@@ -186,56 +190,25 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) ([]row, erro
 	if err := b.fillPool(ctx); err != nil {
 		return nil, fmt.Errorf("PING %s: %w", t.where(), err)
 	}
-	defer func() {
-		n, err := t.cleanup(context.WithoutCancel(ctx), b.id)
-		if err != nil {
-			fmt.Fprintf(stderr, "bench: deleting the keys this run made: %v\n", err)
-			return
-		}
-		fmt.Fprintf(stderr, "bench: deleted the %d keys this run made (bench:%s:*)\n", n, b.id)
-	}()
-	for _, lib := range libraries {
-		if !slices.Contains(cfg.libs, lib.name) {
-			continue
-		}
-		l, err := lib.open(t, t.client, cfg.ttl)
-		if err != nil {
-			b.closeLibs()
-			return nil, err
-		}
-		b.libs = append(b.libs, openLib{name: lib.name, lib: lib, l: l})
+	defer b.cleanup(context.WithoutCancel(ctx), stderr)
+	if err := b.openLibs(); err != nil {
+		return nil, err
 	}
 	defer b.closeLibs()
-	spin := &spinners{n: cfg.spin}
-	defer spin.stop()
-	b.spin = spin
+	b.spin = &spinners{n: cfg.spin}
+	defer b.spin.stop()
 
 	header := stdout
 	if cfg.json {
 		header = stderr
 	}
 	writeHeader(header, cfg, t.describe(ctx), t.poolSize(), t)
-	if err := spin.start(); err != nil {
+	if err := b.spin.start(); err != nil {
 		return nil, fmt.Errorf("-spin: %w", err)
 	}
-	if len(scenarios) > 0 && scenarios[0].name != "ping" {
-		b.measurePing(ctx)
-	}
-	var rows []row
-	for _, s := range scenarios {
-		if s.name != "ping" && s.name != "uncontended" {
-			spin.stop() // only for the latency scenarios: see spinners
-		}
-		got := s.run(b, ctx)
-		b.prog.clear()
-		if err := ctx.Err(); err != nil {
-			return rows, err
-		}
-		describe(got, cfg.ttl, t)
-		rows = append(rows, got...)
-		if err := writeRows(stdout, cfg.json, s.name, got); err != nil {
-			return rows, err
-		}
+	rows, err := b.runScenarios(ctx, scenarios, stdout)
+	if err != nil {
+		return rows, err
 	}
 	for _, note := range b.notes {
 		fmt.Fprintf(header, "\n%s\n", note)
@@ -247,6 +220,57 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) ([]row, erro
 		fmt.Fprintf(stderr, "bench: chart written to %s\n", cfg.chart)
 	}
 	return rows, nil
+}
+
+// runScenarios runs scenarios in turn, after the PING references, and
+// writes each one's rows as it ends.
+func (b *bench) runScenarios(ctx context.Context, scenarios []scenario, stdout io.Writer) ([]row, error) {
+	if len(scenarios) > 0 && scenarios[0].name != "ping" {
+		b.measurePing(ctx)
+	}
+	var rows []row
+	for _, s := range scenarios {
+		if s.name != "ping" && s.name != "uncontended" {
+			b.spin.stop() // only for the latency scenarios: see spinners
+		}
+		got := s.run(b, ctx)
+		b.prog.clear()
+		if err := ctx.Err(); err != nil {
+			return rows, err
+		}
+		describe(got, b.cfg.ttl, b.target)
+		rows = append(rows, got...)
+		if err := writeRows(stdout, b.cfg.json, s.name, got); err != nil {
+			return rows, err
+		}
+	}
+	return rows, nil
+}
+
+// cleanup deletes every key the run made, and says so on stderr.
+func (b *bench) cleanup(ctx context.Context, stderr io.Writer) {
+	n, err := b.target.cleanup(ctx, b.id)
+	if err != nil {
+		fmt.Fprintf(stderr, "bench: deleting the keys this run made: %v\n", err)
+		return
+	}
+	fmt.Fprintf(stderr, "bench: deleted the %d keys this run made (bench:%s:*)\n", n, b.id)
+}
+
+// openLibs opens every library that -libs names, in the order they run.
+func (b *bench) openLibs() error {
+	for _, lib := range libraries {
+		if !slices.Contains(b.cfg.libs, lib.name) {
+			continue
+		}
+		l, err := lib.open(b.target, b.client, b.cfg.ttl)
+		if err != nil {
+			b.closeLibs()
+			return err
+		}
+		b.libs = append(b.libs, openLib{name: lib.name, lib: lib, l: l})
+	}
+	return nil
 }
 
 // fillPool opens as many connections as keys-parallel and the largest convoy

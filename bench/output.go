@@ -30,11 +30,26 @@ func writeHeader(w io.Writer, cfg config, backend string, pool int, t *target) {
 			fmt.Fprintf(w, "  %-12s %s\n", lib.name, lib.describe(cfg.ttl, t))
 		}
 	}
+	writeHowToRead(w, cfg, t)
+}
+
+// writeHowToRead explains the tables.
+func writeHowToRead(w io.Writer, cfg config, t *target) {
 	cell := keysParallelCell
 	if cfg.quick {
 		cell = keysParallelQuickCell
 	}
-	fmt.Fprintf(w, `
+	fmt.Fprintf(w, howToRead, chunk, chunk, cell)
+	if t.mini != nil {
+		fmt.Fprint(w, ", and here miniredis itself")
+	}
+	fmt.Fprint(w, howToReadOn)
+}
+
+// howToRead is the header's explanation of the tables, up to where it says
+// what cpu/op includes (the ops of a chunk, twice, and keys-parallel's cell);
+// howToReadOn the rest of it.
+const howToRead = `
 How to read it:
   - Each scenario interleaves its subjects (A, B, C, A, B, C, ...): %d ops of one,
     then %d of the next; a whole convoy; %v of keys-parallel. Every subject
@@ -45,11 +60,9 @@ How to read it:
   - Costs, in an untimed pass of their own: allocs/op counts every allocation
     in the process while the op runs (runtime.MemStats); cpu/op is this
     process's CPU time (getrusage), the library, go-redis and leasekit's
-    subscription reader included`, chunk, chunk, cell)
-	if t.mini != nil {
-		fmt.Fprint(w, ", and here miniredis itself")
-	}
-	fmt.Fprint(w, `; srv µs/op and srv cmds/op come
+    subscription reader included`
+
+const howToReadOn = `; srv µs/op and srv cmds/op come
     from INFO commandstats: the server time of the commands the clients sent
     (a script's inner commands inside its own time, counted once) and every
     command run, script-internal ones included.
@@ -81,8 +94,7 @@ How to read it:
     server ran earlier was still waiting; out of queue, for leasekit, grants
     made while one the server had queued earlier was (both "k/n": k of the
     n grants placed; FIFO: 0).
-`)
-}
+`
 
 // row is one (scenario, subject) result. p50/p99 are the timed operation's
 // latency; in a convoy, the wait for the acquisition.
@@ -196,78 +208,93 @@ type column struct {
 	value func(r row) string
 }
 
-// extraColumns are the tables of the scenarios that files of their own
-// register (semaphore.go).
-var extraColumns = map[string]func() []column{}
+// tables are the scenarios' columns, by scenario; a convoy of N has
+// convoyColumns.
+var tables = map[string]func() []column{
+	"ping":               pingColumns,
+	"uncontended":        uncontendedColumns,
+	"keys-parallel":      keysParallelColumns,
+	"convoy-procs":       convoyProcsColumns,
+	firstAcquireScenario: firstAcquireColumns,
+	"election":           electionColumns,
+	"semaphore":          semaphoreColumns,
+}
 
 func columnsOf(scenario string) []column {
-	if cols, ok := extraColumns[scenario]; ok {
-		return append([]column{{"lib", func(r row) string { return r.Lib }}}, cols()...)
+	if cols, ok := tables[scenario]; ok {
+		return cols()
 	}
-	lib := column{"lib", func(r row) string {
+	return convoyColumns()
+}
+
+// The columns that several tables share.
+var (
+	libColumn = column{"lib", func(r row) string {
 		if r.Reference {
 			return r.Lib + " (ref)"
 		}
 		return r.Lib
 	}}
-	n := column{"n", func(r row) string { return fmt.Sprint(r.N) }}
-	p50 := column{"p50", func(r row) string { return fmtDur(time.Duration(r.P50)) }}
-	p99 := column{"p99", func(r row) string { return fmtDur(time.Duration(r.P99)) }}
-	trips := column{"trips/op", func(r row) string { return fmt.Sprintf("%.2f", r.TripsPerOp) }}
-	cpuPerOp := column{"cpu/op", func(r row) string {
-		if r.ClientCPUPerOp == nil {
-			return "-"
-		}
-		return fmtDur(time.Duration(*r.ClientCPUPerOp))
-	}}
-	srvUsecPerOp := column{"srv µs/op", func(r row) string { return fmtOpt(r.ServerUsecPerOp, "%.2f") }}
-	srvCallsPerOp := column{"srv cmds/op", func(r row) string { return fmtOpt(r.ServerCallsPerOp, "%.1f") }}
-	failures := column{"failures", func(r row) string { return fmt.Sprint(r.Failures) }}
-	times := func(title string) column {
-		return column{title, func(r row) string { return fmt.Sprintf("%.2f×", r.Ratio) }}
-	}
-	switch {
-	case scenario == firstAcquireScenario:
-		return firstAcquireColumns(lib)
-	case scenario == "election":
-		return electionColumns(lib, n, p50, p99, failures)
-	case scenario == "ping":
-		return []column{lib, n, p50, p99, times("p50 ÷ PING")}
-	case scenario == "uncontended":
-		return []column{lib, n, p50, p99, times("p50 ÷ 2×PING"),
-			{"allocs/op", func(r row) string { return fmt.Sprintf("%.1f", *r.AllocsPerOp) }},
-			cpuPerOp, srvUsecPerOp, srvCallsPerOp, trips, failures}
-	case scenario == "keys-parallel":
-		return []column{lib, {"ops/s", func(r row) string { return fmt.Sprintf("%.0f", r.OpsPerS) }},
-			{"of SET", func(r row) string { return fmt.Sprintf("%.0f%%", 100*r.Ratio) }},
-			p50, p99, cpuPerOp, srvUsecPerOp, srvCallsPerOp, trips, failures}
-	case scenario == "convoy-procs":
-		return []column{lib, {"P", func(r row) string { return fmt.Sprint(r.Procs) }},
-			{"C", func(r row) string { return fmt.Sprint(r.Contenders) }}, startColumn,
-			{"acquired", func(r row) string { return fmt.Sprint(r.Acquired) }},
-			{"makespan", func(r row) string { return fmtDur(time.Duration(r.Makespan)) }},
-			{"ideal", func(r row) string { return fmtDur(time.Duration(r.IdealNs)) }},
-			times("÷ ideal"),
-			{"÷ warm", func(r row) string {
-				if !r.Cold || r.ToWarm == 0 {
-					return ""
-				}
-				return fmt.Sprintf("%.2f×", r.ToWarm)
-			}},
-			{"handoff p50", func(r row) string { return fmtDur(time.Duration(r.HandoffP50)) }},
-			{"handoff p99", func(r row) string { return fmtDur(time.Duration(r.HandoffP99)) }},
-			{"wait p99", p99.value},
-			{"out of order", func(r row) string { return fmtOf(r.OutOfOrder, r.Arrived) }},
-			{"out of queue", func(r row) string { return fmtOf(r.OutOfQueueOrder, r.Queued) }},
-			{"srv µs/acq", func(r row) string { return fmtOpt(r.ServerUsecPerAcq, "%.1f") }},
-			{"srv cmds/acq", func(r row) string { return fmtOpt(r.ServerCallsPerAcq, "%.1f") }},
-			failures, {"overlaps", func(r row) string { return fmt.Sprint(r.Overlaps) }}}
-	}
-	return []column{lib, {"acquired", func(r row) string { return fmt.Sprint(r.N - r.Failures) }},
-		{"makespan", func(r row) string { return fmtDur(time.Duration(r.Makespan)) }},
-		{"ideal", func(r row) string { return fmtDur(time.Duration(r.IdealNs)) }},
-		times("÷ ideal"),
-		{"handoff p50", func(r row) string { return fmtDur(time.Duration(r.HandoffP50)) }},
+	nColumn       = column{"n", func(r row) string { return fmt.Sprint(r.N) }}
+	p50Column     = column{"p50", func(r row) string { return fmtDur(time.Duration(r.P50)) }}
+	p99Column     = column{"p99", func(r row) string { return fmtDur(time.Duration(r.P99)) }}
+	tripsColumn   = column{"trips/op", func(r row) string { return fmt.Sprintf("%.2f", r.TripsPerOp) }}
+	cpuColumn     = column{"cpu/op", func(r row) string { return fmtDurOpt(r.ClientCPUPerOp) }}
+	srvUsecOp     = column{"srv µs/op", func(r row) string { return fmtOpt(r.ServerUsecPerOp, "%.2f") }}
+	srvCallsOp    = column{"srv cmds/op", func(r row) string { return fmtOpt(r.ServerCallsPerOp, "%.1f") }}
+	srvUsecAcq    = column{"srv µs/acq", func(r row) string { return fmtOpt(r.ServerUsecPerAcq, "%.1f") }}
+	srvCallsAcq   = column{"srv cmds/acq", func(r row) string { return fmtOpt(r.ServerCallsPerAcq, "%.1f") }}
+	failuresCol   = column{"failures", func(r row) string { return fmt.Sprint(r.Failures) }}
+	overlapsCol   = column{"overlaps", func(r row) string { return fmt.Sprint(r.Overlaps) }}
+	acquiredCol   = column{"acquired", func(r row) string { return fmt.Sprint(r.Acquired) }}
+	makespanCol   = column{"makespan", func(r row) string { return fmtDur(time.Duration(r.Makespan)) }}
+	idealCol      = column{"ideal", func(r row) string { return fmtDur(time.Duration(r.IdealNs)) }}
+	handoffP50    = column{"handoff p50", func(r row) string { return fmtDur(time.Duration(r.HandoffP50)) }}
+	handoffP99    = column{"handoff p99", func(r row) string { return fmtDur(time.Duration(r.HandoffP99)) }}
+	procsColumn   = column{"P", func(r row) string { return fmt.Sprint(r.Procs) }}
+	contendersCol = column{"C", func(r row) string { return fmt.Sprint(r.Contenders) }}
+)
+
+// timesColumn is a row's ratio, titled title.
+func timesColumn(title string) column {
+	return column{title, func(r row) string { return fmt.Sprintf("%.2f×", r.Ratio) }}
+}
+
+func pingColumns() []column {
+	return []column{libColumn, nColumn, p50Column, p99Column, timesColumn("p50 ÷ PING")}
+}
+
+func uncontendedColumns() []column {
+	return []column{libColumn, nColumn, p50Column, p99Column, timesColumn("p50 ÷ 2×PING"),
+		{"allocs/op", func(r row) string { return fmt.Sprintf("%.1f", *r.AllocsPerOp) }},
+		cpuColumn, srvUsecOp, srvCallsOp, tripsColumn, failuresCol}
+}
+
+func keysParallelColumns() []column {
+	return []column{libColumn, {"ops/s", func(r row) string { return fmt.Sprintf("%.0f", r.OpsPerS) }},
+		{"of SET", func(r row) string { return fmt.Sprintf("%.0f%%", 100*r.Ratio) }},
+		p50Column, p99Column, cpuColumn, srvUsecOp, srvCallsOp, tripsColumn, failuresCol}
+}
+
+func convoyProcsColumns() []column {
+	return []column{libColumn, procsColumn, contendersCol, startColumn, acquiredCol, makespanCol, idealCol,
+		timesColumn("÷ ideal"),
+		{"÷ warm", func(r row) string {
+			if !r.Cold || r.ToWarm == 0 {
+				return ""
+			}
+			return fmt.Sprintf("%.2f×", r.ToWarm)
+		}},
+		handoffP50, handoffP99, {"wait p99", p99Column.value},
+		{"out of order", func(r row) string { return fmtOf(r.OutOfOrder, r.Arrived) }},
+		{"out of queue", func(r row) string { return fmtOf(r.OutOfQueueOrder, r.Queued) }},
+		srvUsecAcq, srvCallsAcq, failuresCol, overlapsCol}
+}
+
+// convoyColumns are the table of a convoy of N in this process.
+func convoyColumns() []column {
+	return []column{libColumn, {"acquired", func(r row) string { return fmt.Sprint(r.N - r.Failures) }},
+		makespanCol, idealCol, timesColumn("÷ ideal"), handoffP50,
 		{"÷ PING", func(r row) string { return fmt.Sprintf("%.1f", r.HandoffPings) }},
 		{"÷ idle PING", func(r row) string { return fmt.Sprintf("%.1f", r.HandoffIdlePings) }},
 		{"÷ PUBLISH", func(r row) string {
@@ -276,11 +303,9 @@ func columnsOf(scenario string) []column {
 			}
 			return fmt.Sprintf("%.1f", r.HandoffPublishes)
 		}},
-		{"handoff p99", func(r row) string { return fmtDur(time.Duration(r.HandoffP99)) }},
-		{"wait p50", p50.value}, {"wait p99", p99.value},
+		handoffP99, {"wait p50", p50Column.value}, {"wait p99", p99Column.value},
 		{"wait max", func(r row) string { return fmtDur(time.Duration(r.WaitMax)) }},
-		{"trips/acq", trips.value}, failures,
-		{"overlaps", func(r row) string { return fmt.Sprint(r.Overlaps) }}}
+		{"trips/acq", tripsColumn.value}, failuresCol, overlapsCol}
 }
 
 // startColumn says whether a convoy-procs row's workers were warm or cold.
@@ -292,6 +317,14 @@ func fmtOf(k *int, n int) string {
 		return "-"
 	}
 	return fmt.Sprintf("%d/%d", *k, n)
+}
+
+// fmtDurOpt prints the duration of ns, or "-" when it is unknown.
+func fmtDurOpt(ns *float64) string {
+	if ns == nil {
+		return "-"
+	}
+	return fmtDur(time.Duration(*ns))
 }
 
 // fmtOpt prints v with format, or "-" when it is unknown.

@@ -308,7 +308,7 @@ func (r *phaseResult) row(lib string, p int, cold bool, b *bench) row {
 const firstAcquireScenario = "convoy-procs first acquire"
 
 // firstAcquireColumns are that table's.
-func firstAcquireColumns(lib column) []column {
+func firstAcquireColumns() []column {
 	phase := func(i int) column {
 		return column{phaseNames[i], func(r row) string {
 			if i >= len(r.Phases) || r.Phases[i].Of == 0 {
@@ -318,7 +318,7 @@ func firstAcquireColumns(lib column) []column {
 			return fmt.Sprintf("%s–%s", fmtMicros(s.Start), fmtMicros(s.End))
 		}}
 	}
-	return []column{lib, {"P", func(r row) string { return fmt.Sprint(r.Procs) }}, startColumn,
+	return []column{libColumn, procsColumn, startColumn,
 		{"procs", func(r row) string { return fmt.Sprint(r.N) }},
 		phase(0), phase(1), phase(2), phase(3),
 		{"queued ÷ PING", func(r row) string { return fmt.Sprintf("%.1f", r.Ratio) }},

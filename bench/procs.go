@@ -1,58 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
 	"slices"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
-	"syscall"
 	"time"
 )
-
-// roleEnv makes the bench's binary (or its test binary) one of the
-// processes a run starts: a convoy-procs worker or a spinner.
-const roleEnv = "LEASEKIT_BENCH_ROLE"
-
-// extraRoles are the worker roles that files of their own register
-// (semaphore.go): each runs with the process's stdin and stdout.
-var extraRoles = map[string]func(in io.Reader, out io.Writer) error{}
-
-// workerEnv carries a worker's workerConfig, as JSON.
-const workerEnv = "LEASEKIT_BENCH_WORKER"
-
-// runRole runs the process as role and returns its exit status.
-func runRole(role string) int {
-	var err error
-	switch role {
-	case "worker":
-		err = runWorker(os.Stdin, os.Stdout)
-	case "spinner":
-		spin(os.Stdin)
-	case "candidate":
-		err = runCandidate(os.Stdin, os.Stdout)
-	default:
-		if run, ok := extraRoles[role]; ok {
-			err = run(os.Stdin, os.Stdout)
-		} else {
-			err = fmt.Errorf("unknown %s %q", roleEnv, role)
-		}
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench worker:", err)
-		return 1
-	}
-	return 0
-}
 
 // convoy-procs: P worker processes, each with its own client and its own
 // instance of the library, C contenders each, all on one key. To give
@@ -77,270 +32,39 @@ func (b *bench) stagger() time.Duration {
 	return procStagger
 }
 
-// workerConfig is what a worker is told.
-type workerConfig struct {
-	Lib     string        `json:"lib"`
-	URL     string        `json:"url,omitempty"`
-	Addrs   []string      `json:"addrs"`
-	Cluster bool          `json:"cluster,omitempty"`
-	NoTrack bool          `json:"no_tracking,omitempty"` // miniredis: no client-side caching
-	TTL     time.Duration `json:"ttl"`
-	Hold    time.Duration `json:"hold"`
-	Key     string        `json:"key"`
-	Index   int           `json:"index"`
-	Procs   int           `json:"procs"`
-	PerProc int           `json:"per_proc"`
-	Stagger time.Duration `json:"stagger"`
-	// Order makes each contender record the first command of its
-	// acquisition, for the ordering pass.
-	Order bool `json:"order,omitempty"`
-	// Cold makes the worker skip its warm-up: its first contender's
-	// acquisition is the process's first, as a fresh process's (a cron
-	// job's) is.
-	Cold bool `json:"cold,omitempty"`
-	// Phases makes the first contender stamp the phases of its acquisition
-	// (phases.go).
-	Phases bool `json:"phases,omitempty"`
-}
-
-// procContender is what one contender saw, in Unix nanoseconds: every process
-// reads the same wall clock.
-type procContender struct {
-	Arrival   int64  `json:"arrival"`
-	Granted   int64  `json:"granted"`
-	Releasing int64  `json:"releasing"`
-	Released  int64  `json:"released"`
-	Err       string `json:"err,omitempty"`
-	// First is the first command of the acquisition, in an ordering pass:
-	// its arguments as bytes, since JSON strings cannot carry every byte.
-	First [][]byte `json:"first,omitempty"`
-	// Phases are the first contender's, in a worker that stamps them.
-	Phases *firstAcquire `json:"phases,omitempty"`
-}
-
-// workerReport is a worker's last line: its contenders, and the commands its
-// clients sent.
-type workerReport struct {
-	Contenders []procContender  `json:"contenders"`
-	Sent       map[string]int64 `json:"sent"`
-}
-
-// runWorker is a convoy-procs worker: it opens its library, warms up unless
-// it is a cold one, says it is ready, waits for "go <unix ns>", runs its
-// contenders and reports.
-func runWorker(in io.Reader, out io.Writer) error {
-	var wc workerConfig
-	if err := json.Unmarshal([]byte(os.Getenv(workerEnv)), &wc); err != nil {
-		return fmt.Errorf("%s: %w", workerEnv, err)
+// openLockWorker readies a convoy-procs worker: its library's instance on
+// t, a lock worker's contention for cc's key, warmed up unless cc says cold.
+func openLockWorker(ctx context.Context, t *target, cc childConfig) (contention, func(), error) {
+	c := contention{ttl: cc.TTL, hold: cc.Hold, order: cc.Order}
+	if cc.Phases {
+		c.phases = &phaseHook{}
+		t.client.AddHook(c.phases)
 	}
-	t, err := dial(config{url: wc.URL, addr: wc.Addrs[0], cluster: map[bool][]string{true: wc.Addrs}[wc.Cluster]})
-	if err != nil {
-		return err
-	}
-	defer t.close()
-	t.noTracking = wc.NoTrack
-	t.sent.firsts = wc.Order
-	var phases *phaseHook
-	if wc.Phases {
-		phases = &phaseHook{}
-		t.client.AddHook(phases)
-	}
-	lib, ok := libraryNamed(wc.Lib)
+	lib, ok := libraryNamed(cc.Lib)
 	if !ok {
-		return fmt.Errorf("unknown library %q", wc.Lib)
+		return c, nil, fmt.Errorf("unknown library %q", cc.Lib)
 	}
-	l, err := lib.open(t, t.client, wc.TTL)
+	l, err := lib.open(t, t.client, cc.TTL)
 	if err != nil {
-		return err
+		return c, nil, err
 	}
-	defer l.close()
-	ctx := context.Background()
-	if !wc.Cold {
-		// Best effort, and bounded: a peer's waiter that misses its wake-up
-		// (see bench/README.md) must not keep the convoy from starting; a
+	c.acquire = func(ctx context.Context) (held, error) { return l.acquire(ctx, cc.Key) }
+	if !cc.Cold {
+		// Bounded: a peer's waiter that misses its wake-up (see
+		// bench/README.md) must not keep the convoy from starting; a
 		// library that cannot acquire at all fails in the convoy.
-		warmUp(ctx, l, wc.Key)
+		warmUp(ctx, c.acquire)
 	}
-	fmt.Fprintln(out, `{"ready":true}`)
-	line, err := bufio.NewReader(in).ReadString('\n')
-	if err != nil {
-		return fmt.Errorf("waiting for go: %w", err)
-	}
-	start, err := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(line, "go ")), 10, 64)
-	if err != nil {
-		return fmt.Errorf("go line %q: %w", line, err)
-	}
-	seen := make([]procContender, wc.PerProc)
-	before := t.sent.counts()
-	var wg sync.WaitGroup
-	for c := range seen {
-		arrival := time.Unix(0, start).Add(time.Duration(c*wc.Procs+wc.Index) * wc.Stagger)
-		wg.Go(func() { seen[c] = contendAt(ctx, l, wc, arrival, map[bool]*phaseHook{true: phases}[c == 0]) })
-	}
-	wg.Wait()
-	sent := t.sent.counts()
-	for name, n := range before {
-		sent[name] -= n
-	}
-	return json.NewEncoder(out).Encode(workerReport{Contenders: seen, Sent: sent})
-}
-
-// warmUp acquires key, and while it holds it a second contender asks for it
-// and waits, so that connections, loaded scripts and the waiting path (a
-// subscription in the node that owns the key) are ready before the timed
-// convoy: otherwise the first waiter of each process pays for a dial that
-// the others do not, and can queue behind a waiter that arrived after it.
-func warmUp(ctx context.Context, l locker, key string) {
-	ctx, cancel := context.WithTimeout(ctx, warmUpLimit)
-	defer cancel()
-	h, err := l.acquire(ctx, key)
-	if err != nil {
-		return
-	}
-	second := make(chan struct{})
-	go func() {
-		defer close(second)
-		if h, err := l.acquire(ctx, key); err == nil {
-			_ = h.Release(ctx)
-		}
-	}()
-	time.Sleep(warmUpHold)
-	_ = h.Release(ctx)
-	<-second
-}
-
-const (
-	// warmUpHold is how long warmUp holds the key: long enough for the
-	// second contender to find it held.
-	warmUpHold = 20 * time.Millisecond
-	// warmUpLimit bounds a worker's warm-up.
-	warmUpLimit = 5 * time.Second
-)
-
-// contendAt arrives at arrival, acquires (giving up after one ttl), holds and
-// releases; with phases (not nil), it stamps the phases of its acquisition.
-func contendAt(ctx context.Context, l locker, wc workerConfig, arrival time.Time, phases *phaseHook) (c procContender) {
-	time.Sleep(time.Until(arrival))
-	actx := ctx
-	var log *phaseLog
-	if phases != nil {
-		actx, log = withPhaseLog(ctx)
-	}
-	if wc.Order {
-		var first *firstCommand
-		actx, first = withFirstCommand(actx)
-		defer func() {
-			for _, a := range first.get() {
-				c.First = append(c.First, []byte(a))
-			}
-		}()
-	}
-	c.Arrival = time.Now().UnixNano()
-	actx, cancel := context.WithTimeout(actx, wc.TTL)
-	defer cancel()
-	h, err := l.acquire(actx, wc.Key)
-	c.Granted = time.Now().UnixNano()
-	if err != nil {
-		c.Err = err.Error()
-		return c
-	}
-	if phases != nil {
-		f := phases.phases(log, time.Unix(0, c.Arrival))
-		c.Phases = &f
-	}
-	time.Sleep(wc.Hold)
-	c.Releasing = time.Now().UnixNano()
-	if err := h.Release(ctx); err != nil {
-		c.Err = "release: " + err.Error()
-	}
-	c.Released = time.Now().UnixNano()
-	return c
-}
-
-// worker is a running worker process, seen from the parent.
-type worker struct {
-	cmd    *exec.Cmd
-	in     io.WriteCloser
-	out    *bufio.Reader
-	stderr strings.Builder
-}
-
-// startWorkers starts n workers for lib on key and waits until each is ready;
-// with order, their contenders record their first commands; cold ones skip
-// their warm-up.
-func (b *bench) startWorkers(ctx context.Context, lib string, key string, n int, order, cold bool) ([]*worker, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	var ws []*worker
-	for i := range n {
-		wc, _ := json.Marshal(workerConfig{
-			Lib: lib, URL: b.cfg.url, Addrs: b.target.addrs, Cluster: b.target.cluster, NoTrack: b.target.noTracking,
-			TTL: b.cfg.ttl, Hold: b.cfg.hold, Key: key, Index: i, Procs: n, PerProc: b.cfg.perProc,
-			Stagger: b.stagger(), Order: order, Cold: cold, Phases: !order && b.libQueues(lib),
-		})
-		w := &worker{cmd: exec.CommandContext(ctx, self)}
-		w.cmd.Env = append(os.Environ(), roleEnv+"=worker", workerEnv+"="+string(wc))
-		w.cmd.Stderr = &w.stderr
-		w.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if w.in, err = w.cmd.StdinPipe(); err == nil {
-			var out io.Reader
-			if out, err = w.cmd.StdoutPipe(); err == nil {
-				w.out = bufio.NewReader(out)
-				err = w.cmd.Start()
-			}
-		}
-		if err != nil {
-			stopWorkers(ws)
-			return nil, err
-		}
-		ws = append(ws, w)
-	}
-	for _, w := range ws {
-		if line, err := w.out.ReadString('\n'); err != nil || !strings.Contains(line, "ready") {
-			stopWorkers(ws)
-			return nil, fmt.Errorf("worker did not get ready (%v): %s", err, strings.TrimSpace(w.stderr.String()))
-		}
-	}
-	return ws, nil
-}
-
-func stopWorkers(ws []*worker) {
-	for _, w := range ws {
-		_ = w.in.Close()
-		_ = w.cmd.Process.Kill()
-		_ = w.cmd.Wait()
-	}
-}
-
-// report reads a worker's report and waits for it to exit.
-func (w *worker) report() (workerReport, error) {
-	var r workerReport
-	line, err := w.out.ReadString('\n')
-	if err == nil {
-		err = json.Unmarshal([]byte(line), &r)
-	}
-	_ = w.in.Close()
-	if werr := w.cmd.Wait(); err == nil && werr != nil {
-		err = werr
-	}
-	if err != nil {
-		err = fmt.Errorf("worker: %w: %s", err, strings.TrimSpace(w.stderr.String()))
-	}
-	return r, err
+	return c, func() { _ = l.close() }, nil
 }
 
 // procsResult pools one library's convoys at one P, warm or cold.
 type procsResult struct {
-	makespans, holds, handoffs, waits samples
-	acquired, failures, overlaps      int
-	notRun                            int // convoys that could not run (a worker failed to start, say)
-	serverUsec, serverCalls           float64
-	serverKnown                       bool
-	errs                              []string
-	order                             orderResult
-	phases                            phaseResult
+	pool
+	handoffs samples
+	notRun   int // convoys that could not run (a worker failed to start, say)
+	order    orderResult
+	phases   phaseResult
 }
 
 // orderResult pools the ordering convoys of one library at one P.
@@ -437,7 +161,9 @@ func startName(cold bool) string {
 func (b *bench) runProcConvoy(ctx context.Context, res *procsResult, lib openLib, p int, order, cold bool) error {
 	key := b.key("convoy-procs", fmt.Sprintf("%s:P%d", lib.name, p))
 	n := p * b.cfg.perProc
-	ws, err := b.startWorkers(ctx, lib.name, key, p, order, cold)
+	cc := b.childConfig(key)
+	cc.Lib, cc.Order, cc.Cold, cc.Phases = lib.name, order, cold, !order && b.libQueues(lib.name)
+	ws, err := startWorkers(ctx, "worker", cc, p)
 	if err != nil {
 		return err
 	}
@@ -456,11 +182,7 @@ func (b *bench) runProcConvoy(ctx context.Context, res *procsResult, lib openLib
 		defer o.close()
 	}
 	before := b.costSnap(ctx)
-	start := time.Now().Add(procStartIn)
-	for _, w := range ws {
-		fmt.Fprintf(w.in, "go %d\n", start.UnixNano())
-	}
-	time.Sleep(time.Until(start.Add(time.Duration(n)*b.stagger() + procSettle)))
+	b.settle(launch(ws), n)
 	if order && lib.lib.queue != nil {
 		if o.queue, err = readQueue(ctx, b.client, lib.lib.queue(key), n); err != nil {
 			b.note(fmt.Sprintf("note: convoy-procs, %s: reading the wait queue: %v", lib.name, err))
@@ -511,32 +233,7 @@ func (b *bench) parentHold(ctx context.Context, l locker, key string) (release f
 // the workers sent. A worker reports within a ttl of the release (its
 // contenders give up after one); one that has not after twice that hangs
 // (a peer's release that never returns, say), and is killed so that the
-// run goes on.
-func (b *bench) reports(ws []*worker) ([]procContender, map[string]int64, error) {
-	limit := 2*b.cfg.ttl + 30*time.Second
-	hung := time.AfterFunc(limit, func() {
-		for _, w := range ws {
-			_ = w.cmd.Process.Kill()
-		}
-	})
-	var all []procContender
-	sent := make(map[string]int64)
-	var errs []error
-	for _, w := range ws {
-		r, err := w.report()
-		errs = append(errs, err)
-		all = append(all, r.Contenders...)
-		for name, k := range r.Sent {
-			sent[name] += k
-		}
-	}
-	if !hung.Stop() {
-		return nil, nil, fmt.Errorf("a worker did not report within %v of the release and was killed: %w", limit, errors.Join(errs...))
-	}
-	return all, sent, errors.Join(errs...)
-}
 
-// add pools one ordering convoy: its grants in the order they were made,
 // ranked by the server's arrival order and, for a library that queues, by
 // the queue read before the release.
 func (r *orderResult) add(cs []procContender, arrivals map[string]arrival, queue []string, queues bool) {
@@ -565,43 +262,20 @@ func (r *orderResult) add(cs []procContender, arrivals map[string]arrival, queue
 
 // add pools one convoy's contenders, released from t0, and its server cost.
 func (r *procsResult) add(cs []procContender, t0 time.Time, c cost) {
-	var ok []procContender
-	for _, c := range cs {
-		if c.Err != "" {
-			r.failures++
-			if len(r.errs) < 3 {
-				r.errs = append(r.errs, c.Err)
-			}
-			continue
-		}
-		ok = append(ok, c)
-	}
-	slices.SortFunc(ok, func(a, b procContender) int { return cmp.Compare(a.Granted, b.Granted) })
-	last, prev := t0.UnixNano(), t0.UnixNano()
-	for i, c := range ok {
-		handoff := time.Duration(c.Granted - prev)
-		r.waits = append(r.waits, time.Duration(c.Granted-c.Arrival))
-		r.holds = append(r.holds, time.Duration(c.Releasing-c.Granted))
+	prev := t0.UnixNano()
+	for i, pc := range r.pool.add(cs, t0, c) {
+		handoff := time.Duration(pc.Granted - prev)
 		r.handoffs = append(r.handoffs, handoff)
-		if c.Phases != nil {
-			r.phases.add(*c.Phases)
+		if pc.Phases != nil {
+			r.phases.add(*pc.Phases)
 			r.phases.firstHandoffs = append(r.phases.firstHandoffs, handoff)
 		} else {
 			r.phases.otherHandoffs = append(r.phases.otherHandoffs, handoff)
 		}
-		if i > 0 && c.Granted < prev {
+		if i > 0 && pc.Granted < prev {
 			r.overlaps++
 		}
-		prev, last = c.Releasing, max(last, c.Released)
-	}
-	r.acquired += len(ok)
-	if len(ok) > 0 {
-		r.makespans = append(r.makespans, time.Duration(last-t0.UnixNano()))
-	}
-	if c.serverUsec != nil {
-		r.serverKnown = true
-		r.serverUsec += *c.serverUsec * float64(len(cs))
-		r.serverCalls += *c.serverCalls * float64(len(cs))
+		prev = pc.Releasing
 	}
 }
 
@@ -613,18 +287,10 @@ func (b *bench) libQueues(name string) bool {
 }
 
 func (r *procsResult) row(scenario, lib string, p int, cold bool, b *bench) row {
-	per := r.acquired / max(len(r.makespans), 1) // acquisitions per convoy
-	ideal := time.Duration(per) * (r.holds.mean() + b.ping)
-	makespan := r.makespans.p50()
-	out := row{
-		Scenario: scenario, Lib: lib, Procs: p, Contenders: b.cfg.perProc, Cold: cold,
-		N: r.acquired + r.failures, Acquired: r.acquired,
-		P50: int64(r.waits.p50()), P99: int64(r.waits.p99()), WaitP99: int64(r.waits.p99()), WaitMax: int64(r.waits.max()),
-		Ratio: ratio(makespan, ideal), RatioTo: "ideal makespan",
-		IdealNs: int64(ideal), Makespan: int64(makespan), HoldNs: int64(r.holds.mean()),
-		HandoffP50: int64(r.handoffs.p50()), HandoffP99: int64(r.handoffs.p99()),
-		Failures: r.failures, Overlaps: r.overlaps + r.order.overlaps,
-	}
+	out := r.pool.row(time.Duration(r.perRun()) * (r.holds.mean() + b.ping))
+	out.Scenario, out.Lib, out.Procs, out.Contenders, out.Cold = scenario, lib, p, b.cfg.perProc, cold
+	out.HandoffP50, out.HandoffP99 = int64(r.handoffs.p50()), int64(r.handoffs.p99())
+	out.Overlaps += r.order.overlaps
 	if o := r.order; o.runs > 0 {
 		out.OutOfOrder, out.Arrived = &o.outOfOrder, o.arrived
 		if o.queued > 0 || b.libQueues(lib) {
@@ -633,11 +299,6 @@ func (r *procsResult) row(scenario, lib string, p int, cold bool, b *bench) row 
 		if o.failures > 0 {
 			b.note(fmt.Sprintf("note: convoy-procs P=%d, %s, %s: %d failures in the ordering runs", p, lib, startName(cold), o.failures))
 		}
-	}
-	if r.serverKnown {
-		n := float64(r.acquired + r.failures)
-		usec, calls := r.serverUsec/n, r.serverCalls/n
-		out.ServerUsecPerAcq, out.ServerCallsPerAcq = &usec, &calls
 	}
 	if len(r.errs) > 0 {
 		b.note(fmt.Sprintf("note: convoy-procs P=%d, %s, %s: %d failures, %d convoys not run, e.g. %s", p, lib, startName(cold), r.failures, r.notRun, r.errs[0]))
@@ -650,57 +311,3 @@ func (r *procsResult) row(scenario, lib string, p int, cold bool, b *bench) row 
 // do not halt between round trips: on a VM, waking a halted vCPU costs more
 // than a loopback round trip. They stop before the convoys and keys-parallel:
 // there they would hold up the wake-ups of the very processes measured
-// (convoy-procs saw contenders delayed by milliseconds).
-type spinners struct {
-	n    int
-	cmds []*exec.Cmd
-	ins  []io.WriteCloser
-}
-
-func (s *spinners) start() error {
-	if s.n == 0 {
-		return nil
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	for range s.n {
-		c := exec.Command(self)
-		c.Env = append(os.Environ(), roleEnv+"=spinner")
-		c.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		in, err := c.StdinPipe()
-		if err == nil {
-			err = c.Start()
-		}
-		if err != nil {
-			s.stop()
-			return err
-		}
-		s.cmds, s.ins = append(s.cmds, c), append(s.ins, in)
-	}
-	return nil
-}
-
-// stop ends the spinners, if any run.
-func (s *spinners) stop() {
-	if s == nil {
-		return
-	}
-	for _, in := range s.ins {
-		_ = in.Close()
-	}
-	for _, c := range s.cmds {
-		_ = c.Wait()
-	}
-	s.cmds, s.ins = nil, nil
-}
-
-// spin burns CPU at nice 19 until in closes.
-func spin(in io.Reader) {
-	_ = syscall.Setpriority(syscall.PRIO_PROCESS, 0, 19)
-	var done atomic.Bool
-	go func() { _, _ = io.Copy(io.Discard, in); done.Store(true) }()
-	for !done.Load() {
-	}
-}

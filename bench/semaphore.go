@@ -1,19 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"os/exec"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/leasekit/leasekit/efficiency"
@@ -44,132 +36,50 @@ const semLimit = 4
 func init() {
 	scenarioNames = append(scenarioNames, "semaphore")
 	extraScenarios = append(extraScenarios, scenario{name: "semaphore", run: (*bench).semaphore})
-	extraRoles["semaphore-worker"] = runSemaphoreWorker
-	extraColumns["semaphore"] = semaphoreColumns
 }
 
-// semWorkerConfig is what a semaphore worker is told.
-type semWorkerConfig struct {
-	URL     string        `json:"url,omitempty"`
-	Addrs   []string      `json:"addrs"`
-	Cluster bool          `json:"cluster,omitempty"`
-	TTL     time.Duration `json:"ttl"`
-	Hold    time.Duration `json:"hold"`
-	Name    string        `json:"name"`
-	Index   int           `json:"index"`
-	Procs   int           `json:"procs"`
-	PerProc int           `json:"per_proc"`
-	Stagger time.Duration `json:"stagger"`
-}
-
-// semWorkerEnv carries a semaphore worker's semWorkerConfig, as JSON.
-const semWorkerEnv = "LEASEKIT_BENCH_SEMAPHORE"
-
-// runSemaphoreWorker is a semaphore worker: it opens a Locker, warms up,
-// says it is ready, waits for "go <unix ns>", runs its contenders and
-// reports, as a convoy-procs worker does.
-func runSemaphoreWorker(in io.Reader, out io.Writer) error {
-	var wc semWorkerConfig
-	if err := json.Unmarshal([]byte(os.Getenv(semWorkerEnv)), &wc); err != nil {
-		return fmt.Errorf("%s: %w", semWorkerEnv, err)
-	}
-	t, err := dial(config{url: wc.URL, addr: wc.Addrs[0], cluster: map[bool][]string{true: wc.Addrs}[wc.Cluster]})
-	if err != nil {
-		return err
-	}
-	defer t.close()
+// openSemaphoreWorker readies a semaphore worker: a Locker on t, warmed
+// up, and a connection per contender, and the contention for a permit of
+// the semaphore called cc.Key.
+func openSemaphoreWorker(ctx context.Context, t *target, cc childConfig) (contention, func(), error) {
 	l := efficiency.New(t.client)
-	defer l.Close()
-	ctx := context.Background()
-	warmUpSemaphore(ctx, l, wc.Name+":warm")
+	warmUpSemaphore(ctx, l, cc.Key+":warm")
 	// A connection per contender, dialled now: a handshake in the timed
 	// run would count among its commands.
 	var dials sync.WaitGroup
-	for range wc.PerProc {
+	for range cc.PerProc {
 		dials.Go(func() { _ = t.client.Ping(ctx).Err() })
 	}
 	dials.Wait()
-	fmt.Fprintln(out, `{"ready":true}`)
-	line, err := bufio.NewReader(in).ReadString('\n')
-	if err != nil {
-		return fmt.Errorf("waiting for go: %w", err)
-	}
-	start, err := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(line, "go ")), 10, 64)
-	if err != nil {
-		return fmt.Errorf("go line %q: %w", line, err)
-	}
-	s := l.Semaphore(wc.Name, semLimit)
-	seen := make([]procContender, wc.PerProc)
-	before := t.sent.counts()
-	var wg sync.WaitGroup
-	for c := range seen {
-		arrival := time.Unix(0, start).Add(time.Duration(c*wc.Procs+wc.Index) * wc.Stagger)
-		wg.Go(func() { seen[c] = semContend(ctx, s, arrival, wc.TTL, wc.Hold) })
-	}
-	wg.Wait()
-	sent := t.sent.counts()
-	for name, n := range before {
-		sent[name] -= n
-	}
-	return json.NewEncoder(out).Encode(workerReport{Contenders: seen, Sent: sent})
+	c := contention{acquire: semAcquire(l.Semaphore(cc.Key, semLimit), cc.TTL), ttl: cc.TTL, hold: cc.Hold}
+	return c, func() { _ = l.Close() }, nil
 }
 
-// warmUpSemaphore takes the one permit of a semaphore called name while a
-// second contender waits for it, so that the scripts, connections and the
-// grant subscription are ready before the timed run. Best effort, bounded.
+// warmUpSemaphore warms up a semaphore called name of one permit, as
+// warmUp does a lock: the scripts, connections and the grant subscription
+// are then ready before the timed run.
 func warmUpSemaphore(ctx context.Context, l *efficiency.Locker, name string) {
-	ctx, cancel := context.WithTimeout(ctx, warmUpLimit)
-	defer cancel()
-	s := l.Semaphore(name, 1)
-	p, err := s.Acquire(ctx, warmUpLimit)
-	if err != nil {
-		return
-	}
-	second := make(chan struct{})
-	go func() {
-		defer close(second)
-		if p, err := s.Acquire(ctx, warmUpLimit); err == nil {
-			_ = p.Release(ctx)
-		}
-	}()
-	time.Sleep(warmUpHold)
-	_ = p.Release(ctx)
-	<-second
+	warmUp(ctx, semAcquire(l.Semaphore(name, 1), warmUpLimit))
 }
 
-// semContend arrives at arrival, acquires a permit (giving up after one
-// ttl), holds it and releases it.
-func semContend(ctx context.Context, s *efficiency.Semaphore, arrival time.Time, ttl, hold time.Duration) procContender {
-	time.Sleep(time.Until(arrival))
-	c := procContender{Arrival: time.Now().UnixNano()}
-	actx, cancel := context.WithTimeout(ctx, ttl)
-	defer cancel()
-	p, err := s.Acquire(actx, ttl)
-	c.Granted = time.Now().UnixNano()
-	if err != nil {
-		c.Err = err.Error()
-		return c
+// semAcquire is a contention's acquire of a permit of s, for ttl.
+func semAcquire(s *efficiency.Semaphore, ttl time.Duration) func(ctx context.Context) (held, error) {
+	return func(ctx context.Context) (held, error) {
+		p, err := s.Acquire(ctx, ttl)
+		if err != nil {
+			return nil, err // never a non-nil held holding a nil permit
+		}
+		return p, nil
 	}
-	time.Sleep(hold)
-	c.Releasing = time.Now().UnixNano()
-	if err := p.Release(ctx); err != nil {
-		c.Err = "release: " + err.Error()
-	}
-	c.Released = time.Now().UnixNano()
-	return c
 }
 
 // semResult pools one setting's runs.
 type semResult struct {
-	makespans, holds, waits samples
-	acquired, failures      int
-	outOfOrder, overlaps    int
-	unannounced             int // grants made by a waiter's own attempt
-	maxHolders              int
-	serverUsec, serverCalls float64
-	serverKnown             bool
-	sent                    int64 // commands the contenders' clients sent
-	errs                    []string
+	pool
+	outOfOrder  int
+	unannounced int // grants made by a waiter's own attempt
+	maxHolders  int
+	sent        int64 // commands the contenders' clients sent
 }
 
 // semaphore runs the scenario: in this process for each -contenders, then
@@ -209,23 +119,15 @@ func (b *bench) semaphore(ctx context.Context) []row {
 func (b *bench) runSemaphore(ctx context.Context, l *efficiency.Locker, res *semResult, set [2]int) error {
 	p, n := set[0], set[1]*max(set[0], 1)
 	name := b.key("semaphore", fmt.Sprintf("P%dC%d", p, set[1]))
-	var ws []*worker
-	if p > 0 {
-		var err error
-		if ws, err = b.startSemaphoreWorkers(ctx, name, p); err != nil {
-			return err
-		}
+	ws, err := startWorkers(ctx, "semaphore-worker", b.childConfig(name), p)
+	if err != nil {
+		return err
 	}
 	s := l.Semaphore(name, semLimit)
-	runStart := time.Now()
-	var blockers []*efficiency.Lock
-	for range semLimit {
-		permit, err := s.TryAcquire(ctx, b.cfg.ttl)
-		if err != nil {
-			stopWorkers(ws)
-			return fmt.Errorf("the bench's own permits: %w", err)
-		}
-		blockers = append(blockers, permit)
+	own, err := takePermits(ctx, s, b.cfg.ttl)
+	if err != nil {
+		stopWorkers(ws)
+		return fmt.Errorf("the bench's own permits: %w", err)
 	}
 	watch, err := b.watchGrants(ctx, name)
 	if err != nil {
@@ -234,64 +136,70 @@ func (b *bench) runSemaphore(ctx context.Context, l *efficiency.Locker, res *sem
 	}
 	defer watch.close()
 	before := b.costSnap(ctx)
-	start := time.Now().Add(procStartIn)
-	var seen []procContender
-	var wg sync.WaitGroup
-	if p == 0 {
-		seen = make([]procContender, n)
-		for i := range seen {
-			arrival := start.Add(time.Duration(i) * b.stagger())
-			wg.Go(func() { seen[i] = semContend(ctx, s, arrival, b.cfg.ttl, b.cfg.hold) })
-		}
-	}
-	for _, w := range ws {
-		fmt.Fprintf(w.in, "go %d\n", start.UnixNano())
-	}
-	time.Sleep(time.Until(start.Add(time.Duration(n)*b.stagger() + procSettle)))
+	start := launch(ws)
+	here := contendHere(ctx, contention{acquire: semAcquire(s, b.cfg.ttl), ttl: b.cfg.ttl, hold: b.cfg.hold},
+		n*btoi(p == 0), func(i int) time.Time { return start.Add(time.Duration(i) * b.stagger()) })
+	b.settle(start, n)
 	if err := watch.queued(ctx); err != nil {
 		stopWorkers(ws)
 		return fmt.Errorf("reading the queue: %w", err)
 	}
 	t0 := time.Now()
-	own := make([]procContender, len(blockers)) // the bench's permits, as holders
-	for i, permit := range blockers {
-		own[i] = procContender{Granted: runStart.UnixNano(), Releasing: time.Now().UnixNano()}
-		if err := permit.Release(ctx); err != nil {
-			stopWorkers(ws)
-			return fmt.Errorf("the bench's release: %w", err)
-		}
+	holders, err := own.release(ctx)
+	if err != nil {
+		stopWorkers(ws)
+		return fmt.Errorf("the bench's release: %w", err)
 	}
-	wg.Wait()
-	sent := make(map[string]int64)
-	var errs []error
-	if p == 0 {
-		for name, k := range b.target.sent.counts() {
-			sent[name] = k - before.sent[name]
-		}
-	}
-	for _, w := range ws {
-		r, err := w.report()
-		errs = append(errs, err)
-		seen = append(seen, r.Contenders...)
-		for name, k := range r.Sent {
-			sent[name] += k
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	seen := here()
+	sentHere := b.target.sent.since(before.sent) // this process's contenders', when it runs them
+	theirs, sent, err := b.reports(ws)
+	if err != nil {
 		return err
 	}
-	var workersSent map[string]int64
-	if p > 0 {
-		workersSent = sent
-	}
-	c := costOf(before, b.costSnap(ctx), n, workersSent)
+	c := costOf(before, b.costSnap(ctx), n, sent)
 	if err := watch.drain(ctx); err != nil {
 		return fmt.Errorf("reading the grants: %w", err)
 	}
-	res.add(seen, own, t0, c, sent)
+	if p == 0 {
+		sent = sentHere
+	}
+	res.add(append(seen, theirs...), holders, t0, c, sent)
 	res.outOfOrder += watch.outOfOrder()
 	res.unannounced += n - watch.announced()
 	return nil
+}
+
+// benchPermits are the permits the bench holds while the contenders
+// arrive, from held on.
+type benchPermits struct {
+	held    time.Time
+	permits []*efficiency.Lock
+}
+
+// takePermits takes every permit of s, for ttl.
+func takePermits(ctx context.Context, s *efficiency.Semaphore, ttl time.Duration) (*benchPermits, error) {
+	own := &benchPermits{held: time.Now()}
+	for range semLimit {
+		permit, err := s.TryAcquire(ctx, ttl)
+		if err != nil {
+			return nil, err
+		}
+		own.permits = append(own.permits, permit)
+	}
+	return own, nil
+}
+
+// release releases the permits, and returns them as holders, for
+// holdersAtOnce.
+func (own *benchPermits) release(ctx context.Context) ([]procContender, error) {
+	holders := make([]procContender, len(own.permits))
+	for i, permit := range own.permits {
+		holders[i] = procContender{Granted: own.held.UnixNano(), Releasing: time.Now().UnixNano()}
+		if err := permit.Release(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return holders, nil
 }
 
 // grantWatch reads the grant messages of one semaphore's waiters, as the
@@ -436,78 +344,13 @@ func (w *grantWatch) close() {
 	}
 }
 
-// startSemaphoreWorkers starts p workers on the semaphore called name and
-// waits until each is ready.
-func (b *bench) startSemaphoreWorkers(ctx context.Context, name string, p int) ([]*worker, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	var ws []*worker
-	for i := range p {
-		wc, _ := json.Marshal(semWorkerConfig{
-			URL: b.cfg.url, Addrs: b.target.addrs, Cluster: b.target.cluster, TTL: b.cfg.ttl, Hold: b.cfg.hold,
-			Name: name, Index: i, Procs: p, PerProc: b.cfg.perProc, Stagger: b.stagger(),
-		})
-		w := &worker{cmd: exec.CommandContext(ctx, self)}
-		w.cmd.Env = append(os.Environ(), roleEnv+"=semaphore-worker", semWorkerEnv+"="+string(wc))
-		w.cmd.Stderr = &w.stderr
-		w.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-		if w.in, err = w.cmd.StdinPipe(); err == nil {
-			var out io.Reader
-			if out, err = w.cmd.StdoutPipe(); err == nil {
-				w.out = bufio.NewReader(out)
-				err = w.cmd.Start()
-			}
-		}
-		if err != nil {
-			stopWorkers(ws)
-			return nil, err
-		}
-		ws = append(ws, w)
-	}
-	for _, w := range ws {
-		if line, err := w.out.ReadString('\n'); err != nil || !strings.Contains(line, "ready") {
-			stopWorkers(ws)
-			return nil, fmt.Errorf("semaphore worker did not get ready (%v): %s", err, strings.TrimSpace(w.stderr.String()))
-		}
-	}
-	return ws, nil
-}
-
 // add pools one run: its contenders, the bench's own permits, the first
 // release at t0, its server cost and the commands its contenders sent.
 func (r *semResult) add(cs, own []procContender, t0 time.Time, c cost, sent map[string]int64) {
-	var ok []procContender
-	for _, c := range cs {
-		if c.Err != "" {
-			r.failures++
-			if len(r.errs) < 3 {
-				r.errs = append(r.errs, c.Err)
-			}
-			continue
-		}
-		ok = append(ok, c)
-	}
-	slices.SortFunc(ok, func(a, b procContender) int { return int(a.Granted - b.Granted) })
-	last := t0.UnixNano()
-	for _, c := range ok {
-		r.waits = append(r.waits, time.Duration(c.Granted-c.Arrival))
-		r.holds = append(r.holds, time.Duration(c.Releasing-c.Granted))
-		last = max(last, c.Released)
-	}
+	ok := r.pool.add(cs, t0, c)
 	most, beyond := holdersAtOnce(append(own, ok...))
 	r.maxHolders = max(r.maxHolders, most)
 	r.overlaps += beyond
-	r.acquired += len(ok)
-	if len(ok) > 0 {
-		r.makespans = append(r.makespans, time.Duration(last-t0.UnixNano()))
-	}
-	if c.serverUsec != nil {
-		r.serverKnown = true
-		r.serverUsec += *c.serverUsec * float64(len(cs))
-		r.serverCalls += *c.serverCalls * float64(len(cs))
-	}
 	for _, k := range sent {
 		r.sent += k
 	}
@@ -543,24 +386,11 @@ func holdersAtOnce(cs []procContender) (most, beyond int) {
 }
 
 func (r *semResult) row(set [2]int, b *bench) row {
-	per := r.acquired / max(len(r.makespans), 1) // acquisitions per run
-	ideal := time.Duration(per) * r.holds.mean() / semLimit
-	makespan := r.makespans.p50()
-	n := float64(max(r.acquired+r.failures, 1))
-	out := row{
-		Scenario: "semaphore", Lib: "efficiency", Procs: set[0], Contenders: set[1],
-		Config: fmt.Sprintf("leasekit efficiency: one efficiency.New(client) per process, Semaphore(name, %d); Acquire(ctx, %v), hold %v, Release", semLimit, b.cfg.ttl, b.cfg.hold),
-		N:      r.acquired + r.failures, Acquired: r.acquired, Limit: semLimit, MaxHolders: r.maxHolders,
-		P50: int64(r.waits.p50()), P99: int64(r.waits.p99()), WaitP99: int64(r.waits.p99()), WaitMax: int64(r.waits.max()),
-		Ratio: ratio(makespan, ideal), RatioTo: "ideal makespan",
-		IdealNs: int64(ideal), Makespan: int64(makespan), HoldNs: int64(r.holds.mean()),
-		OutOfOrder: &r.outOfOrder, TripsPerOp: float64(r.sent) / n,
-		Failures: r.failures, Overlaps: r.overlaps,
-	}
-	if r.serverKnown {
-		usec, calls := r.serverUsec/n, r.serverCalls/n
-		out.ServerUsecPerAcq, out.ServerCallsPerAcq = &usec, &calls
-	}
+	out := r.pool.row(time.Duration(r.perRun()) * r.holds.mean() / semLimit)
+	out.Scenario, out.Lib, out.Procs, out.Contenders = "semaphore", "efficiency", set[0], set[1]
+	out.Config = fmt.Sprintf("leasekit efficiency: one efficiency.New(client) per process, Semaphore(name, %d); Acquire(ctx, %v), hold %v, Release", semLimit, b.cfg.ttl, b.cfg.hold)
+	out.Limit, out.MaxHolders, out.OutOfOrder = semLimit, r.maxHolders, &r.outOfOrder
+	out.TripsPerOp = float64(r.sent) / float64(max(r.acquired+r.failures, 1))
 	if len(r.errs) > 0 {
 		b.note(fmt.Sprintf("note: semaphore P=%d C=%d: %d failures, e.g. %s", set[0], set[1], r.failures, r.errs[0]))
 	}
@@ -572,26 +402,18 @@ func (r *semResult) row(set [2]int, b *bench) row {
 
 // semaphoreColumns are the semaphore scenario's table.
 func semaphoreColumns() []column {
-	return []column{
+	return []column{libColumn,
 		{"P", func(r row) string {
 			if r.Procs == 0 {
 				return "this"
 			}
 			return fmt.Sprint(r.Procs)
 		}},
-		{"C", func(r row) string { return fmt.Sprint(r.Contenders) }},
-		{"N", func(r row) string { return fmt.Sprint(r.Limit) }},
-		{"acquired", func(r row) string { return fmt.Sprint(r.Acquired) }},
-		{"makespan", func(r row) string { return fmtDur(time.Duration(r.Makespan)) }},
-		{"ideal", func(r row) string { return fmtDur(time.Duration(r.IdealNs)) }},
-		{"÷ ideal", func(r row) string { return fmt.Sprintf("%.2f×", r.Ratio) }},
+		contendersCol, {"N", func(r row) string { return fmt.Sprint(r.Limit) }},
+		acquiredCol, makespanCol, idealCol, timesColumn("÷ ideal"),
 		{"max holders", func(r row) string { return fmt.Sprint(r.MaxHolders) }},
 		{"out of order", func(r row) string { return fmt.Sprint(*r.OutOfOrder) }},
-		{"wait p50", func(r row) string { return fmtDur(time.Duration(r.P50)) }},
-		{"wait p99", func(r row) string { return fmtDur(time.Duration(r.P99)) }},
+		{"wait p50", p50Column.value}, {"wait p99", p99Column.value},
 		{"cmds/acq", func(r row) string { return fmt.Sprintf("%.2f", r.TripsPerOp) }},
-		{"srv µs/acq", func(r row) string { return fmtOpt(r.ServerUsecPerAcq, "%.1f") }},
-		{"srv cmds/acq", func(r row) string { return fmtOpt(r.ServerCallsPerAcq, "%.1f") }},
-		{"failures", func(r row) string { return fmt.Sprint(r.Failures) }},
-	}
+		srvUsecAcq, srvCallsAcq, failuresCol}
 }

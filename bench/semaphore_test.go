@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"io"
 	"testing"
 
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
@@ -18,15 +16,7 @@ func TestSemaphoreScenario(t *testing.T) {
 		if b.Real() {
 			args = append(args, "-addr", b.Server.Addr)
 		}
-		cfg, err := parseFlags(args, io.Discard)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var stdout, stderr bytes.Buffer
-		if _, err := run(t.Context(), cfg, &stdout, &stderr); err != nil {
-			t.Fatalf("run: %v\nstderr:\n%s", err, stderr.String())
-		}
-		rows := decodeRows(t, &stdout)
+		rows := runBench(t, args...).printed(t)
 		if len(rows) != 2 {
 			t.Fatalf("got %d rows, want 2 (this process, 2 processes)", len(rows))
 		}

@@ -5,6 +5,7 @@ package layout_test
 import (
 	"bufio"
 	"encoding/json"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -72,25 +73,53 @@ type pkg struct {
 	GoFiles    []string
 }
 
-// packages lists the module's packages from root, with go list.
+// packages lists the packages of every module in the repository at root
+// (the library's, and the bench's beside it), with go list in each module's
+// folder: a pattern from the root does not reach into a nested module.
 func packages(t *testing.T, root string) []pkg {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-json", "./...")
-	cmd.Dir = root
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v", err)
-	}
 	var pkgs []pkg
-	dec := json.NewDecoder(strings.NewReader(string(out)))
-	for dec.More() {
-		var p pkg
-		if err := dec.Decode(&p); err != nil {
-			t.Fatal(err)
+	for _, dir := range moduleDirs(t, root) {
+		cmd := exec.Command("go", "list", "-json", "./...")
+		cmd.Dir = dir
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list in %s: %v", dir, err)
 		}
-		pkgs = append(pkgs, p)
+		dec := json.NewDecoder(strings.NewReader(string(out)))
+		for dec.More() {
+			var p pkg
+			if err := dec.Decode(&p); err != nil {
+				t.Fatal(err)
+			}
+			pkgs = append(pkgs, p)
+		}
 	}
 	return pkgs
+}
+
+// moduleDirs are the folders under root that hold a go.mod.
+func moduleDirs(t *testing.T, root string) []string {
+	t.Helper()
+	var dirs []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata"):
+			return filepath.SkipDir
+		case d.Name() == "go.mod" && !d.IsDir():
+			dirs = append(dirs, filepath.Dir(path))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dirs) < 2 {
+		t.Fatalf("found the modules %q, want the library's and the bench's", dirs)
+	}
+	return dirs
 }
 
 // rowOf returns the row whose folder holds the package at path (relative to
@@ -108,7 +137,7 @@ func rowOf(rows []row, path string) (row, bool) {
 	return best, bestLen >= 0
 }
 
-// TestLayoutMatchesTheCode: every package of the module lies in a folder of
+// TestLayoutMatchesTheCode: every package of the modules lies in a folder of
 // CONTRIBUTING.md's Layout table, every folder there exists, and no
 // package's non-test code imports a package of this module that its row
 // does not list.
@@ -146,6 +175,46 @@ func TestLayoutMatchesTheCode(t *testing.T) {
 			if !slices.ContainsFunc(r.imports, func(allowed string) bool { return own == allowed || strings.HasPrefix(own, allowed+"/") }) {
 				t.Errorf("%s imports %s, which its Layout row does not list (%v)", path, own, r.imports)
 			}
+		}
+	}
+}
+
+// benchOnly are the modules that only the bench needs: the chart's, and the
+// peer lock libraries it compares leasekit with.
+var benchOnly = []string{
+	"gonum.org/v1/plot",
+	"github.com/go-redsync/redsync/v4",
+	"github.com/bsm/redislock",
+	"github.com/redis/rueidis",
+}
+
+// TestLibraryLeavesTheBenchOut: the root's go.mod requires none of the
+// bench's own modules, so that a module requiring leasekit never resolves
+// them; they belong in bench/go.mod (CONTRIBUTING.md, "Two modules").
+func TestLibraryLeavesTheBenchOut(t *testing.T) {
+	root, err := filepath.Abs("../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", "mod", "edit", "-json")
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go mod edit -json: %v", err)
+	}
+	var mod struct {
+		Module  struct{ Path string }
+		Require []struct{ Path string }
+	}
+	if err := json.Unmarshal(out, &mod); err != nil {
+		t.Fatal(err)
+	}
+	if mod.Module.Path != strings.TrimSuffix(module, "/") {
+		t.Fatalf("read the go.mod of %s, want the library's", mod.Module.Path)
+	}
+	for _, r := range mod.Require {
+		if slices.Contains(benchOnly, r.Path) {
+			t.Errorf("the library's go.mod requires %s, which only the bench needs: require it in bench/go.mod", r.Path)
 		}
 	}
 }
