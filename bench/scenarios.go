@@ -533,7 +533,8 @@ func (b *bench) keysParallel(ctx context.Context) []row {
 	return rows
 }
 
-// setSubject is keys-parallel's reference: a plain SET, as redis-benchmark runs.
+// setSubject is keys-parallel's reference: a plain SET, as redis-benchmark
+// runs.
 func (b *bench) setSubject() subject {
 	return subject{name: "SET", ref: true, op: func(ctx context.Context, key string) error {
 		return b.client.Set(ctx, key, "1", 0).Err()

@@ -36,8 +36,8 @@ import (
 // these, so leasekit takes a notice as a hint to read the keys, never as
 // the news itself (observe.go); other readers should do the same.
 
-// Leader is an election's leader: the value it campaigned with, and its term (the
-// fencing token of its grant).
+// Leader is an election's leader: the value it campaigned with, and its term
+// (the fencing token of its grant).
 type Leader struct {
 	Value []byte
 	Term  uint64

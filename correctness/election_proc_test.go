@@ -228,12 +228,12 @@ func TestKilledLeader(t *testing.T) {
 	})
 }
 
-// TestPausedLeaderIsDeposed: the leader's process is frozen (SIGSTOP) past
-// its lease; the next candidate leads with a higher term and writes through
-// a Register, ExecFenced and a FencingProxy; resumed, the old leader writes
-// with its old term as a leader that checked before its pause would, and
-// every fence refuses it. Its term ends (ErrLockLost), and the observer saw each leader once, in
-// order.
+// TestPausedLeaderIsDeposed: the leader's process is frozen (SIGSTOP) past its
+// lease; the next candidate leads with a higher term and writes through a
+// Register, ExecFenced and a FencingProxy; resumed, the old leader writes with
+// its old term as a leader that checked before its pause would, and every fence
+// refuses it. Its term ends (ErrLockLost), and the observer saw each leader
+// once, in order.
 func TestPausedLeaderIsDeposed(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx, cancel := context.WithCancel(t.Context())

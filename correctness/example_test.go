@@ -14,10 +14,11 @@ import (
 )
 
 // The paused-holder scenario of Kleppmann's analysis, with the real API on
-// miniredis, time moved by leasetest's Advance: client A takes token 33, pauses past
-// its lease, client B takes token 34 and writes, and A wakes up and writes too.
-// Without a fence A's write destroys B's; with the Register it is rejected.
-// The output is that of the seed document's fencing.py, line for line.
+// miniredis, time moved by leasetest's Advance: client A takes token 33, pauses
+// past its lease, client B takes token 34 and writes, and A wakes up and writes
+// too. Without a fence A's write destroys B's; with the Register it is
+// rejected. The output is that of the seed document's fencing.py, line for
+// line.
 func Example_pausedHolder() {
 	for i, fenced := range []bool{false, true} {
 		if i > 0 {

@@ -187,19 +187,18 @@ const DefaultProxyLimit = 10_000
 
 // WithProxyLimit sets how many resources the proxy keeps in memory, besides
 // those with requests under way. Each costs about 300 bytes, whatever the
-// length of its name (the default, about 3 MB). Past the limit the proxy forgets the resource used
-// least recently. A forgotten resource never lets an older token through:
-// with WithProxyStore, Redis still holds its highest token; without, the
-// proxy remembers the highest token of the resources it forgot, in one of
-// 1024 floors by the resource's name, and holds a resource it sees again to
-// its floor. A current holder whose token is below that floor gets 409, and
-// must acquire again to get a newer token. That works with the clock floor
-// on (the default), whose tokens follow the server's clock; with
+// length of its name (the default, about 3 MB). Past the limit the proxy
+// forgets the resource used least recently. A forgotten resource never lets an
+// older token through: with WithProxyStore, Redis still holds its highest
+// token; without, the proxy remembers the highest token of the resources it
+// forgot, in one of 1024 floors by the resource's name, and holds a resource it
+// sees again to its floor. A current holder whose token is below that floor
+// gets 409, and must acquire again to get a newer token. That works with the
+// clock floor on (the default), whose tokens follow the server's clock; with
 // WithClockFloor(false) tokens count the grants of each lock, and a quiet
 // lock's tokens can stay below a floor that a busy lock's raised for a long
 // time: use WithProxyStore with WithClockFloor(false) then, or a limit above
-// the number of resources.
-// Default: DefaultProxyLimit; n < 1 means the default.
+// the number of resources. Default: DefaultProxyLimit; n < 1 means the default.
 func WithProxyLimit(n int) ProxyOption {
 	return func(p *FencingProxy) {
 		if n >= 1 {

@@ -454,7 +454,8 @@ func TestFencingProxyStoreSurvivesRestart(t *testing.T) {
 			token   uint64 // past base
 			want    int
 		}{
-			// A claims first; B claims after a restart, and A's write after another is refused.
+			// A claims first; B claims after a restart, and A's write after
+			// another is refused.
 			{false, "/a-first", http.MethodGet, 33, http.StatusOK},
 			{true, "/a-first", http.MethodGet, 34, http.StatusOK},
 			{true, "/a-first", http.MethodPut, 33, http.StatusConflict},

@@ -16,7 +16,8 @@ import (
 	_ "modernc.org/sqlite"
 )
 
-// The schema and statements that ExecFenced's doc shows: the tests run them verbatim.
+// The schema and statements that ExecFenced's doc shows: the tests run them
+// verbatim.
 const (
 	fenceSchema = `CREATE TABLE protected_resource (
     resource_id   TEXT PRIMARY KEY,
@@ -437,7 +438,8 @@ func ExampleExecFenced() {
 		return
 	}
 
-	// Holder B (token 34) writes; then holder A, paused with token 33, wakes up.
+	// Holder B (token 34) writes; then holder A, paused with token 33, wakes
+	// up.
 	fmt.Println(correctness.ExecFenced(ctx, db, fenceUpdate, "B's total", uint64(34), "invoice-7"))
 	err = correctness.ExecFenced(ctx, db, fenceUpdate, "A's total", uint64(33), "invoice-7")
 	fmt.Println(errors.Is(err, correctness.ErrStaleToken))

@@ -93,7 +93,8 @@ func TestOnceKeepsLongRunAlive(t *testing.T) {
 			if err != nil {
 				t.Fatalf("period %v: %v", period, err)
 			}
-			// The long run ended past its period: the next tick may run at once.
+			// The long run ended past its period: the next tick may run at
+			// once.
 			ran, err := other.Once(t.Context(), name, period, func(context.Context) error { return nil })
 			if !ran || err != nil {
 				t.Fatalf("after the long run: got ran=%v err=%v, want true, nil", ran, err)

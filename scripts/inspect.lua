@@ -1,8 +1,8 @@
--- inspect: what an operator may know of a lock, read without changing
--- anything: whether a live lease holds it, for how long, how many live
--- waiters queue for it, and its token. (lease.lua and queue.lua are prepended.) The value
--- with its mark and the queue entry are specified in
--- internal/lease/handoff.go. Never returns the owner id.
+-- inspect: what an operator may know of a lock, read without changing anything:
+-- whether a live lease holds it, for how long, how many live waiters queue for
+-- it, and its token. (lease.lua and queue.lua are prepended.) The value with
+-- its mark and the queue entry are specified in internal/lease/handoff.go.
+-- Never returns the owner id.
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the lock's wait queue

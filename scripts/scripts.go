@@ -4,17 +4,17 @@
 //
 // Each .lua file's header comment names its KEYS, ARGV and reply. The three
 // that grant a lock (fenced_acquire, wait, release) have grant.lua, the
-// function they share, prepended; the ones that queue waiters or hand a
-// grant to one (wait, release and the semaphore's), and inspect, queue.lua;
-// the semaphore's (sem_*, but sem_pttl), semaphore.lua after it; the two of a register
-// (register_write, register_claim), register_fence.lua; and the election's
-// and inspect, which read a lock's lease without holding it, lease.lua. The
-// scripts are embedded at build time and exported as *redis.Script values,
-// for leasekit's packages and for tools that must speak the same protocol
-// on the same keys (a test, a repair script); leasekit runs them with
-// EVALSHA, and EVAL when the server does not have one cached (internal/lease's
-// Script.Run). The handoff's wire format, which wait.lua and release.lua
-// read and write, is specified in internal/lease/handoff.go.
+// function they share, prepended; the ones that queue waiters or hand a grant
+// to one (wait, release and the semaphore's), and inspect, queue.lua; the
+// semaphore's (sem_*, but sem_pttl), semaphore.lua after it; the two of a
+// register (register_write, register_claim), register_fence.lua; and the
+// election's and inspect, which read a lock's lease without holding it,
+// lease.lua. The scripts are embedded at build time and exported as
+// *redis.Script values, for leasekit's packages and for tools that must speak
+// the same protocol on the same keys (a test, a repair script); leasekit runs
+// them with EVALSHA, and EVAL when the server does not have one cached
+// (internal/lease's Script.Run). The handoff's wire format, which wait.lua and
+// release.lua read and write, is specified in internal/lease/handoff.go.
 //
 // Not every command leasekit sends is a script: the efficiency acquire is a
 // plain SET NX PX, a Register's read an HMGET, the correctness audit CONFIG
@@ -103,8 +103,9 @@ var (
 	// replies with the holder's remaining ttl. See fenced_acquire.lua.
 	FencedAcquire = redis.NewScript(grantSrc + fencedAcquireSrc)
 
-	// RegisterWrite stores a value in a fenced register if the writer's token is
-	// at least the highest one that claimed or wrote it. See register_write.lua.
+	// RegisterWrite stores a value in a fenced register if the writer's token
+	// is at least the highest one that claimed or wrote it. See
+	// register_write.lua.
 	RegisterWrite = redis.NewScript(registerFenceSrc + registerWriteSrc)
 
 	// RegisterClaim raises a fenced register's fence to the claimer's token,

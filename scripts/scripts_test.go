@@ -211,7 +211,8 @@ func TestRegisterFence(t *testing.T) {
 			{"one below the highest", claim, tok(59*time.Minute - time.Microsecond), "c", reply{"stale", tok(59 * time.Minute)}},
 			{"61 minutes ahead, no ceiling", claim, tok(61 * time.Minute), "", reply{"ok", tok(59 * time.Minute), "v" + tok(59*time.Minute)}},
 			{"written below a claim", write, tok(60 * time.Minute), "", reply{"stale", tok(61 * time.Minute)}},
-			// A token equal to the highest is the same grant: not checked again.
+			// A token equal to the highest is the same grant: not checked
+			// again.
 			{"the claimer writes", write, tok(61 * time.Minute), "c", int64(1)},
 		}
 		for _, s := range steps {

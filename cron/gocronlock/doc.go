@@ -8,9 +8,9 @@
 // Redis keeps the key, no other scheduler is granted the job. A scheduler that
 // pauses (a GC pause, a VM migration) past its lease can still be running the
 // job while another starts it, and a Redis failover or restart without
-// persistence can grant it twice. Use it where a duplicate run is waste, not damage. gocron's
-// Locker has no room for a fencing token; for a job whose overlap would
-// corrupt data, take a correctness lease inside the job instead.
+// persistence can grant it twice. Use it where a duplicate run is waste, not
+// damage. gocron's Locker has no room for a fencing token; for a job whose
+// overlap would corrupt data, take a correctness lease inside the job instead.
 //
 // # The minimum hold
 //

@@ -429,7 +429,8 @@ func (n *Notifier) drop(sub *channelSub) *conn {
 	return cn
 }
 
-// wakeOne signals the first waiter with no wake-up pending. Called with n.mu held.
+// wakeOne signals the first waiter with no wake-up pending. Called with n.mu
+// held.
 func (s *channelSub) wakeOne() {
 	for _, w := range s.waiters {
 		if w.signal() {

@@ -398,7 +398,8 @@ func TestTelemetryOfLossReasons(t *testing.T) {
 				ctx := t.Context()
 				r := newRig(t)
 				l := k.open(t, proxiedClient(t, p, true), r.cfg)
-				// A ttl whose first refresh, which sees the key gone, comes soon.
+				// A ttl whose first refresh, which sees the key gone, comes
+				// soon.
 				err := l.do(ctx, "deleted", 1500*time.Millisecond, func(ctx context.Context) error {
 					direct.Del(ctx, lockKey("deleted"))
 					<-ctx.Done()

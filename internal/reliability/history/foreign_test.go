@@ -30,14 +30,14 @@ const (
 )
 
 // TestForeignHands holds an efficiency lock and a correctness lease and runs
-// 100,000 release and refresh scripts against each key, exactly as the
-// library sends them, but with wrong owner ids: near misses of the holder's
-// value (a prefix, a suffix, one character changed, the owner id without its
-// token, a neighbouring token) and other owners' ids, for an exact release, a
-// release of a lost grant by its owner id, a refresh to ten minutes and one to
-// a millisecond. Every call must reply -1 ("another owner holds it"); after every batch the
-// key must hold the holder's value with a ttl that never grew; at the end the
-// holders' own Release must succeed.
+// 100,000 release and refresh scripts against each key, exactly as the library
+// sends them, but with wrong owner ids: near misses of the holder's value (a
+// prefix, a suffix, one character changed, the owner id without its token, a
+// neighbouring token) and other owners' ids, for an exact release, a release of
+// a lost grant by its owner id, a refresh to ten minutes and one to a
+// millisecond. Every call must reply -1 ("another owner holds it"); after every
+// batch the key must hold the holder's value with a ttl that never grew; at the
+// end the holders' own Release must succeed.
 //
 // It runs on a real redis-server only, in about a second a key: miniredis
 // interprets each script in Go and needs over a minute a key under -race.

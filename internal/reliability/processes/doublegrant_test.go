@@ -15,8 +15,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// waiterChild waits for a lock or permit (LEASEKIT_WAITER: "addr kind name ttl"),
-// then reports whether the server holds the grant it got, as soon as the
+// waiterChild waits for a lock or permit (LEASEKIT_WAITER: "addr kind name
+// ttl"), then reports whether the server holds the grant it got, as soon as the
 // acquire returns; it releases the lock when told to on stdin.
 func waiterChild() int {
 	f := strings.Fields(os.Getenv("LEASEKIT_WAITER"))

@@ -17,13 +17,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// giveUpChild runs n waiters for one lock (LEASEKIT_GIVE_UP: "addr kind
-// name n mode [ttl]", ttl 2s by default), each of which gives up: mode
-// "deadline:D" waits with a context that ends after D, "cancel" with one
-// that ends when a line comes on stdin. Its client bounds calls by their context (ContextTimeoutEnabled),
-// as the docs advise. It reports "queued" once every waiter has started,
-// then "gave up N" when all have returned, and keeps its Lockers open (and
-// subscribed) until stdin closes.
+// giveUpChild runs n waiters for one lock (LEASEKIT_GIVE_UP: "addr kind name n
+// mode [ttl]", ttl 2s by default), each of which gives up: mode "deadline:D"
+// waits with a context that ends after D, "cancel" with one that ends when a
+// line comes on stdin. Its client bounds calls by their context
+// (ContextTimeoutEnabled), as the docs advise. It reports "queued" once every
+// waiter has started, then "gave up N" when all have returned, and keeps its
+// Lockers open (and subscribed) until stdin closes.
 func giveUpChild() int {
 	f := strings.Fields(os.Getenv("LEASEKIT_GIVE_UP"))
 	addr, kind, name, mode := f[0], f[1], f[2], f[4]

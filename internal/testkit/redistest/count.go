@@ -17,8 +17,8 @@ import (
 // any other command by its lowercase name, and an EVALSHA the server answered
 // NOSCRIPT (go-redis then sends EVAL) as "noscript". The efficiency acquire
 // (SET NX, alone or pipelined with PTTL) is "acquire". Another pipeline counts
-// once, as "pipeline". The handshake of a new connection (HELLO, CLIENT SETINFO) is
-// counted as "handshake" and left out of Total. Commands on pub/sub
+// once, as "pipeline". The handshake of a new connection (HELLO, CLIENT
+// SETINFO) is counted as "handshake" and left out of Total. Commands on pub/sub
 // connections do not pass through hooks.
 type Counter struct {
 	mu      sync.Mutex
