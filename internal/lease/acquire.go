@@ -67,7 +67,7 @@ func (c *Core) begin(ctx context.Context, lk *keySet, ttl time.Duration) (acquir
 	if err := CheckName(c.cfg.Errors.InvalidKey, lk.name); err != nil {
 		return acquire{}, err
 	}
-	if err := lk.ops.checkLimit(c.cfg.Errors.InvalidLimit); err != nil {
+	if err := lk.ops.invalid; err != nil {
 		return acquire{}, err
 	}
 	if err := checkTTL(c.cfg.Errors.InvalidTTL, ttl); err != nil {
@@ -109,7 +109,7 @@ func (a *acquire) try() (*Held, error) {
 	case err != nil:
 		return nil, a.failed(err)
 	case h == nil:
-		return nil, fmt.Errorf("%w: %s", a.c.cfg.Errors.NotObtained, a.keys.ops.busy(a.keys.name))
+		return nil, fmt.Errorf("%w: %s", a.c.cfg.Errors.NotObtained, a.keys.ops.busy(a.keys))
 	}
 	return h, nil
 }
@@ -123,23 +123,12 @@ func (a *acquire) try() (*Held, error) {
 // undo a grant the attempt may have made (mayHaveGranted).
 func (a *acquire) once(probe bool) (*Held, found, error) {
 	sent := time.Now()
-	var f found
-	var err error
-	switch {
-	case a.keys.ops.sem && probe:
-		f, err = a.runGrant(semAcquireScript, a.readWait, a.owner, Millis(a.ttl), a.keys.ops.arg, a.c.listen.channels, isProbe)
-	case a.keys.ops.sem:
-		f, err = a.runGrant(semAcquireScript, a.readWait, a.owner, Millis(a.ttl), a.keys.ops.arg, a.c.listen.channels)
-	case a.c.cfg.Fenced:
-		f, err = a.runGrant(fencedAcquireScript, a.readFenced, a.owner, Millis(a.ttl), a.c.scriptKind)
-	default:
-		f, err = a.setNX(probe)
-	}
+	f, err := a.keys.ops.attempt(*a, probe)
 	// A probe leaves settling to the wait that follows; a lone attempt
 	// serves the queue first, and takes what is left.
 	for i := 0; err == nil && f.settle && !probe && i < maxSettle; i++ {
 		sent = time.Now()
-		f, err = a.settle()
+		f, err = a.keys.ops.settle(*a)
 	}
 	if err != nil {
 		return nil, f, a.c.acquireErr(a.ctx, a.keys, err)
@@ -151,13 +140,10 @@ func (a *acquire) once(probe bool) (*Held, found, error) {
 	return h, f, err
 }
 
-// settle makes a lone attempt through the wait script, which serves the
-// queue first (a semaphore's acquire always does).
-func (a *acquire) settle() (found, error) {
-	if a.keys.ops.sem {
-		return a.runGrant(semAcquireScript, a.readWait, a.owner, Millis(a.ttl), a.keys.ops.arg, a.c.listen.channels)
-	}
-	return a.runGrant(waitScript, a.readWait, a.owner, Millis(a.ttl), a.c.scriptKind, notQueued, notQueued, notQueued, a.c.listen.channels)
+// settleLock makes a lone attempt on a lock through the wait script, which
+// serves the queue first.
+func settleLock(a acquire) (found, error) {
+	return a.runGrant(waitScript, a.readWait, a.owner, Millis(a.ttl), a.keys.ops.arg, notQueued, notQueued, notQueued, a.c.listen.channels)
 }
 
 // lease makes the lease of grant f, measured from start: a time no later than
@@ -177,12 +163,12 @@ func (a *acquire) lease(f found, start time.Time) (*Held, error) {
 	return &Held{core: a.c, keys: a.keys, value: f.value, token: f.token, granted: start, deadline: deadline, ttl: a.ttl}, nil
 }
 
-// setNX runs an efficiency acquire, SET NX PX: one round trip when the lock
-// is free. A failed lone attempt reads the holder and its ttl in a second
-// round trip, to recognise its own grant after a client retry (whose lease
-// is then no longer than the key's remaining ttl); a failed probe leaves
-// that to the wait that follows.
-func (a *acquire) setNX(probe bool) (found, error) {
+// setNX is an efficiency lock's lone attempt, SET NX PX: one round trip
+// when the lock is free. A failed lone attempt reads the holder and its ttl
+// in a second round trip, to recognise its own grant after a client retry
+// (whose lease is then no longer than the key's remaining ttl); a failed
+// probe leaves that to the wait that follows.
+func setNX(a acquire, probe bool) (found, error) {
 	client := a.c.cfg.Client
 	ok, err := client.SetNX(a.ctx, a.keys.lock, a.owner, a.ttl).Result()
 	if err != nil || ok || probe {
@@ -223,6 +209,12 @@ func (a *acquire) readHolder(holder *redis.StringCmd, pttl *redis.DurationCmd) (
 		return found{holderTTL: -1}, nil
 	}
 	return found{holderTTL: left}, nil
+}
+
+// acquireFenced is a fenced lock's lone attempt (a probe too), the fenced
+// acquire script.
+func acquireFenced(a acquire, _ bool) (found, error) {
+	return a.runGrant(fencedAcquireScript, a.readFenced, a.owner, Millis(a.ttl), a.keys.ops.arg)
 }
 
 // readFenced reads the fenced acquire script's reply: the token when

@@ -9,6 +9,7 @@ import (
 
 	"github.com/leasekit/leasekit/internal/backoff"
 	"github.com/leasekit/leasekit/internal/telemetry"
+	"github.com/redis/go-redis/v9"
 )
 
 // Held is a granted lease.
@@ -128,7 +129,7 @@ func (h *Held) refresh(ctx context.Context, ttl time.Duration) (int64, error) {
 	h.mu.Lock()
 	leader, restore := h.leader, h.restore
 	h.mu.Unlock()
-	n, err := h.core.refreshWith(ctx, h.keys, h.value, ttl, leader).Int64()
+	n, err := h.sendRefresh(ctx, ttl, leader).Int64()
 	if err != nil {
 		return 0, h.core.redisErr(ctx, "refresh", h.keys, err)
 	}
@@ -145,6 +146,28 @@ func (h *Held) refresh(ctx context.Context, ttl time.Duration) (int64, error) {
 		h.mu.Unlock()
 	}
 	return n, nil
+}
+
+// sendRefresh runs the refresh script of the lease; with leader, an
+// election's leader key, which it keeps alive too.
+func (h *Held) sendRefresh(ctx context.Context, ttl time.Duration, leader string) *redis.Cmd {
+	if leader == "" {
+		return h.keys.ops.refresh(h, ctx, ttl)
+	}
+	kind := ""
+	if h.core.cfg.ExpiringCounter {
+		kind = "t"
+	}
+	return h.core.run(ctx, refreshScript, []any{h.keys.keys[0], h.keys.keys[2], leader}, h.value, Millis(ttl), kind)
+}
+
+// refreshLock restarts the ttl of the lock h. Where the fence counter
+// expires with the lease, it lives as long as the lease that drew from it.
+func (h *Held) refreshLock(ctx context.Context, ttl time.Duration) *redis.Cmd {
+	if h.core.cfg.ExpiringCounter {
+		return h.core.run(ctx, refreshScript, h.keys.refreshKeys(), h.value, Millis(ttl), "t")
+	}
+	return h.core.run(ctx, refreshScript, h.keys.held(), h.value, Millis(ttl))
 }
 
 // Release ends the lease if it is still held: the lock goes to the first live

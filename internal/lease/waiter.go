@@ -305,10 +305,9 @@ func (w *waiter) handed(msg string) (*Held, error) {
 	if !ok || m.gen != e.gen || m.at < e.server {
 		return nil, nil
 	}
-	if ops := w.keys.ops; ops.sem && m.limit != 0 && m.limit != ops.limit {
+	if err := w.keys.ops.checkGrant(w, m); err != nil {
 		_ = w.release(m.value(w.owner), nil)
-		return nil, fmt.Errorf("%w: %s was handed a permit granted under limit %d, and this Semaphore's limit is %d",
-			w.c.cfg.Errors.LimitMismatch, w.keys.label(), m.limit, ops.limit)
+		return nil, err
 	}
 	f, err := w.granted(m.value(w.owner))
 	if err == nil && w.c.cfg.Replicas > 0 {
