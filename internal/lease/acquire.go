@@ -156,7 +156,7 @@ func (a *acquire) lease(f found, start time.Time) (*Held, error) {
 	}
 	deadline := start.Add(length - a.c.drift(length))
 	if late := time.Since(deadline); late >= 0 {
-		_ = a.release(f.value, nil)
+		a.logUnreleased(a.release(f.value))
 		return nil, fmt.Errorf("%w: %s: the grant's reply came %v after its lease deadline (ttl %v): "+
 			"the ttl is too short for the round trip to Redis; released it", a.c.cfg.Errors.Late, a.keys.label(), late.Round(time.Microsecond), a.ttl)
 	}
@@ -267,23 +267,29 @@ func (a *acquire) runGrant(s Script, read func(any) (found, error), args ...any)
 		c.cfg.Errors.NotReplicated, a.keys.label(), confirmed, c.cfg.Replicas, c.cfg.ReplicaWait))
 }
 
-// release ends the caller's grant if Redis holds one (the grant stored as
-// value, or with value "owner:" any grant of the caller's), after its reply
-// was lost or came too late, or its waiter gave up; and takes the queue entry
-// leaving (if not nil) out of the queue. Best effort: if Redis cannot be
-// reached now either, the grant expires with its ttl; that is logged, and
-// returned.
-func (a *acquire) release(value string, leaving *entry) error {
-	err := a.tryRelease(value, leaving)
-	if err != nil {
-		a.c.logger().Warn(a.c.cfg.Kind+": could not release a grant it cannot use (its reply was lost or late, or its waiter gave up)",
-			"lock", a.keys.name, "owner", redact(a.owner), "ttl", a.ttl, "err", err)
+// release ends the caller's grant stored as value, if Redis holds it: one
+// whose reply was lost or came too late, or that its waiter cannot use.
+// Best effort: if Redis cannot be reached now either, the grant expires
+// with its ttl, and the error says so; the caller logs it (logUnreleased)
+// or tries again later (strays.go).
+func (a *acquire) release(value string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), min(a.ttl, time.Second))
+	defer cancel()
+	if _, err := a.c.runRelease(ctx, a.keys, value, nil); err != nil && !IsServerReply(err) {
+		return err
 	}
-	return err
+	return nil
 }
 
-// tryRelease is release without the log.
-func (a *acquire) tryRelease(value string, leaving *entry) error {
+// releaseAny ends any grant of the caller's that Redis holds, whose token
+// (if any) it does not know: after a failure that may have granted it, or
+// a wait given up. It takes the queue entry leaving (if not nil) out of the
+// queue in the same step. Best effort, as release.
+func (a *acquire) releaseAny(leaving *entry) error {
+	value := a.owner
+	if a.c.cfg.Fenced {
+		value += ":" // any "owner:token" (release.lua)
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), min(a.ttl, time.Second))
 	defer cancel()
 	if _, err := a.c.runRelease(ctx, a.keys, value, leaving); err != nil && !IsServerReply(err) {
@@ -292,28 +298,21 @@ func (a *acquire) tryRelease(value string, leaving *entry) error {
 	return nil
 }
 
-// anyGrant is the release value that matches whatever grant Redis holds for
-// the caller, whose token (if any) it does not know.
-func (a *acquire) anyGrant() string {
-	if a.c.cfg.Fenced {
-		return a.owner + ":"
+// logUnreleased logs err, if not nil: a release of a grant the caller
+// cannot use failed, and the grant expires with its ttl.
+func (a *acquire) logUnreleased(err error) {
+	if err != nil {
+		a.c.logger().Warn(a.c.cfg.Kind+": could not release a grant it cannot use (its reply was lost or late, or its waiter gave up)",
+			"lock", a.keys.name, "owner", redact(a.owner), "ttl", a.ttl, "err", err)
 	}
-	return a.owner
 }
-
-// releaseAny releases any grant of the caller's (see anyGrant), and takes
-// leaving out of the queue.
-func (a *acquire) releaseAny(leaving *entry) error { return a.release(a.anyGrant(), leaving) }
-
-// tryReleaseAny is releaseAny without the log.
-func (a *acquire) tryReleaseAny(leaving *entry) error { return a.tryRelease(a.anyGrant(), leaving) }
 
 // failed ends an acquire whose attempt failed with err: it releases whatever
 // Redis may have granted it, and returns err, which, when ctx has ended,
 // also matches NotObtained and ctx.Err().
 func (a *acquire) failed(err error) error {
 	if mayHaveGranted(err) {
-		_ = a.releaseAny(nil)
+		a.logUnreleased(a.releaseAny(nil))
 	}
 	ctx := a.ctx
 	if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {

@@ -306,7 +306,7 @@ func (w *waiter) handed(msg string) (*Held, error) {
 		return nil, nil
 	}
 	if err := w.keys.ops.checkGrant(w, m); err != nil {
-		_ = w.release(m.value(w.owner), nil)
+		w.logUnreleased(w.release(m.value(w.owner)))
 		return nil, err
 	}
 	f, err := w.granted(m.value(w.owner))
@@ -317,7 +317,7 @@ func (w *waiter) handed(msg string) (*Held, error) {
 		}
 	}
 	if err != nil {
-		_ = w.release(m.value(w.owner), nil)
+		w.logUnreleased(w.release(m.value(w.owner)))
 		return nil, w.c.acquireErr(w.ctx, w.keys, err)
 	}
 	h, err := w.lease(f, m.start(e))
@@ -334,7 +334,7 @@ func (w *waiter) handed(msg string) (*Held, error) {
 // waiter of its Locker, which would otherwise sleep out the holder's ttl.
 func (w *waiter) leave(granted bool) {
 	if !granted && (w.entry != nil || w.unsure) {
-		if err := w.tryReleaseAny(w.entry); err != nil && w.entry != nil {
+		if err := w.releaseAny(w.entry); err != nil && w.entry != nil {
 			w.c.strays.add(&w.acquire, w.entry)
 		} else if err != nil {
 			w.c.logger().Warn(w.c.cfg.Kind+": a waiter gave up and could not release what Redis may have granted it; that expires with its ttl",
