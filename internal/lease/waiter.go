@@ -75,7 +75,7 @@ type waiter struct {
 	late   int  // grants in a row that came back past their deadline
 	// handedOver says the lease came in a grant message (see strays.took).
 	handedOver bool
-	failed     int // attempts in a row that Redis failed
+	failures   int // attempts in a row that Redis failed
 	tel        *telemetry.Acquire
 }
 
@@ -136,7 +136,7 @@ func (w *waiter) wait() (*Held, error) {
 			}
 			f.holderTTL = recheck
 		} else {
-			w.late, w.failed = 0, 0
+			w.late, w.failures = 0, 0
 		}
 		if h != nil {
 			return h, nil
@@ -241,7 +241,7 @@ func (w *waiter) failure(err error) (again bool, _ error) {
 	case !transient(err):
 		return false, err
 	}
-	if w.failed++; w.failed == 1 {
+	if w.failures++; w.failures == 1 {
 		w.c.logger().Warn(w.c.cfg.Kind+": Redis failed while waiting for a lock; trying again every second until the context ends",
 			"lock", w.keys.name, "err", err)
 	}
