@@ -224,7 +224,7 @@ func (a *acquire) readFenced(reply any) (found, error) {
 	case string:
 		return a.granted(a.owner + ":" + v)
 	case int64:
-		return found{holderTTL: time.Duration(v) * time.Millisecond, settle: v == 0}, nil
+		return found{holderTTL: time.Duration(v) * time.Millisecond, settle: v == fencedLapsed}, nil
 	}
 	return found{}, fmt.Errorf("unexpected reply %T", reply)
 }

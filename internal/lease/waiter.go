@@ -202,19 +202,19 @@ func (w *waiter) entryArgs() (queue, place, prev any) {
 // or wait.
 func (a *acquire) readWait(r any) (found, error) {
 	reply, _ := r.([]any)
-	if len(reply) == 2 && (reply[0] == int64(1) || reply[0] == int64(2)) {
+	if len(reply) == 2 && (reply[0] == waitGranted || reply[0] == waitHeld) {
 		if v, ok := reply[1].(string); ok {
 			return a.granted(v)
 		}
 	}
 	// A fifth element: the token of a grant the attempt handed to the
 	// first live waiter (wait.lua).
-	if (len(reply) == 4 || len(reply) == 5) && (reply[0] == int64(0) || reply[0] == int64(3) || reply[0] == int64(4)) {
+	if (len(reply) == 4 || len(reply) == 5) && (reply[0] == waitWaiting || reply[0] == waitQueued || reply[0] == waitSettle) {
 		left, ok1 := reply[1].(int64)
 		place, ok2 := reply[2].(string)
 		now, ok3 := reply[3].(string)
-		f := found{holderTTL: time.Duration(left) * time.Millisecond, queued: reply[0] == int64(3), place: place,
-			settle: reply[0] == int64(4)}
+		f := found{holderTTL: time.Duration(left) * time.Millisecond, queued: reply[0] == waitQueued, place: place,
+			settle: reply[0] == waitSettle}
 		var err error
 		if now != "" {
 			f.server, err = parseMicros(now)
@@ -373,7 +373,7 @@ func (w *waiter) confirm(value string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if n, _ := reply.(int64); n != 1 {
+	if n, _ := reply.(int64); n != leaseHeld {
 		return false, nil
 	}
 	if confirmed < int64(c.cfg.Replicas) {
