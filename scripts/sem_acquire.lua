@@ -7,8 +7,8 @@
 -- ARGV[2]  the permit's ttl in milliseconds
 -- ARGV[3]  the semaphore's limit, in decimal
 -- ARGV[4]  '1' when grant channels are sharded (Redis Cluster), else '0'
--- ARGV[5]  '1' for a waiter's first attempt, which need not know whether
---          the caller holds a permit already (its wait finds out)
+-- ARGV[5]  optional: '1' for a waiter's first attempt, which need not know
+--          whether the caller holds a permit already (its wait finds out)
 --
 -- Reply, a table whose first element is a code:
 --   {1, owner}            a permit granted by this call

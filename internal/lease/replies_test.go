@@ -44,7 +44,7 @@ func TestReplyCodesMatchTheScripts(t *testing.T) {
 			if ok {
 				seen++
 			}
-			got, wantCodes := distinct(replyCodes(string(src))), distinct(codes)
+			got, wantCodes := distinct(replyCodes(header(string(src)))), distinct(codes)
 			if !slices.Equal(got, wantCodes) {
 				t.Errorf("reply codes: the header lists %v, replies.go has %v", got, wantCodes)
 			}
@@ -59,15 +59,11 @@ func TestReplyCodesMatchTheScripts(t *testing.T) {
 // or first in a table, indented two spaces past the prose.
 var codeLine = regexp.MustCompile(`^-- {3}\{?(-?[0-9]+)[ ,}]`)
 
-// replyCodes are the codes the Reply section of the header of the script
-// src lists.
-func replyCodes(src string) []int64 {
+// replyCodes are the codes the Reply section of a script's header lists.
+func replyCodes(header []string) []int64 {
 	var codes []int64
 	reply := false
-	for line := range strings.SplitSeq(src, "\n") {
-		if !strings.HasPrefix(line, "--") {
-			break // the header ends
-		}
+	for _, line := range header {
 		reply = reply || strings.HasPrefix(line, "-- Reply")
 		if m := codeLine.FindStringSubmatch(line); reply && m != nil {
 			n, _ := strconv.ParseInt(m[1], 10, 64)
@@ -75,6 +71,18 @@ func replyCodes(src string) []int64 {
 		}
 	}
 	return codes
+}
+
+// header is the header of the script src: its leading comment lines.
+func header(src string) []string {
+	var lines []string
+	for line := range strings.SplitSeq(src, "\n") {
+		if !strings.HasPrefix(line, "--") {
+			break
+		}
+		lines = append(lines, line)
+	}
+	return lines
 }
 
 // distinct is codes sorted, each once.

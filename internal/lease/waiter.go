@@ -160,8 +160,9 @@ func (w *waiter) wait() (*Held, error) {
 func (w *waiter) attempt() (*Held, found, error) {
 	sent := time.Now()
 	queue, place, prev := w.entryArgs()
-	// ARGV[7], the kind of grant channels, is for a semaphore's wait, which
-	// may hand free permits to the waiters ahead of this one.
+	// ARGV[7], the kind of grant channels, is for the grants the attempt
+	// may hand to the live waiters ahead of this one (a free lock, a lapsed
+	// lease, free permits).
 	f, err := w.runGrant(w.keys.ops.wait, w.readWait, w.owner, Millis(w.ttl), w.keys.ops.arg, queue, place, prev, w.c.listen.channels)
 	if err != nil {
 		if e := w.entry; e != nil {
