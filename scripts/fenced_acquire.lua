@@ -9,11 +9,12 @@
 -- ARGV[3]  the lock's kind: 'f', 'c' or 't' (see grant.lua)
 --
 -- Reply when the lock is the caller's: the grant's token, a decimal string
--- (a retried call by the same owner gets the same token back). Otherwise the
--- holder's remaining ttl in ms (at least 1; -1 without expiry); or 0 when
--- the holder's lease lapsed with waiters queued, which the wait script
--- serves first. A counter that holds no token: an error reply starting
--- BADFENCE, nothing changed.
+-- (a retried call by the same owner gets the same token back). Otherwise
+-- the holder's remaining ttl in ms (at least 1; -1 without expiry), or:
+--   0   the holder's lease lapsed with waiters queued, which the wait
+--       script serves first
+-- A counter that holds no token: an error reply starting BADFENCE, nothing
+-- changed.
 local value, token = grant(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[3])
 if value then
   return token

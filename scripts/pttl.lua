@@ -3,10 +3,11 @@
 -- KEYS[1]  the lock key
 -- ARGV[1]  the value the caller's grant stored (owner id, or owner id:token)
 --
--- Reply: the remaining ttl in milliseconds (-1 when the key has no expiry); -2
--- when the key is gone (expired or deleted) or the lease lapsed, -3 when
--- another owner holds it. A value with the mark of waiters carries its
--- lease's expiry (handoff.go).
+-- Reply: the remaining ttl in milliseconds (-1 when the key has no
+-- expiry), or:
+--   -2  the key is gone (expired or deleted) or the lease lapsed
+--   -3  another owner holds it
+-- A value with the mark of waiters carries its lease's expiry (handoff.go).
 local held = redis.call('GET', KEYS[1])
 if not held then
   return -2

@@ -11,10 +11,12 @@
 -- ARGV[2]  the new ttl in milliseconds
 -- ARGV[3]  't' for a counter that expires with the lease, else '' or absent
 --
--- Reply: 1 when the ttl was set; 2 when it was set and the leader key does
--- not hold the caller's grant (deleted or evicted: the leader writes it
--- back); 0 when the key is gone or the lease lapsed, -1 when another owner
--- holds it (nothing changed then).
+-- Reply:
+--   1   the ttl was set
+--   2   it was set, and the leader key does not hold the caller's grant
+--       (deleted or evicted: the leader writes it back)
+--   0   the key is gone or the lease lapsed (nothing changed)
+--   -1  another owner holds it (nothing changed)
 local held = redis.call('GET', KEYS[1])
 if not held then
   return 0

@@ -19,15 +19,19 @@
 -- ARGV[4]  '1' when grant channels are sharded (Redis Cluster), else '0'
 -- ARGV[5]  another entry to remove with ARGV[3] (its next one), optional
 --
--- Reply: 0 when the caller's lease is gone (the key is, or the lease
--- lapsed), -1 when another owner holds it (nothing changed); 1 when the lock
--- was deleted; when handed to a waiter, 2 for an efficiency grant, the new
--- token (a decimal string) for a fenced one. 3 when released, and -2 when
--- gone, with dead entries still ahead of the first live waiter: the lock is
--- left vacant, and the caller calls again (with ARGV[1] '') to go on.
--- {0, token} when the caller's lease had lapsed and this call handed the
--- lock to the first live waiter, with that grant's token ('-' for an
--- efficiency grant).
+-- Reply:
+--   1   the lock was deleted
+--   2   it was handed to a waiter, as an efficiency grant (a fenced grant
+--       replies its new token, a decimal string)
+--   0   the caller's lease is gone (the key is, or the lease lapsed)
+--   -1  another owner holds it (nothing changed)
+--   3   released, with dead entries still ahead of the first live waiter:
+--       the lock is left vacant, and the caller calls again (with ARGV[1]
+--       '') to go on
+--   -2  gone, with dead entries ahead: likewise
+--   {0, token}  the caller's lease had lapsed, and this call handed the lock
+--       to the first live waiter, with that grant's token ('-' for an
+--       efficiency grant)
 if ARGV[3] ~= '' then
   redis.call('ZREM', KEYS[2], ARGV[3], ARGV[5] or ARGV[3])
 end

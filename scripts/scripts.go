@@ -2,19 +2,24 @@
 // file per operation, and the shell commands its README runs (test.sh,
 // bench.sh).
 //
-// Each .lua file's header comment names its KEYS, ARGV and reply. The three
-// that grant a lock (fenced_acquire, wait, release) have grant.lua, the
-// function they share, prepended; the ones that queue waiters or hand a grant
-// to one (wait, release and the semaphore's), and inspect, queue.lua; the
-// semaphore's (sem_*, but sem_pttl), semaphore.lua after it; the two of a
-// register (register_write, register_claim), register_fence.lua; and the
-// election's and inspect, which read a lock's lease without holding it,
-// lease.lua. The scripts are embedded at build time and exported as
-// *redis.Script values, for leasekit's packages and for tools that must speak
-// the same protocol on the same keys (a test, a repair script); leasekit runs
-// them with EVALSHA, and EVAL when the server does not have one cached
-// (internal/lease's Script.Run). The handoff's wire format, which wait.lua and
-// release.lua read and write, is specified in internal/lease/handoff.go.
+// Each .lua file's header comment names its KEYS, ARGV and reply. A reply code
+// (a number that says what the call did, rather than a ttl or a token) stands
+// on a line of its own, indented two spaces past the prose, alone or as the
+// first element of a table: "--   -1  another owner holds it"; a test holds
+// the engine's constants for the codes it reads (internal/lease/replies.go)
+// against those lines. The three that grant a lock (fenced_acquire, wait,
+// release) have grant.lua, the function they share, prepended; the ones that
+// queue waiters or hand a grant to one (wait, release and the semaphore's),
+// and inspect, queue.lua; the semaphore's (sem_*, but sem_pttl), semaphore.lua
+// after it; the two of a register (register_write, register_claim),
+// register_fence.lua; and the election's and inspect, which read a lock's
+// lease without holding it, lease.lua. The scripts are embedded at build time
+// and exported as *redis.Script values, for leasekit's packages and for tools
+// that must speak the same protocol on the same keys (a test, a repair
+// script); leasekit runs them with EVALSHA, and EVAL when the server does not
+// have one cached (internal/lease's Script.Run). The handoff's wire format,
+// which wait.lua and release.lua read and write, is specified in
+// internal/lease/handoff.go.
 //
 // Not every command leasekit sends is a script: the efficiency acquire is a
 // plain SET NX PX, a Register's read an HMGET, the correctness audit CONFIG

@@ -7,14 +7,17 @@
 -- ARGV[2]  the permit's ttl in milliseconds
 -- ARGV[3]  the semaphore's limit, in decimal
 -- ARGV[4]  '1' when grant channels are sharded (Redis Cluster), else '0'
--- ARGV[5]  '1' for a waiter's first attempt, which need not know whether
---          the caller holds a permit already (its wait finds out)
+-- ARGV[5]  optional: '1' for a waiter's first attempt, which need not know
+--          whether the caller holds a permit already (its wait finds out)
 --
--- Reply: {1, owner} for a permit granted by this call, {2, owner} for one
--- the caller held already (its ttl restarted); {4, 0, '', ''} when dead
--- entries are still ahead of the first live waiter (attempt again at once);
--- else {0, 0, '', ''}. An error
--- reply 'LIMIT n' when the live permits were granted under another limit, n.
+-- Reply, a table whose first element is a code:
+--   {1, owner}            a permit granted by this call
+--   {2, owner}            one the caller held already (its ttl restarted)
+--   {4, 0, '', ''}        dead entries are still ahead of the first live
+--                         waiter: attempt again at once
+--   {0, 0, '', ''}        no permit is free for the caller
+-- An error reply 'LIMIT n' when the live permits were granted under another
+-- limit, n.
 local s, err = enter(ARGV[3], ARGV[4])
 if not s then
   return redis.error_reply(err)

@@ -4,8 +4,8 @@
 --          semaphore.lua)
 -- ARGV[1]  the caller's owner id
 --
--- Reply: the remaining ttl in milliseconds; -2 when the caller holds no
--- permit (it expired, or was released or taken).
+-- Reply: the remaining ttl in milliseconds, or:
+--   -2  the caller holds no permit (it expired, or was released or taken)
 local now = redis.call('TIME')
 local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 local expiry = redis.call('ZSCORE', KEYS[1], ARGV[1])

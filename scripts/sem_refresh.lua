@@ -5,8 +5,10 @@
 -- ARGV[1]  the caller's owner id
 -- ARGV[2]  the new ttl in milliseconds
 --
--- Reply: 1 when the ttl was set; 0 when the caller holds no permit (it
--- expired, or was released or taken), and nothing changed.
+-- Reply:
+--   1   the ttl was set
+--   0   the caller holds no permit (it expired, or was released or taken),
+--       and nothing changed
 local s = open()
 if renew(s) then
   return 1

@@ -12,10 +12,13 @@
 -- ARGV[4]  '1' when grant channels are sharded (Redis Cluster), else '0'
 -- ARGV[5]  another entry to remove with ARGV[3] (its next one), optional
 --
--- Reply: 0 when the caller holds no permit (it expired, or was never
--- granted); 1 when released; 2 when released and handed to a waiter; 3 when
--- released (or, with ARGV[1] '', served) with dead entries still ahead of
--- the first live waiter: the caller calls again with ARGV[1] '' to go on.
+-- Reply:
+--   1   released
+--   2   released, and handed to a waiter
+--   0   the caller holds no permit (it expired, or was never granted)
+--   3   released (or, with ARGV[1] '', served) with dead entries still
+--       ahead of the first live waiter: the caller calls again with ARGV[1]
+--       '' to go on
 if ARGV[3] ~= '' then
   redis.call('ZREM', KEYS[2], ARGV[3], ARGV[5] or ARGV[3])
 end

@@ -14,12 +14,18 @@
 -- ARGV[6]  that previous entry, or ''
 -- ARGV[7]  '1' when grant channels are sharded (Redis Cluster), else '0'
 --
--- Reply as wait.lua's: {1, owner} for a permit granted by this call, {2,
--- owner} for one the caller held already (its ttl restarted), and the
--- caller's entries leave the queue; otherwise {code, ttl, place, now}, ttl
--- the ms until the first live permit expires. An error reply 'LIMIT n' when
--- the live permits were granted under another limit, n. Code 4 when dead
--- entries are still ahead of the first live waiter: attempt again at once.
+-- Reply, a table whose first element is a code, as wait.lua's:
+--   {1, owner}            a permit granted by this call
+--   {2, owner}            one the caller held already (its ttl restarted)
+--   {3, ttl, place, now}  this call queued ARGV[4] (at ARGV[5] if given)
+--   {0, ttl, place, now}  the previous entry is still queued, or the caller
+--                         does not queue (place '')
+--   {4, 0, place, now}    dead entries are still ahead of the first live
+--                         waiter: attempt again at once
+-- With codes 1 and 2 the caller's entries leave the queue. ttl is the ms
+-- until the first live permit expires, now the server clock in µs. An
+-- error reply 'LIMIT n' when the live permits were granted under another
+-- limit, n.
 local s, err = enter(ARGV[3], ARGV[7])
 if not s then
   return redis.error_reply(err)

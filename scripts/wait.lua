@@ -18,19 +18,22 @@
 -- ARGV[6]  that previous entry, or ''
 -- ARGV[7]  '1' when grant channels are sharded (Redis Cluster), else '0'
 --
--- Reply when the lock is the caller's: {1, value} for a grant made by this
--- call, {2, value} for one it had already (its ttl restarted), value without
--- the mark; the caller's entries leave the queue. A counter that holds no
--- token: an error reply starting BADFENCE.
--- Otherwise {code, ttl, place, now}: ttl the holder's remaining ms (-1: no
--- expiry; 0 with code 4), now the server clock in µs; code 3 when this call
--- queued ARGV[4] (at ARGV[5] if given: the previous entry was gone), 0 when
--- the previous entry is still queued (it stays), or the caller does not
--- queue (place ''); code 4 when the lock is free but dead entries are still
--- ahead of the first live waiter: attempt again at once. When this call
--- handed the lock to the first live waiter (it found the lock free, or its
--- lease lapsed), a fifth element follows: the token of that grant ('-' for
--- an efficiency grant).
+-- Reply, a table whose first element is a code:
+--   {1, value}            the lock is the caller's, granted by this call
+--   {2, value}            it was the caller's already (its ttl restarted)
+--   {3, ttl, place, now}  this call queued ARGV[4] (at ARGV[5] if given: the
+--                         previous entry was gone)
+--   {0, ttl, place, now}  the previous entry is still queued (it stays), or
+--                         the caller does not queue (place '')
+--   {4, 0, place, now}    the lock is free, but dead entries are still ahead
+--                         of the first live waiter: attempt again at once
+-- value is the grant's, without the mark; with codes 1 and 2 the caller's
+-- entries leave the queue. ttl is the holder's remaining ms (-1: no
+-- expiry), now the server clock in µs. When this call handed the lock to
+-- the first live waiter (it found the lock free, or its lease lapsed), a
+-- fifth element follows codes 0 and 3: the token of that grant ('-' for an
+-- efficiency grant). A counter that holds no token: an error reply starting
+-- BADFENCE.
 local now = redis.call('TIME')
 local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 local held = redis.call('GET', KEYS[1])

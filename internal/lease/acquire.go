@@ -67,7 +67,7 @@ func (c *Core) begin(ctx context.Context, lk *keySet, ttl time.Duration) (acquir
 	if err := CheckName(c.cfg.Errors.InvalidKey, lk.name); err != nil {
 		return acquire{}, err
 	}
-	if err := lk.ops.checkLimit(c.cfg.Errors.InvalidLimit); err != nil {
+	if err := lk.ops.invalid; err != nil {
 		return acquire{}, err
 	}
 	if err := checkTTL(c.cfg.Errors.InvalidTTL, ttl); err != nil {
@@ -109,7 +109,7 @@ func (a *acquire) try() (*Held, error) {
 	case err != nil:
 		return nil, a.failed(err)
 	case h == nil:
-		return nil, fmt.Errorf("%w: %s", a.c.cfg.Errors.NotObtained, a.keys.ops.busy(a.keys.name))
+		return nil, fmt.Errorf("%w: %s", a.c.cfg.Errors.NotObtained, a.keys.ops.busy(a.keys))
 	}
 	return h, nil
 }
@@ -123,23 +123,12 @@ func (a *acquire) try() (*Held, error) {
 // undo a grant the attempt may have made (mayHaveGranted).
 func (a *acquire) once(probe bool) (*Held, found, error) {
 	sent := time.Now()
-	var f found
-	var err error
-	switch {
-	case a.keys.ops.sem && probe:
-		f, err = a.runGrant(semAcquireScript, a.readWait, a.owner, Millis(a.ttl), a.keys.ops.arg, a.c.listen.channels, isProbe)
-	case a.keys.ops.sem:
-		f, err = a.runGrant(semAcquireScript, a.readWait, a.owner, Millis(a.ttl), a.keys.ops.arg, a.c.listen.channels)
-	case a.c.cfg.Fenced:
-		f, err = a.runGrant(fencedAcquireScript, a.readFenced, a.owner, Millis(a.ttl), a.c.scriptKind)
-	default:
-		f, err = a.setNX(probe)
-	}
+	f, err := a.keys.ops.attempt(*a, probe)
 	// A probe leaves settling to the wait that follows; a lone attempt
 	// serves the queue first, and takes what is left.
 	for i := 0; err == nil && f.settle && !probe && i < maxSettle; i++ {
 		sent = time.Now()
-		f, err = a.settle()
+		f, err = a.keys.ops.settle(*a)
 	}
 	if err != nil {
 		return nil, f, a.c.acquireErr(a.ctx, a.keys, err)
@@ -151,13 +140,10 @@ func (a *acquire) once(probe bool) (*Held, found, error) {
 	return h, f, err
 }
 
-// settle makes a lone attempt through the wait script, which serves the
-// queue first (a semaphore's acquire always does).
-func (a *acquire) settle() (found, error) {
-	if a.keys.ops.sem {
-		return a.runGrant(semAcquireScript, a.readWait, a.owner, Millis(a.ttl), a.keys.ops.arg, a.c.listen.channels)
-	}
-	return a.runGrant(waitScript, a.readWait, a.owner, Millis(a.ttl), a.c.scriptKind, notQueued, notQueued, notQueued, a.c.listen.channels)
+// settleLock makes a lone attempt on a lock through the wait script, which
+// serves the queue first.
+func settleLock(a acquire) (found, error) {
+	return a.runGrant(waitScript, a.readWait, a.owner, Millis(a.ttl), a.keys.ops.arg, notQueued, notQueued, notQueued, a.c.listen.channels)
 }
 
 // lease makes the lease of grant f, measured from start: a time no later than
@@ -170,19 +156,19 @@ func (a *acquire) lease(f found, start time.Time) (*Held, error) {
 	}
 	deadline := start.Add(length - a.c.drift(length))
 	if late := time.Since(deadline); late >= 0 {
-		_ = a.release(f.value, nil)
+		a.logUnreleased(a.release(f.value))
 		return nil, fmt.Errorf("%w: %s: the grant's reply came %v after its lease deadline (ttl %v): "+
 			"the ttl is too short for the round trip to Redis; released it", a.c.cfg.Errors.Late, a.keys.label(), late.Round(time.Microsecond), a.ttl)
 	}
 	return &Held{core: a.c, keys: a.keys, value: f.value, token: f.token, granted: start, deadline: deadline, ttl: a.ttl}, nil
 }
 
-// setNX runs an efficiency acquire, SET NX PX: one round trip when the lock
-// is free. A failed lone attempt reads the holder and its ttl in a second
-// round trip, to recognise its own grant after a client retry (whose lease
-// is then no longer than the key's remaining ttl); a failed probe leaves
-// that to the wait that follows.
-func (a *acquire) setNX(probe bool) (found, error) {
+// setNX is an efficiency lock's lone attempt, SET NX PX: one round trip
+// when the lock is free. A failed lone attempt reads the holder and its ttl
+// in a second round trip, to recognise its own grant after a client retry
+// (whose lease is then no longer than the key's remaining ttl); a failed
+// probe leaves that to the wait that follows.
+func setNX(a acquire, probe bool) (found, error) {
 	client := a.c.cfg.Client
 	ok, err := client.SetNX(a.ctx, a.keys.lock, a.owner, a.ttl).Result()
 	if err != nil || ok || probe {
@@ -225,6 +211,12 @@ func (a *acquire) readHolder(holder *redis.StringCmd, pttl *redis.DurationCmd) (
 	return found{holderTTL: left}, nil
 }
 
+// acquireFenced is a fenced lock's lone attempt (a probe too), the fenced
+// acquire script.
+func acquireFenced(a acquire, _ bool) (found, error) {
+	return a.runGrant(fencedAcquireScript, a.readFenced, a.owner, Millis(a.ttl), a.keys.ops.arg)
+}
+
 // readFenced reads the fenced acquire script's reply: the token when
 // granted, the holder's ttl in ms otherwise.
 func (a *acquire) readFenced(reply any) (found, error) {
@@ -232,7 +224,7 @@ func (a *acquire) readFenced(reply any) (found, error) {
 	case string:
 		return a.granted(a.owner + ":" + v)
 	case int64:
-		return found{holderTTL: time.Duration(v) * time.Millisecond, settle: v == 0}, nil
+		return found{holderTTL: time.Duration(v) * time.Millisecond, settle: v == fencedLapsed}, nil
 	}
 	return found{}, fmt.Errorf("unexpected reply %T", reply)
 }
@@ -275,23 +267,29 @@ func (a *acquire) runGrant(s Script, read func(any) (found, error), args ...any)
 		c.cfg.Errors.NotReplicated, a.keys.label(), confirmed, c.cfg.Replicas, c.cfg.ReplicaWait))
 }
 
-// release ends the caller's grant if Redis holds one (the grant stored as
-// value, or with value "owner:" any grant of the caller's), after its reply
-// was lost or came too late, or its waiter gave up; and takes the queue entry
-// leaving (if not nil) out of the queue. Best effort: if Redis cannot be
-// reached now either, the grant expires with its ttl; that is logged, and
-// returned.
-func (a *acquire) release(value string, leaving *entry) error {
-	err := a.tryRelease(value, leaving)
-	if err != nil {
-		a.c.logger().Warn(a.c.cfg.Kind+": could not release a grant it cannot use (its reply was lost or late, or its waiter gave up)",
-			"lock", a.keys.name, "owner", redact(a.owner), "ttl", a.ttl, "err", err)
+// release ends the caller's grant stored as value, if Redis holds it: one
+// whose reply was lost or came too late, or that its waiter cannot use.
+// Best effort: if Redis cannot be reached now either, the grant expires
+// with its ttl, and the error says so; the caller logs it (logUnreleased)
+// or tries again later (strays.go).
+func (a *acquire) release(value string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), min(a.ttl, time.Second))
+	defer cancel()
+	if _, err := a.c.runRelease(ctx, a.keys, value, nil); err != nil && !IsServerReply(err) {
+		return err
 	}
-	return err
+	return nil
 }
 
-// tryRelease is release without the log.
-func (a *acquire) tryRelease(value string, leaving *entry) error {
+// releaseAny ends any grant of the caller's that Redis holds, whose token
+// (if any) it does not know: after a failure that may have granted it, or
+// a wait given up. It takes the queue entry leaving (if not nil) out of the
+// queue in the same step. Best effort, as release.
+func (a *acquire) releaseAny(leaving *entry) error {
+	value := a.owner
+	if a.c.cfg.Fenced {
+		value += ":" // any "owner:token" (release.lua)
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.ctx), min(a.ttl, time.Second))
 	defer cancel()
 	if _, err := a.c.runRelease(ctx, a.keys, value, leaving); err != nil && !IsServerReply(err) {
@@ -300,28 +298,21 @@ func (a *acquire) tryRelease(value string, leaving *entry) error {
 	return nil
 }
 
-// anyGrant is the release value that matches whatever grant Redis holds for
-// the caller, whose token (if any) it does not know.
-func (a *acquire) anyGrant() string {
-	if a.c.cfg.Fenced {
-		return a.owner + ":"
+// logUnreleased logs err, if not nil: a release of a grant the caller
+// cannot use failed, and the grant expires with its ttl.
+func (a *acquire) logUnreleased(err error) {
+	if err != nil {
+		a.c.logger().Warn(a.c.cfg.Kind+": could not release a grant it cannot use (its reply was lost or late, or its waiter gave up)",
+			"lock", a.keys.name, "owner", redact(a.owner), "ttl", a.ttl, "err", err)
 	}
-	return a.owner
 }
-
-// releaseAny releases any grant of the caller's (see anyGrant), and takes
-// leaving out of the queue.
-func (a *acquire) releaseAny(leaving *entry) error { return a.release(a.anyGrant(), leaving) }
-
-// tryReleaseAny is releaseAny without the log.
-func (a *acquire) tryReleaseAny(leaving *entry) error { return a.tryRelease(a.anyGrant(), leaving) }
 
 // failed ends an acquire whose attempt failed with err: it releases whatever
 // Redis may have granted it, and returns err, which, when ctx has ended,
 // also matches NotObtained and ctx.Err().
 func (a *acquire) failed(err error) error {
 	if mayHaveGranted(err) {
-		_ = a.releaseAny(nil)
+		a.logUnreleased(a.releaseAny(nil))
 	}
 	ctx := a.ctx
 	if ctx.Err() != nil && !errors.Is(err, ctx.Err()) {

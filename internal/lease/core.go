@@ -91,9 +91,8 @@ type Core struct {
 	cached atomic.Int64 // entries in names
 	semTel sync.Map     // a semaphore's limit -> its *telemetry.Telemetry
 	// kind is the lock's kind as the scripts name it (grant.lua): "e", "f",
-	// "c" or "t"; scriptKind is the same, boxed once as a script argument.
-	kind       string
-	scriptKind any
+	// "c" or "t".
+	kind string
 }
 
 // New returns a Core. The caller has validated cfg.
@@ -102,7 +101,6 @@ func New(cfg Config) *Core {
 		cfg.Kind = "leasekit"
 	}
 	c := &Core{cfg: cfg, kind: scriptKind(cfg)}
-	c.scriptKind = c.kind
 	c.lock = lockOps(c)
 	c.strays = &strays{c: c, m: make(map[string]*stray), taken: make(map[string]*took), done: make(chan struct{})}
 	c.listen = newListener(c)

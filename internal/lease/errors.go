@@ -8,7 +8,6 @@ import (
 	"net"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -89,26 +88,17 @@ func (n named) Unwrap() error { return n.error }
 // cannot draw a token from (scripts/grant.lua).
 const badFence = "BADFENCE "
 
-// otherLimit starts the error reply of a semaphore's script that found its
-// live permits granted under another limit (scripts/semaphore.lua).
-const otherLimit = "LIMIT "
-
-// acquireErr names the lock or semaphore in err, an acquire's failure. A
-// corrupt fence counter also matches InvalidToken, and a semaphore in use
-// with another limit LimitMismatch.
+// acquireErr names the lock or semaphore in err, an acquire's failure. An
+// error reply the caller can act on matches its sentinel too (ops.refused):
+// a corrupt fence counter InvalidToken, a semaphore in use with another
+// limit LimitMismatch.
 func (c *Core) acquireErr(ctx context.Context, lk *keySet, err error) error {
 	var n named
 	if errors.As(err, &n) {
 		return err
 	}
-	if e := c.fenceErr(lk, err); e != nil {
+	if e := lk.ops.refused(c, lk, err); e != nil {
 		return e
-	}
-	var re redis.Error
-	switch {
-	case errors.As(err, &re) && lk.ops.sem && strings.HasPrefix(re.Error(), otherLimit):
-		return fmt.Errorf("%w: %s has permits live under limit %s, and this Semaphore's limit is %d",
-			c.cfg.Errors.LimitMismatch, lk.label(), strings.TrimPrefix(re.Error(), otherLimit), lk.ops.limit)
 	}
 	return c.redisErr(ctx, "acquire", lk, err)
 }
@@ -126,31 +116,7 @@ func (c *Core) fenceErr(lk *keySet, err error) error {
 // redisErr names the operation, the lock or semaphore and its key in err, a
 // failure of Redis or of its reply.
 func (c *Core) redisErr(ctx context.Context, op string, lk *keySet, err error) error {
-	return WrapRedis(c.cfg.Kind, op+" "+lk.ops.what, lk.name, KeyErr(c.keyOf(ctx, lk, err), err))
-}
-
-// keyOf is the key that err, a failure of a script on the keys of lk, is
-// about: the lock's, or for a semaphore whose script met a key of another
-// type (WRONGTYPE, which names no key), the one of its keys that holds
-// another type, found in one more round trip.
-func (c *Core) keyOf(ctx context.Context, lk *keySet, err error) string {
-	if !lk.ops.sem || err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
-		return lk.lock
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
-	defer cancel()
-	pipe := c.cfg.Client.Pipeline()
-	cards := make([]*redis.IntCmd, len(lk.keys))
-	for i, k := range lk.keys {
-		cards[i] = pipe.ZCard(ctx, k.(string)) // every key of a semaphore is a sorted set
-	}
-	_, _ = pipe.Exec(ctx) // each command's error is read below
-	for i, cmd := range cards {
-		if redis.HasErrorPrefix(cmd.Err(), "WRONGTYPE") {
-			return lk.keys[i].(string)
-		}
-	}
-	return lk.lock
+	return WrapRedis(c.cfg.Kind, op+" "+lk.ops.what, lk.name, KeyErr(lk.ops.keyOf(c, ctx, lk, err), err))
 }
 
 // KeyErr is err, a failure of Redis on key, with the key named.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/leasekit/leasekit/internal/backoff"
 	"github.com/leasekit/leasekit/internal/telemetry"
+	"github.com/redis/go-redis/v9"
 )
 
 // Held is a granted lease.
@@ -47,10 +48,6 @@ func (h *Held) Lead(leaderKey string, restore func(context.Context) error) {
 	defer h.mu.Unlock()
 	h.leader, h.restore = leaderKey, restore
 }
-
-// leaderLost is the refresh script's reply for a refresh that found the
-// leader key without the grant (scripts/refresh.lua).
-const leaderLost = 2
 
 // recordEnd records the end of the hold in the telemetry, once: a release,
 // or a loss for reason.
@@ -114,37 +111,59 @@ func (h *Held) Refresh(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	n, err := h.refresh(ctx, ttl)
-	if err == nil && n != 1 {
-		err = h.notHeld(n == 0)
+	if err == nil && n != leaseHeld {
+		err = h.notHeld(n == leaseGone)
 	}
 	return err
 }
 
 // refresh runs the refresh script and, when it restarted the lease, moves
-// the deadline. Its reply is the script's: 1 when refreshed, 0 when the key
-// was gone, -1 when another owner held it.
+// the deadline. Its reply is the script's: leaseHeld when refreshed,
+// leaseGone or leaseTaken (replies.go).
 func (h *Held) refresh(ctx context.Context, ttl time.Duration) (int64, error) {
 	sent := time.Now()
 	h.mu.Lock()
 	leader, restore := h.leader, h.restore
 	h.mu.Unlock()
-	n, err := h.core.refreshWith(ctx, h.keys, h.value, ttl, leader).Int64()
+	n, err := h.sendRefresh(ctx, ttl, leader).Int64()
 	if err != nil {
 		return 0, h.core.redisErr(ctx, "refresh", h.keys, err)
 	}
 	if n == leaderLost {
-		n = 1
+		n = leaseHeld
 		if err := restore(ctx); err != nil {
 			h.core.logger().Warn(h.core.cfg.Kind+": a leader could not write back its leader key; observers see no leader until it can",
 				"lock", h.keys.name, "err", err)
 		}
 	}
-	if n == 1 {
+	if n == leaseHeld {
 		h.mu.Lock()
 		h.deadline, h.ttl = sent.Add(ttl-h.core.drift(ttl)), ttl
 		h.mu.Unlock()
 	}
 	return n, nil
+}
+
+// sendRefresh runs the refresh script of the lease; with leader, an
+// election's leader key, which it keeps alive too.
+func (h *Held) sendRefresh(ctx context.Context, ttl time.Duration, leader string) *redis.Cmd {
+	if leader == "" {
+		return h.keys.ops.refresh(h, ctx, ttl)
+	}
+	kind := ""
+	if h.core.cfg.ExpiringCounter {
+		kind = "t"
+	}
+	return h.core.run(ctx, refreshScript, []any{h.keys.keys[0], h.keys.keys[2], leader}, h.value, Millis(ttl), kind)
+}
+
+// refreshLock restarts the ttl of the lock h. Where the fence counter
+// expires with the lease, it lives as long as the lease that drew from it.
+func (h *Held) refreshLock(ctx context.Context, ttl time.Duration) *redis.Cmd {
+	if h.core.cfg.ExpiringCounter {
+		return h.core.run(ctx, refreshScript, h.keys.refreshKeys(), h.value, Millis(ttl), "t")
+	}
+	return h.core.run(ctx, refreshScript, h.keys.held(), h.value, Millis(ttl))
 }
 
 // Release ends the lease if it is still held: the lock goes to the first live
@@ -153,16 +172,16 @@ func (h *Held) refresh(ctx context.Context, ttl time.Duration) (int64, error) {
 func (h *Held) Release(ctx context.Context) error {
 	ctx, span := h.keys.ops.tel.Start(ctx, "Release", h.keys.name)
 	n, err := h.release(ctx)
-	if err == nil && n <= 0 {
-		err = h.notHeld(n == 0)
+	if err == nil && unheld(n) {
+		err = h.notHeld(n == leaseGone)
 	}
 	telemetry.End(span, err)
 	return err
 }
 
 // release runs the release script for the lease and, once it reached Redis,
-// marks the lease released. Its reply is 1 when the lease was released, 0
-// when the key was gone, -1 when another owner held it.
+// marks the lease released. Its reply is leaseHeld when the lease was
+// released, leaseGone or leaseTaken (replies.go).
 func (h *Held) release(ctx context.Context) (int64, error) {
 	reply, err := h.core.runRelease(ctx, h.keys, h.value, nil)
 	if err != nil {
@@ -171,8 +190,8 @@ func (h *Held) release(ctx context.Context) (int64, error) {
 	h.mu.Lock()
 	h.deadline, h.released = time.Time{}, true
 	h.mu.Unlock()
-	if n, ok := reply.(int64); ok && n <= 0 {
-		h.recordEnd(ctx, true, lostReason(n == 0))
+	if n, ok := reply.(int64); ok && unheld(n) {
+		h.recordEnd(ctx, true, lostReason(n == leaseGone))
 		if h.handed != nil {
 			// The grant message may have been forged: take the entry out,
 			// lest a later release hand the lock to it.
@@ -180,11 +199,11 @@ func (h *Held) release(ctx context.Context) (int64, error) {
 		}
 		return n, nil
 	}
-	if n, ok := reply.(int64); !ok || n == 2 {
-		h.keys.ops.tel.Handoff(ctx, h.keys.name) // a token, or 2: handed to a waiter
+	if n, ok := reply.(int64); !ok || n == releaseHanded {
+		h.keys.ops.tel.Handoff(ctx, h.keys.name) // a token, or releaseHanded
 	}
 	h.recordEnd(ctx, false, 0)
-	return 1, nil
+	return leaseHeld, nil
 }
 
 // notHeld is the error for a lease Redis no longer holds for this owner: the
@@ -208,8 +227,8 @@ func (h *Held) TTL(ctx context.Context) (time.Duration, error) {
 		return 0, h.core.redisErr(ctx, "ttl of", h.keys, err)
 	}
 	switch {
-	case ms == -2 || ms == -3:
-		return 0, h.notHeld(ms == -2)
+	case ms == ttlGone || ms == ttlTaken:
+		return 0, h.notHeld(ms == ttlGone)
 	case ms < 0:
 		return -1, nil
 	}
@@ -219,9 +238,8 @@ func (h *Held) TTL(ctx context.Context) (time.Duration, error) {
 // runRelease runs the release script for value on the lock, after taking
 // the queue entry leaving (a waiter giving up) out of the lock's queue, if it
 // is not nil. A value ending in ':' matches any grant that starts with it (an
-// owner whose token is unknown). Its reply is the script's: 0 when the key
-// was gone, -1 when another owner held it, else the grant was released (see
-// scripts/release.lua).
+// owner whose token is unknown). Its reply is the script's, leaseGone,
+// leaseTaken, or another when the grant was released (replies.go).
 //
 // While the lock's slot migrates between two Redis Cluster masters, Redis
 // refuses the script with TRYAGAIN until the slot has moved, and while the
@@ -258,14 +276,6 @@ func (c *Core) releaseWith(ctx context.Context, lk *keySet, keys, args []any) (a
 	}
 }
 
-// Replies of a release that stopped short at dead queue entries ahead of
-// the first live waiter (scripts/release.lua, sem_release.lua): the caller's
-// grant was released, or was gone already; the next call goes on.
-const (
-	releasedServeOn int64 = 3
-	goneServeOn     int64 = -2
-)
-
 // serveOnFor bounds how long a releaser goes on serving the queue past dead
 // entries; past it, the waiters' own attempts go on (each at most a second
 // later).
@@ -274,12 +284,12 @@ const serveOnFor = 2 * time.Second
 // serveOn goes on serving the queue of the lock at lk after a release whose
 // reply says it stopped short at dead entries (their process was killed),
 // one short call after another, so that Redis serves other clients in
-// between; and returns the release's reply as if it had not stopped: 1 for
-// released, 0 for gone (also when a lapsed lease's release handed the lock
-// on, which its reply {0, token} says).
+// between; and returns the release's reply as if it had not stopped:
+// leaseHeld for released, leaseGone for gone (also when a lapsed lease's
+// release handed the lock on, which its reply {0, token} says).
 func (c *Core) serveOn(ctx context.Context, lk *keySet, reply any) any {
 	if _, ok := reply.([]any); ok {
-		return int64(0) // the caller's lease had lapsed; the lock went on
+		return leaseGone // the caller's lease had lapsed; the lock went on
 	}
 	n, _ := reply.(int64)
 	if n != releasedServeOn && n != goneServeOn {
@@ -292,9 +302,9 @@ func (c *Core) serveOn(ctx context.Context, lk *keySet, reply any) any {
 		more = err == nil && (r == releasedServeOn || r == goneServeOn)
 	}
 	if n == goneServeOn {
-		return int64(0)
+		return leaseGone
 	}
-	return int64(1)
+	return leaseHeld
 }
 
 // migrationWait bounds how long a release waits for the migration of its

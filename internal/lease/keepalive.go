@@ -107,7 +107,7 @@ func (h *Held) endOnce(ctx context.Context, end time.Time, fnErr, lost error) er
 	if left := time.Until(end); left >= minTTL {
 		n, err = h.refresh(ctx, left)
 		if err == nil {
-			h.recordEnd(ctx, n <= 0, lostReason(n == 0)) // the run is over: the hold too
+			h.recordEnd(ctx, unheld(n), lostReason(n == leaseGone)) // the run is over: the hold too
 		}
 	} else {
 		n, err = h.release(ctx)
@@ -131,8 +131,8 @@ func (h *Held) holdErr(fnErr, lost error, e ending) error {
 		return lostWith(lost, fnErr)
 	case e.err != nil:
 		return join(fnErr, e.err)
-	case e.n <= 0:
-		return join(fnErr, h.core.lost(h, e.when+", "+h.core.why(e.n == 0)))
+	case unheld(e.n):
+		return join(fnErr, h.core.lost(h, e.when+", "+h.core.why(e.n == leaseGone)))
 	}
 	return fnErr
 }
@@ -312,10 +312,10 @@ func (k *keeper) keepAlive() {
 func (k *keeper) refreshed(r refreshed) (wait time.Duration, done bool) {
 	h := k.h
 	switch {
-	case r.err == nil && r.n == 1:
+	case r.err == nil && r.n == leaseHeld:
 		return k.interval, false
 	case r.err == nil && !h.isReleased():
-		k.lose(lostReason(r.n == 0), h.core.why(r.n == 0))
+		k.lose(lostReason(r.n == leaseGone), h.core.why(r.n == leaseGone))
 		return 0, true
 	case r.err == nil:
 		return k.interval, false // fn released it meanwhile

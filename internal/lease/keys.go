@@ -38,14 +38,9 @@ func RegisterKey(prefix, resource string) string { return LockKey(prefix, resour
 func PermitsKey(prefix, name string) string { return LockKey(prefix, name) + ":permits" }
 
 // keySet is the Redis keys of one lock or semaphore, boxed once as script
-// arguments, and the ops that run it. For a lock: the lock, its wait queue
-// and its fence counter, the KEYS of every script that may grant it (a
-// release may hand an efficiency lock to a waiter that runs it as a
-// correctness lock); scripts that touch only the lock take the first. For a
-// semaphore: its permits (with its header) and its queue, the KEYS of all
-// its scripts. Built once per name and kept (see Core.lockKeys, Core.Semaphore),
-// they spare every acquire and release the allocations of building and
-// boxing its keys.
+// arguments (ops.keys says which), and the ops that run it. Built once per
+// name and kept (see Core.lockKeys, Core.Semaphore), they spare every
+// acquire and release the allocations of building and boxing its keys.
 type keySet struct {
 	name string // the name, as the caller passed it
 	lock string // the first key
@@ -53,19 +48,14 @@ type keySet struct {
 	ops  *ops
 }
 
-// newKeys returns the keys of the lock called name whose key is key.
+// newKeys returns the keys of the lock or semaphore called name whose first
+// key is key, run by o.
 func newKeys(name, key string, o *ops) *keySet {
-	return &keySet{name: name, lock: key, keys: []any{key, QueueKey(key), counterKey(key)}, ops: o}
+	return &keySet{name: name, lock: key, keys: o.keys(key), ops: o}
 }
 
-// held are the KEYS of the scripts of a Held that touch only what it holds:
-// a lock's key; a semaphore's every key.
-func (k *keySet) held() []any {
-	if k.ops.sem {
-		return k.keys
-	}
-	return k.keys[:1]
-}
+// held are the KEYS of the scripts of a Held.
+func (k *keySet) held() []any { return k.keys[:k.ops.held] }
 
 // label names the lock or semaphore in messages.
 func (k *keySet) label() string { return k.ops.what + " " + Quote(k.name) }

@@ -107,7 +107,7 @@ func (c *Core) Break(ctx context.Context, name, leaderKey string) (broken bool, 
 	if err != nil {
 		return false, c.operationErr(ctx, "break", lk, err)
 	}
-	if n, ok := reply.(int64); ok && n <= 0 {
+	if n, ok := reply.(int64); ok && unheld(n) {
 		return false, nil
 	}
 	c.logger().Warn(c.cfg.Kind+": broke the lease on a lock: its holder was not asked, and may still be running", "lock", name)

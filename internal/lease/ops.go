@@ -2,8 +2,6 @@ package lease
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/leasekit/leasekit/internal/telemetry"
@@ -11,109 +9,76 @@ import (
 )
 
 // ops is how the engine runs one kind of resource: the locks of a Core, or
-// the permits of one semaphore. Acquiring, waiting, the handoff and a Held
-// are the same for both; the scripts, the telemetry and the words differ.
+// the permits of one semaphore (semaphore.go). Acquiring, waiting, the
+// handoff and a Held are the same for both; every difference is a field
+// here, and no other code asks which kind it runs.
+//
+// The functions take an acquire by value: one called through a field
+// cannot be seen into, so a pointer would move the caller's acquire to
+// the heap.
 type ops struct {
-	what   string // "lock" or "semaphore"
-	sem    bool
-	limit  int // a semaphore's
+	what   string // "lock" or "semaphore", in messages
+	limit  int    // a semaphore's
 	tel    *telemetry.Telemetry
 	tryOp  string // the acquires, as spans name them
 	waitOp string
-	// The scripts of a waiter's attempt and of a Held's operations. (A
-	// lone attempt differs more: see acquire.once.)
-	wait, release, refresh, pttl Script
+	// invalid, when not nil, is the error of every acquire: a semaphore
+	// whose limit is below 1.
+	invalid error
+	// keys are the KEYS of the scripts of the resource whose first key is
+	// first (see keySet), built once per name; the scripts of a Held take
+	// the first held of them.
+	keys func(first string) []any
+	held int
+	// attempt makes a lone attempt (probe: the first attempt of a wait, see
+	// acquire.once); settle goes on serving the queue after an attempt that
+	// found it must be served first (found.settle).
+	attempt func(a acquire, probe bool) (found, error)
+	settle  func(a acquire) (found, error)
+	// The scripts of a waiter's attempt and of a Held's release and ttl;
+	// refresh runs the Held's refresh.
+	wait, release, pttl Script
+	refresh             func(h *Held, ctx context.Context, ttl time.Duration) *redis.Cmd
 	// arg is the wait script's ARGV[3], boxed once: the lock's kind, or the
 	// semaphore's limit.
 	arg any
+	// busy says why a lone attempt found no room.
+	busy func(k *keySet) string
+	// refused is the error of an error reply of the resource's scripts that
+	// the caller can act on (a corrupt fence counter, another limit); nil
+	// for any other.
+	refused func(c *Core, lk *keySet, err error) error
+	// keyOf is the key that err, a failure of a script on lk, is about.
+	keyOf func(c *Core, ctx context.Context, lk *keySet, err error) string
+	// checkGrant is the error of the grant message m that the waiter w must
+	// not take (and releases); nil for one it may.
+	checkGrant func(w *waiter, m message) error
 }
 
 // lockOps are the ops of a Core's locks.
 func lockOps(c *Core) *ops {
-	return &ops{what: "lock", tel: c.cfg.Telemetry, tryOp: c.cfg.TryOp, waitOp: c.cfg.WaitOp,
-		wait: waitScript, release: releaseScript, refresh: refreshScript, pttl: pttlScript, arg: c.scriptKind}
-}
-
-// checkLimit reports a semaphore whose limit is below 1.
-func (o *ops) checkLimit(invalid error) error {
-	if o.sem && o.limit < 1 {
-		return fmt.Errorf("%w: %d is below 1", invalid, o.limit)
+	o := &ops{what: "lock", tel: c.cfg.Telemetry, tryOp: c.cfg.TryOp, waitOp: c.cfg.WaitOp,
+		keys: lockScriptKeys, held: 1, attempt: setNX, settle: settleLock,
+		wait: waitScript, release: releaseScript, pttl: pttlScript, refresh: (*Held).refreshLock,
+		arg: c.kind, busy: (*keySet).lockBusy, refused: (*Core).fenceErr, keyOf: lockKeyOf, checkGrant: takeAnyGrant}
+	if c.cfg.Fenced {
+		o.attempt = acquireFenced
 	}
-	return nil
+	return o
 }
 
-// busy says why a TryObtain or TryAcquire of name found no room.
-func (o *ops) busy(name string) string {
-	if o.sem {
-		return fmt.Sprintf("semaphore %s: all %d permits are held", Quote(name), o.limit)
-	}
-	return "lock " + Quote(name) + " is held by another owner"
-}
+// lockScriptKeys are the keys of the lock whose key is key: the lock, its
+// wait queue and its fence counter, the KEYS of every script that may grant
+// it (a release may hand an efficiency lock to a waiter that runs it as a
+// correctness lock); scripts that touch only the lock take the first.
+func lockScriptKeys(key string) []any { return []any{key, QueueKey(key), counterKey(key)} }
 
-// refreshWith runs the refresh script of lk for the grant stored as value;
-// with leader, an election's leader key, which it keeps alive too.
-func (c *Core) refreshWith(ctx context.Context, lk *keySet, value string, ttl time.Duration, leader string) *redis.Cmd {
-	switch {
-	case leader != "":
-		kind := ""
-		if c.cfg.ExpiringCounter {
-			kind = "t"
-		}
-		return c.run(ctx, refreshScript, []any{lk.keys[0], lk.keys[2], leader}, value, Millis(ttl), kind)
-	case c.cfg.ExpiringCounter && !lk.ops.sem:
-		// The counter lives as long as the lease that drew from it.
-		return c.run(ctx, refreshScript, lk.refreshKeys(), value, Millis(ttl), "t")
-	}
-	return c.run(ctx, lk.ops.refresh, lk.held(), value, Millis(ttl))
-}
+// lockBusy says why a lone attempt found the lock taken.
+func (k *keySet) lockBusy() string { return "lock " + Quote(k.name) + " is held by another owner" }
 
-// Semaphore is a counting semaphore run by a Core: at most its limit of
-// permits are live at once, each a Held. Waiters queue and are handed
-// permits as locks' waiters are (docs/semaphore.md).
-type Semaphore struct {
-	c    *Core
-	keys *keySet
-}
+// lockKeyOf is the key a failure of a lock's script is about: the lock's.
+func lockKeyOf(_ *Core, _ context.Context, lk *keySet, _ error) string { return lk.lock }
 
-// Semaphore returns the semaphore called name with limit permits. A name or
-// limit no semaphore can have fails every acquire with InvalidKey or
-// InvalidLimit.
-func (c *Core) Semaphore(name string, limit int) *Semaphore {
-	o := &ops{what: "semaphore", sem: true, limit: limit, tel: c.semaphoreTelemetry(limit),
-		tryOp: "TryAcquire", waitOp: "Acquire", arg: strconv.Itoa(limit),
-		wait: semWaitScript, release: semReleaseScript, refresh: semRefreshScript, pttl: semPTTLScript}
-	key := PermitsKey(c.cfg.Prefix, name)
-	return &Semaphore{c: c, keys: &keySet{name: name, lock: key, keys: []any{key, QueueKey(key)}, ops: o}}
-}
-
-// Try makes one attempt to take a permit: one is granted when fewer than the
-// limit are live once the waiters queued first have been served.
-func (s *Semaphore) Try(ctx context.Context, ttl time.Duration) (*Held, error) {
-	return s.c.try(ctx, s.keys, ttl)
-}
-
-// Obtain takes a permit, waiting in the semaphore's queue until one is
-// handed over or ctx ends, as Core.Obtain waits for a lock.
-func (s *Semaphore) Obtain(ctx context.Context, ttl time.Duration) (*Held, error) {
-	return s.c.obtain(ctx, s.keys, ttl)
-}
-
-// Do takes a permit (waiting), runs fn while keeping it alive, and releases
-// it, as Core.Do does with a lock.
-func (s *Semaphore) Do(ctx context.Context, ttl time.Duration, fn func(context.Context, *Held) error) error {
-	h, err := s.Obtain(ctx, ttl)
-	if err != nil {
-		return err
-	}
-	return h.HoldAs(ctx, "Do", fn)
-}
-
-// semaphoreTelemetry is the Telemetry of the Core's semaphores of limit
-// permits, built once per limit.
-func (c *Core) semaphoreTelemetry(limit int) *telemetry.Telemetry {
-	if t, ok := c.semTel.Load(limit); ok {
-		return t.(*telemetry.Telemetry)
-	}
-	t, _ := c.semTel.LoadOrStore(limit, c.cfg.Telemetry.Semaphore(limit))
-	return t.(*telemetry.Telemetry)
-}
+// takeAnyGrant says a lock's waiter takes every grant message for its
+// entry.
+func takeAnyGrant(*waiter, message) error { return nil }

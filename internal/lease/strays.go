@@ -93,7 +93,7 @@ func (s *strays) heard(msg string) {
 			s.wg.Add(1)
 			go func() {
 				defer s.wg.Done()
-				_ = tk.a.tryRelease(v, nil)
+				_ = tk.a.release(v)
 			}()
 		}
 		return
@@ -105,7 +105,7 @@ func (s *strays) heard(msg string) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if st.a.tryRelease(m.value(st.a.owner), nil) == nil {
+		if st.a.release(m.value(st.a.owner)) == nil {
 			s.forget(m.id, st)
 		}
 	}()
@@ -156,7 +156,7 @@ func (s *strays) sweep() {
 		}
 		s.mu.Unlock()
 		for id, st := range batch {
-			if st.a.tryReleaseAny(st.entry) != nil {
+			if st.a.releaseAny(st.entry) != nil {
 				break // Redis still cannot be reached: until the next sweep
 			}
 			s.forget(id, st)

@@ -75,7 +75,7 @@ type waiter struct {
 	late   int  // grants in a row that came back past their deadline
 	// handedOver says the lease came in a grant message (see strays.took).
 	handedOver bool
-	failed     int // attempts in a row that Redis failed
+	failures   int // attempts in a row that Redis failed
 	tel        *telemetry.Acquire
 }
 
@@ -136,7 +136,7 @@ func (w *waiter) wait() (*Held, error) {
 			}
 			f.holderTTL = recheck
 		} else {
-			w.late, w.failed = 0, 0
+			w.late, w.failures = 0, 0
 		}
 		if h != nil {
 			return h, nil
@@ -160,8 +160,9 @@ func (w *waiter) wait() (*Held, error) {
 func (w *waiter) attempt() (*Held, found, error) {
 	sent := time.Now()
 	queue, place, prev := w.entryArgs()
-	// ARGV[7], the kind of grant channels, is for a semaphore's wait, which
-	// may hand free permits to the waiters ahead of this one.
+	// ARGV[7], the kind of grant channels, is for the grants the attempt
+	// may hand to the live waiters ahead of this one (a free lock, a lapsed
+	// lease, free permits).
 	f, err := w.runGrant(w.keys.ops.wait, w.readWait, w.owner, Millis(w.ttl), w.keys.ops.arg, queue, place, prev, w.c.listen.channels)
 	if err != nil {
 		if e := w.entry; e != nil {
@@ -202,19 +203,19 @@ func (w *waiter) entryArgs() (queue, place, prev any) {
 // or wait.
 func (a *acquire) readWait(r any) (found, error) {
 	reply, _ := r.([]any)
-	if len(reply) == 2 && (reply[0] == int64(1) || reply[0] == int64(2)) {
+	if len(reply) == 2 && (reply[0] == waitGranted || reply[0] == waitHeld) {
 		if v, ok := reply[1].(string); ok {
 			return a.granted(v)
 		}
 	}
 	// A fifth element: the token of a grant the attempt handed to the
 	// first live waiter (wait.lua).
-	if (len(reply) == 4 || len(reply) == 5) && (reply[0] == int64(0) || reply[0] == int64(3) || reply[0] == int64(4)) {
+	if (len(reply) == 4 || len(reply) == 5) && (reply[0] == waitWaiting || reply[0] == waitQueued || reply[0] == waitSettle) {
 		left, ok1 := reply[1].(int64)
 		place, ok2 := reply[2].(string)
 		now, ok3 := reply[3].(string)
-		f := found{holderTTL: time.Duration(left) * time.Millisecond, queued: reply[0] == int64(3), place: place,
-			settle: reply[0] == int64(4)}
+		f := found{holderTTL: time.Duration(left) * time.Millisecond, queued: reply[0] == waitQueued, place: place,
+			settle: reply[0] == waitSettle}
 		var err error
 		if now != "" {
 			f.server, err = parseMicros(now)
@@ -241,7 +242,7 @@ func (w *waiter) failure(err error) (again bool, _ error) {
 	case !transient(err):
 		return false, err
 	}
-	if w.failed++; w.failed == 1 {
+	if w.failures++; w.failures == 1 {
 		w.c.logger().Warn(w.c.cfg.Kind+": Redis failed while waiting for a lock; trying again every second until the context ends",
 			"lock", w.keys.name, "err", err)
 	}
@@ -305,10 +306,9 @@ func (w *waiter) handed(msg string) (*Held, error) {
 	if !ok || m.gen != e.gen || m.at < e.server {
 		return nil, nil
 	}
-	if ops := w.keys.ops; ops.sem && m.limit != 0 && m.limit != ops.limit {
-		_ = w.release(m.value(w.owner), nil)
-		return nil, fmt.Errorf("%w: %s was handed a permit granted under limit %d, and this Semaphore's limit is %d",
-			w.c.cfg.Errors.LimitMismatch, w.keys.label(), m.limit, ops.limit)
+	if err := w.keys.ops.checkGrant(w, m); err != nil {
+		w.logUnreleased(w.release(m.value(w.owner)))
+		return nil, err
 	}
 	f, err := w.granted(m.value(w.owner))
 	if err == nil && w.c.cfg.Replicas > 0 {
@@ -318,7 +318,7 @@ func (w *waiter) handed(msg string) (*Held, error) {
 		}
 	}
 	if err != nil {
-		_ = w.release(m.value(w.owner), nil)
+		w.logUnreleased(w.release(m.value(w.owner)))
 		return nil, w.c.acquireErr(w.ctx, w.keys, err)
 	}
 	h, err := w.lease(f, m.start(e))
@@ -335,7 +335,7 @@ func (w *waiter) handed(msg string) (*Held, error) {
 // waiter of its Locker, which would otherwise sleep out the holder's ttl.
 func (w *waiter) leave(granted bool) {
 	if !granted && (w.entry != nil || w.unsure) {
-		if err := w.tryReleaseAny(w.entry); err != nil && w.entry != nil {
+		if err := w.releaseAny(w.entry); err != nil && w.entry != nil {
 			w.c.strays.add(&w.acquire, w.entry)
 		} else if err != nil {
 			w.c.logger().Warn(w.c.cfg.Kind+": a waiter gave up and could not release what Redis may have granted it; that expires with its ttl",
@@ -374,7 +374,7 @@ func (w *waiter) confirm(value string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if n, _ := reply.(int64); n != 1 {
+	if n, _ := reply.(int64); n != leaseHeld {
 		return false, nil
 	}
 	if confirmed < int64(c.cfg.Replicas) {

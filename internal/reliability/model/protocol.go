@@ -295,7 +295,7 @@ func (p protocol) release(value string, leaving *entry) []string {
 		owner := p.parseValue(value).owner
 		first, second = p.entryText(owner, leaving.gen), p.entryText(owner, leaving.gen+1)
 		if p.fenced() {
-			value, match = owner+":", "1" // any token: acquire.anyGrant
+			value, match = owner+":", "1" // any token: acquire.releaseAny
 		}
 	}
 	args := []string{value, match, first, "0"}
