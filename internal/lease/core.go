@@ -1,10 +1,10 @@
 // Package lease is the engine behind leasekit's two kinds of lock, and
-// efficiency's semaphores. A Core acquires a lock in one round trip, or
-// waits in the lock's queue for a release to hand it over; a Semaphore does
-// the same for a permit; a Held is a granted lease (a lock or a permit),
-// with its deadline on the monotonic clock, refresh, release, and Hold (a
-// function run while the lease is kept alive). Packages efficiency and correctness configure a Core
-// with a Config and wrap its results in their own types; leasetest reads
+// efficiency's semaphores. A Core acquires a lock in one round trip, or waits
+// in the lock's queue for a release to hand it over; a Semaphore does the same
+// for a permit; a Held is a granted lease (a lock or a permit), with its
+// deadline on the monotonic clock, refresh, release, and Hold (a function run
+// while the lease is kept alive). Packages efficiency and correctness configure
+// a Core with a Config and wrap its results in their own types; leasetest reads
 // and writes the same keys through the names exported here.
 //
 // How waiting works is in docs/waiting.md; the strings that travel between

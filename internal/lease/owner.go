@@ -11,7 +11,8 @@ import (
 const ownerBytes = 16
 
 // newOwner draws an owner id from src. A short read is an error: an owner id is
-// what lets a holder release its lock, and a weak one would let another guess it.
+// what lets a holder release its lock, and a weak one would let another guess
+// it.
 func newOwner(kind string, src io.Reader) (string, error) {
 	if src == nil {
 		src = rand.Reader
