@@ -194,8 +194,10 @@ func (h *Held) release(ctx context.Context) (int64, error) {
 		h.recordEnd(ctx, true, lostReason(n == leaseGone))
 		if h.handed != nil {
 			// The grant message may have been forged: take the entry out,
-			// lest a later release hand the lock to it.
-			_, _ = h.core.runRelease(ctx, h.keys, "", h.handed)
+			// lest a later release hand the lock to it, and end the real
+			// grant to it, if one came (its message lost or not read yet),
+			// lest the lock wait out that grant's ttl.
+			_, _ = h.core.runRelease(ctx, h.keys, h.anyGrant(), h.handed)
 		}
 		return n, nil
 	}
@@ -204,6 +206,18 @@ func (h *Held) release(ctx context.Context) (int64, error) {
 	}
 	h.recordEnd(ctx, false, 0)
 	return leaseHeld, nil
+}
+
+// anyGrant is the release value that matches any grant of the lease's
+// owner, whatever its token: "owner:" for a fenced grant (release.lua's
+// prefix match). An unfenced grant is the owner id itself, which h.value
+// is: a release that found it gone found every grant of the owner gone,
+// and "" matches none.
+func (h *Held) anyGrant() string {
+	if owner, _, fenced := strings.Cut(h.value, ":"); fenced {
+		return owner + ":"
+	}
+	return ""
 }
 
 // notHeld is the error for a lease Redis no longer holds for this owner: the

@@ -475,7 +475,12 @@ func (c *checker) unqueue(x *executor, n *world, i, gen int, o *outcome) {
 		cl.handed, cl.e = true, entry{gen: gen}
 		return
 	}
-	c.releaseOp(x, n, i, o, c.p.releaseName()+" (handed entry)", c.p.unqueue(n.owner(i), gen))
+	earlier := len(o.handed)
+	if c.releaseOp(x, n, i, o, c.p.releaseName()+" (handed entry)", c.p.unqueue(n.owner(i), gen)) {
+		// It ended a grant of the owner's: the one an earlier call of this
+		// step handed on, if any, went to this entry, and is over.
+		o.handed = o.handed[earlier:]
+	}
 	o.unqueued = true
 }
 

@@ -81,6 +81,22 @@ func TestForgedGrantMessage(t *testing.T) {
 	}
 }
 
+// TestForgedGrantWithTheRealOneLost: a forged grant message taken while the
+// real one to the same entry is lost. Nothing tells the waiter's Locker of
+// the real grant, so it outlives a round trip: the checker finds that in 8
+// moves, the limit docs/waiting.md states. What bounds it is the fooled
+// holder's next look: its refresh (Do and Hold refresh every third of the
+// ttl) or release finds its grant lost, and the release ends whatever grant
+// of the owner's the lock holds as it takes the entry out (Held.anyGrant;
+// processes.TestForgedGrantWithTheRealOneLost), which this mirror's release
+// does too. Should the engine learn of the real grant sooner, this test
+// fails: then make it assert that nothing is broken.
+func TestForgedGrantWithTheRealOneLost(t *testing.T) {
+	depth, _ := bounds(8, 0)
+	cfg := model.Config{Kind: model.Correctness, Clients: 3, Faults: model.Faults{Forge: 1, Lose: 1}, Depth: depth}
+	explore(t, cfg, true, model.Entries, "a real grant learnt sooner")
+}
+
 // explore explores cfg, and checks that it breaks nothing; or, until a
 // finding is fixed (flag, named so, says it is), that it breaks invariant
 // want, and logs the shortest counterexample.

@@ -306,11 +306,18 @@ func (p protocol) release(value string, leaving *entry) []string {
 }
 
 // unqueue takes both generations of owner's entry gen out of the queue and
-// releases nothing of owner's (held.release, after a release found lost a
-// lease a grant message handed to that entry: runRelease with no value). As
-// any release call, it serves a lapsed lease, or a vacant lock, on.
+// ends any grant of owner's that a fenced lock holds, whatever its token
+// (Held.release, after a release found lost a lease a grant message handed
+// to that entry, which may have been forged while the real grant's message
+// was lost: runRelease with Held.anyGrant). An unfenced grant is the owner
+// id, which the release found gone: it releases nothing. As any release
+// call, it serves a lapsed lease, or a vacant lock, on.
 func (p protocol) unqueue(owner string, gen int) []string {
-	return p.eval(p.releaseSrc(), "", "0", p.entryText(owner, gen), "0", p.entryText(owner, gen+1))
+	value, match := "", "0"
+	if p.fenced() {
+		value, match = owner+":", "1" // any token: Held.anyGrant
+	}
+	return p.eval(p.releaseSrc(), value, match, p.entryText(owner, gen), "0", p.entryText(owner, gen+1))
 }
 
 func (p protocol) releaseSrc() string {
