@@ -27,56 +27,81 @@ func TestForgedGrantBesideTheRealOne(t *testing.T) {
 	}
 }
 
-func testForgedBeside(t *testing.T, forgedFirst bool) {
+// forgedScene is a correctness lock held by holder, with two waiters queued
+// for it, each on a Locker of its own: the fooled one, whose client reaches
+// the server through proxy, and the next one.
+type forgedScene struct {
+	b                  *redistest.Backend
+	proxy              *faultproxy.Proxy
+	held               *correctness.Lease
+	entry              []string // the fooled waiter's queue entry, by field
+	fooledGot, nextGot chan waited
+}
+
+// waited is what a waiter's Acquire returned.
+type waited struct {
+	lease *correctness.Lease
+	err   error
+}
+
+// newForgedScene sets up a forgedScene on the lock called name.
+func newForgedScene(t *testing.T, name string) *forgedScene {
+	t.Helper()
 	b := redistest.Real(t)
 	ctx := t.Context()
 	proxy, err := faultproxy.New(b.Server.Addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer proxy.Close()
-	name := fmt.Sprintf("forged-beside-%v", forgedFirst)
+	t.Cleanup(func() { _ = proxy.Close() })
 	queue := lockKey(name) + ":queue"
-	holder := correctness.New(b.Client, correctness.WithAudit(false))
-	defer holder.Close()
-	held, err := holder.Acquire(ctx, name, time.Minute)
+	locker := func(c *redis.Client) *correctness.Locker {
+		l := correctness.New(c, correctness.WithAudit(false))
+		t.Cleanup(func() { _ = l.Close() })
+		return l
+	}
+	held, err := locker(b.Client).Acquire(ctx, name, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fooledClient := redis.NewClient(&redis.Options{Addr: proxy.Addr()})
-	defer fooledClient.Close()
-	fooled := correctness.New(fooledClient, correctness.WithAudit(false))
-	defer fooled.Close()
-	type result struct {
-		lease *correctness.Lease
-		err   error
-	}
-	wait := func(l *correctness.Locker) chan result {
-		c := make(chan result, 1)
+	t.Cleanup(func() { _ = fooledClient.Close() })
+	wait := func(l *correctness.Locker) chan waited {
+		c := make(chan waited, 1)
 		go func() {
 			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
 			lease, err := l.Acquire(wctx, name, time.Minute)
-			c <- result{lease, err}
+			c <- waited{lease, err}
 		}()
 		return c
 	}
-	fooledGot := wait(fooled)
+	sc := &forgedScene{b: b, proxy: proxy, held: held}
+	sc.fooledGot = wait(locker(fooledClient))
 	awaitQueue(t, b.Client, queue, 1)
-	entry := strings.Fields(b.Client.ZRange(ctx, queue, 0, 0).Val()[0])
-	next := correctness.New(b.Client, correctness.WithAudit(false))
-	defer next.Close()
-	nextGot := wait(next)
+	sc.entry = strings.Fields(b.Client.ZRange(ctx, queue, 0, 0).Val()[0])
+	sc.nextGot = wait(locker(b.Client))
 	awaitQueue(t, b.Client, queue, 2)
+	return sc
+}
 
-	proxy.HoldSubscriptions()
-	forge := func() {
-		now := b.Client.Time(ctx).Val()
-		msg := fmt.Sprintf("%s 999 %d %d", entry[4], now.Unix(), now.Nanosecond()/1000)
-		if err := b.Client.Publish(ctx, entry[5], msg).Err(); err != nil {
-			t.Fatal(err)
-		}
+// forge publishes a grant message of token 999 for the fooled waiter's
+// entry, as anyone who may PUBLISH and read the queue could.
+func (sc *forgedScene) forge(t *testing.T) {
+	t.Helper()
+	ctx := t.Context()
+	now := sc.b.Client.Time(ctx).Val()
+	msg := fmt.Sprintf("%s 999 %d %d", sc.entry[4], now.Unix(), now.Nanosecond()/1000)
+	if err := sc.b.Client.Publish(ctx, sc.entry[5], msg).Err(); err != nil {
+		t.Fatal(err)
 	}
+}
+
+func testForgedBeside(t *testing.T, forgedFirst bool) {
+	sc := newForgedScene(t, fmt.Sprintf("forged-beside-%v", forgedFirst))
+	ctx, proxy, held := t.Context(), sc.proxy, sc.held
+	proxy.HoldSubscriptions()
+	forge := func() { sc.forge(t) }
 	if forgedFirst {
 		forge()
 		awaitHeld(t, proxy, 1)
@@ -91,7 +116,7 @@ func testForgedBeside(t *testing.T, forgedFirst bool) {
 	awaitHeld(t, proxy, 2)
 	proxy.ReleaseHeld()
 
-	r := <-fooledGot
+	r := <-sc.fooledGot
 	if r.err != nil {
 		t.Fatalf("the fooled waiter: %v", r.err)
 	}
@@ -105,7 +130,7 @@ func testForgedBeside(t *testing.T, forgedFirst bool) {
 			t.Fatal(err)
 		}
 	}
-	got := <-nextGot
+	got := <-sc.nextGot
 	if got.err != nil {
 		t.Fatalf("the next waiter: %v; want the lock, not its 30 s context's end (the ttl is a minute)", got.err)
 	}
@@ -125,71 +150,28 @@ func testForgedBeside(t *testing.T, forgedFirst bool) {
 // the real grant to its entry as it takes the entry out, so the next waiter
 // gets the lock then, not at the real grant's ttl.
 func TestForgedGrantWithTheRealOneLost(t *testing.T) {
-	b := redistest.Real(t)
+	sc := newForgedScene(t, "forged-real-lost")
 	ctx := t.Context()
-	proxy, err := faultproxy.New(b.Server.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
-	name := "forged-real-lost"
-	queue := lockKey(name) + ":queue"
-	holder := correctness.New(b.Client, correctness.WithAudit(false))
-	defer holder.Close()
-	held, err := holder.Acquire(ctx, name, time.Minute)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fooledClient := redis.NewClient(&redis.Options{Addr: proxy.Addr()})
-	defer fooledClient.Close()
-	fooled := correctness.New(fooledClient, correctness.WithAudit(false))
-	defer fooled.Close()
-	type result struct {
-		lease *correctness.Lease
-		err   error
-	}
-	wait := func(l *correctness.Locker) chan result {
-		c := make(chan result, 1)
-		go func() {
-			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			lease, err := l.Acquire(wctx, name, time.Minute)
-			c <- result{lease, err}
-		}()
-		return c
-	}
-	fooledGot := wait(fooled)
-	awaitQueue(t, b.Client, queue, 1)
-	entry := strings.Fields(b.Client.ZRange(ctx, queue, 0, 0).Val()[0])
-	next := correctness.New(b.Client, correctness.WithAudit(false))
-	defer next.Close()
-	nextGot := wait(next)
-	awaitQueue(t, b.Client, queue, 2)
-
-	now := b.Client.Time(ctx).Val()
-	msg := fmt.Sprintf("%s 999 %d %d", entry[4], now.Unix(), now.Nanosecond()/1000)
-	if err := b.Client.Publish(ctx, entry[5], msg).Err(); err != nil {
-		t.Fatal(err)
-	}
-	r := <-fooledGot
+	sc.forge(t)
+	r := <-sc.fooledGot
 	if r.err != nil || r.lease.Token() != 999 {
 		t.Fatalf("the fooled waiter: got %v, %v; want the forged token 999", r.lease, r.err)
 	}
-	proxy.HoldSubscriptions() // the real grant message is lost to the fooled Locker
-	defer proxy.ReleaseHeld()
-	if err := held.Release(ctx); err != nil { // hands the lock to the fooled entry
+	sc.proxy.HoldSubscriptions() // the real grant message is lost to the fooled Locker
+	defer sc.proxy.ReleaseHeld()
+	if err := sc.held.Release(ctx); err != nil { // hands the lock to the fooled entry
 		t.Fatal(err)
 	}
-	awaitHeld(t, proxy, 1)
+	awaitHeld(t, sc.proxy, 1)
 	if err := r.lease.Release(ctx); !errors.Is(err, correctness.ErrNotHeld) {
 		t.Fatalf("the fooled waiter's release: got %v, want ErrNotHeld", err)
 	}
-	got := <-nextGot
+	got := <-sc.nextGot
 	if got.err != nil {
 		t.Fatalf("the next waiter: %v; want the lock once the fooled waiter's release ended the real grant to its entry, not its 30 s context's end (the ttl is a minute)", got.err)
 	}
 	defer got.lease.Release(ctx)
-	if got.lease.Token() <= held.Token() {
-		t.Fatalf("the next waiter's token %d, want above the holder's %d", got.lease.Token(), held.Token())
+	if got.lease.Token() <= sc.held.Token() {
+		t.Fatalf("the next waiter's token %d, want above the holder's %d", got.lease.Token(), sc.held.Token())
 	}
 }
