@@ -55,6 +55,14 @@ var (
 	resignScript   = lease.NewScript(scripts.ElectionResign)
 )
 
+// The reply codes of election_announce.lua, election_proclaim.lua and
+// election_resign.lua, as their headers list them (one code a line, see
+// scripts/scripts.go); TestReplyCodesMatchTheScripts holds them there.
+const (
+	electionDone    int64 = 1 // took office, changed the value, told the vacancy
+	electionUnmoved int64 = 0 // the grant or term is not in office: nothing changed
+)
+
 // cleanupTimeout bounds the round trips that end a term, which run even when
 // the caller's ctx has ended.
 const cleanupTimeout = 5 * time.Second
@@ -162,7 +170,7 @@ func (l *Locker) electionOf(op, name string) (election, error) {
 // error says why.
 func (e election) announce(ctx context.Context, h *lease.Held, value []byte) error {
 	n, err := announceScript.Run(ctx, e.l.client, e.keys, h.Value(), value, e.channel).Int64()
-	if err == nil && n == 1 {
+	if err == nil && n == electionDone {
 		return nil
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
@@ -231,7 +239,9 @@ type sighting struct {
 	ttl    time.Duration // the lock's remaining ttl, unless free; negative: no expiry
 }
 
-// state is an election's state, as election_leader.lua reports it.
+// state is an election's state, as election_leader.lua reports it: the
+// first element of its reply (TestReplyCodesMatchTheScripts holds these to
+// the script's header).
 type state int64
 
 const (

@@ -121,6 +121,10 @@ func checkFence(resource string, token uint64) error {
 // register_fence.lua's hour, in microseconds.
 const ceilingAhead = 3600 * 1_000_000
 
+// registerStored is register_write.lua's reply when it stored the value, as
+// its header lists it (TestReplyCodesMatchTheScripts holds it there).
+const registerStored int64 = 1
+
 // fence runs script, register_write or register_claim, for token on the
 // register at key, and returns the items of its reply after 'ok' (none for
 // a write's 1), or the refusal: a *StaleTokenError, ErrStaleToken for a
@@ -132,7 +136,7 @@ func (r *Register) fence(ctx context.Context, script lease.Script, op, key, reso
 	if err != nil {
 		return nil, lease.WrapRedis("correctness", op, resource, lease.KeyErr(key, err))
 	}
-	if n, ok := reply.(int64); ok && n == 1 {
+	if n, ok := reply.(int64); ok && n == registerStored {
 		return nil, nil
 	}
 	items, _ := reply.([]any)

@@ -65,7 +65,7 @@ func (l *Locker) Proclaim(ctx context.Context, name string, term uint64, value [
 	if err != nil {
 		return lease.WrapRedis("correctness", "proclaim in election", name, lease.KeyErr(e.channel, err))
 	}
-	if n != 1 {
+	if n != electionDone {
 		return fmt.Errorf("%w: election %s: term %d is not in office", ErrLockLost, lease.Quote(name), term)
 	}
 	return nil

@@ -13,9 +13,10 @@
 -- ARGV[2]  the leader's value
 -- ARGV[3]  the election's channel
 --
--- Reply: 1 when the candidate took office (again, after a client retry);
--- 0 when the lock holds another grant, none, or a lease that lapsed
--- (nothing changed).
+-- Reply:
+--   1   the candidate took office (again, after a client retry)
+--   0   the lock holds another grant, none, or a lease that lapsed
+--       (nothing changed)
 local held, ttl = redis.call('GET', KEYS[1]), 0
 if held then
   held, ttl = lease(held)

@@ -7,11 +7,13 @@
 -- KEYS[2]  the election's leader key (a hash: grant, value)
 -- ARGV[1]  '1' to read the leader's value too, else '0'
 --
--- Reply: {0} when the lock is free (or its lease lapsed); {1, ttl} when it
--- is held by a grant that has not taken office; {2, ttl, term} or, with
--- ARGV[1] = '1', {2, ttl, term, value} when it is held by the leader. ttl is
--- the lease's remaining ms (-1: no expiry), term the grant's token as a
--- decimal string.
+-- Reply:
+--   {0}  the lock is free (or its lease lapsed)
+--   {1, ttl}  it is held by a grant that has not taken office
+--   {2, ttl, term}  it is held by the leader; with ARGV[1] = '1',
+--       {2, ttl, term, value}
+-- ttl is the lease's remaining ms (-1: no expiry), term the grant's token
+-- as a decimal string.
 local held, ttl = redis.call('GET', KEYS[1]), 0
 if held then
   held, ttl = lease(held)

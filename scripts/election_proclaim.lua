@@ -12,8 +12,9 @@
 -- ARGV[2]  the leader's new value
 -- ARGV[3]  the election's channel
 --
--- Reply: 1 when the value was changed; 0 when the term is not in office
--- (nothing changed).
+-- Reply:
+--   1   the value was changed
+--   0   the term is not in office (nothing changed)
 local held, ttl = redis.call('GET', KEYS[1]), 0
 if held then
   held, ttl = lease(held)

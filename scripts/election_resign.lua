@@ -11,7 +11,9 @@
 -- ARGV[1]  the value the leader's grant stored ("owner:token")
 -- ARGV[2]  the election's channel
 --
--- Reply: 1 when the vacancy was published, else 0.
+-- Reply:
+--   1   the vacancy was published
+--   0   it was not
 if redis.call('HGET', KEYS[2], 'grant') == ARGV[1] then
   redis.call('DEL', KEYS[2])
 end

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasekit/leasekit/internal/testkit/luaheader"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -40,8 +41,8 @@ func TestScriptsGetTheArgvTheirHeadersList(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			most, least := argvListed(header(string(src)))
-			sent := distinct(rec.of(s))
+			most, least := argvListed(luaheader.Header(string(src)))
+			sent := luaheader.Distinct(rec.of(s))
 			switch {
 			case len(sent) == 0:
 				t.Fatal("never run")
