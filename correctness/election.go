@@ -13,28 +13,9 @@ import (
 	"github.com/leasekit/leasekit/scripts"
 )
 
-// The election's wire format. This file builds and parses every string of
-// it; scripts/election_*.lua write them on the server.
-//
-// An election called name is the correctness lock called name: its key,
-// queue and fence counter. Beside them, in the same Cluster slot:
-//
-//	leader key  <prefix>{name}:leader, a hash: grant = the lock's value when
-//	            its holder took office ("owner:token"), value = its value
-//	channel     <prefix>{name}:leader, plain pub/sub
-//
-// The lock's holder leads when the leader key's grant is the lock's value
-// (without the waiters' mark, see internal/lease/handoff.go); a leader key
-// left by an earlier grant names nobody. The messages on the channel:
-//
-//	notice   = "elected" SP term SP ttl SP value | "vacant" SP term
-//
-// elected: the holder of the grant whose token is term took office (or
-// wrote its leader key back) with ttl ms left on its lease (-1: no expiry);
-// value is the rest of the message, any bytes. vacant: the leader of term
-// left office, and nobody holds the lock. Anyone who may PUBLISH can send
-// these, so leasekit takes a notice as a hint to read the keys, never as
-// the news itself (observe.go); other readers should do the same.
+// The election's keys and messages are specified in
+// internal/lease/election.go, beside the leader key's name; this file runs
+// the scripts that read and write them (scripts/election_*.lua).
 
 // Leader is an election's leader: the value it campaigned with, and its term
 // (the fencing token of its grant).

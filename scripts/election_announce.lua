@@ -1,11 +1,10 @@
 -- election_announce: a candidate that holds the election's lock takes office:
 -- it stores its value as the leader's, beside the lock, and tells the
--- observers. Only the holder of the grant can: a deposed leader's call
--- changes nothing. A leader whose leader key was deleted writes it back the
--- same way. The leader key expires with the lease (refresh.lua keeps it
--- alive). The leader key and the messages are specified in
--- correctness/election.go; the lock's value, in internal/lease/handoff.go.
--- (lease.lua is prepended.)
+-- observers. Only the holder of the grant can: a deposed leader's call changes
+-- nothing. A leader whose leader key was deleted writes it back the same way.
+-- The leader key expires with the lease (refresh.lua keeps it alive). The
+-- leader key and the messages are specified in internal/lease/election.go; the
+-- lock's value, in internal/lease/handoff.go. (lease.lua is prepended.)
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the election's leader key (a hash: grant, value)

@@ -1,6 +1,6 @@
 -- election_leader: the election's leader, read with its lock in one step, so
--- that a leader key left by a leader whose lease has ended is never taken
--- for the current one. The leader key is specified in correctness/election.go;
+-- that a leader key left by a leader whose lease has ended is never taken for
+-- the current one. The leader key is specified in internal/lease/election.go;
 -- the lock's value, in internal/lease/handoff.go. (lease.lua is prepended.)
 --
 -- KEYS[1]  the lock key

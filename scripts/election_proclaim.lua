@@ -1,9 +1,9 @@
 -- election_proclaim: the leader of a term changes the value the election
--- reports for it, without a new term, and tells the observers. Only while
--- the term is in office: the lock holds the grant whose token is the term,
--- with a lease that has not lapsed. A leader key that was deleted is
--- written back with it. The leader key and the messages are specified in
--- correctness/election.go; the lock's value, in internal/lease/handoff.go.
+-- reports for it, without a new term, and tells the observers. Only while the
+-- term is in office: the lock holds the grant whose token is the term, with a
+-- lease that has not lapsed. A leader key that was deleted is written back with
+-- it. The leader key and the messages are specified in
+-- internal/lease/election.go; the lock's value, in internal/lease/handoff.go.
 -- (lease.lua is prepended.)
 --
 -- KEYS[1]  the lock key

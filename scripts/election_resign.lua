@@ -1,10 +1,9 @@
 -- election_resign: a leader whose term has ended (its lease was released or
 -- lost) clears its leader key, and when nobody holds the lock tells the
--- observers that the election has no leader. A successor the release handed
--- the lock to announces itself (election_announce), so no message is sent
--- for it. The leader key and the messages are specified in
--- correctness/election.go; the lock's value, in internal/lease/handoff.go.
--- (lease.lua is prepended.)
+-- observers that the election has no leader. A successor the release handed the
+-- lock to announces itself (election_announce), so no message is sent for it.
+-- The leader key and the messages are specified in internal/lease/election.go;
+-- the lock's value, in internal/lease/handoff.go. (lease.lua is prepended.)
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the election's leader key (a hash: grant, value)

@@ -6,7 +6,7 @@
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the lock's fence counter key (only with ARGV[3] = 't')
--- KEYS[3]  an election's leader key (correctness/election.go), optional
+-- KEYS[3]  an election's leader key (internal/lease/election.go), optional
 -- ARGV[1]  the value the caller's grant stored
 -- ARGV[2]  the new ttl in milliseconds
 -- ARGV[3]  't' for a counter that expires with the lease, else '' or absent

@@ -630,9 +630,9 @@ func (p protocol) pick(lock, sem string) string {
 	return lock
 }
 
-// The election (correctness/election.go): its leader key beside the lock,
-// a hash of the grant that took office and its value; its channel is the
-// leader key's name.
+// The election (internal/lease/election.go): its leader key beside the lock, a
+// hash of the grant that took office and its value; its channel is the leader
+// key's name.
 
 // announce is a candidate holding the grant stored as value taking office
 // (election.announce), or a leader writing its leader key back (lead's
