@@ -1,6 +1,7 @@
 package efficiency_test
 
 import (
+	"context"
 	"syscall"
 	"testing"
 	"time"
@@ -57,7 +58,14 @@ func BenchmarkUncontendedTelemetry(b *testing.B) {
 	tracer := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
 	sampled := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()),
 		sdktrace.WithSampler(sdktrace.TraceIDRatioBased(0.01)))
-	b.Cleanup(func() { _ = meters.Shutdown(ctx); _ = tracer.Shutdown(ctx); _ = sampled.Shutdown(ctx) })
+	b.Cleanup(func() {
+		// b.Context() has ended by the time cleanups run: shut down on one
+		// that has not, or the providers' goroutines outlive the test.
+		ctx := context.WithoutCancel(ctx)
+		_ = meters.Shutdown(ctx)
+		_ = tracer.Shutdown(ctx)
+		_ = sampled.Shutdown(ctx)
+	})
 	for _, tc := range []struct {
 		name string
 		opts []efficiency.Option
