@@ -118,10 +118,16 @@ func testPausedWaiter(t *testing.T, kind string) {
 	// ahead of the third waiter; the parent's release hands it the lock.
 	child.Continue()
 	awaitQueue(t, b.Client, queue, 2)
+	before := queueState(t, b.Client, queue, lockKey(name))
 	if err := second.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	awaitHeld(t, proxy, 2)
+	for deadline := time.Now().Add(30 * time.Second); proxy.Held() < 2; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for the child's second grant message (%d held); before the release: %s; now: %s",
+				proxy.Held(), before, queueState(t, b.Client, queue, lockKey(name)))
+		}
+	}
 
 	// Now the first, stale, grant message; then, after the child has had
 	// time to act on it, the second.
@@ -155,6 +161,35 @@ func testPausedWaiter(t *testing.T, kind string) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the third waiter did not get the lock after the child released it")
 	}
+}
+
+// queueState describes queue and the lock at lock for a failure message,
+// without an owner id: each entry's place, its channel's subscribers, and
+// which entry's owner the lock holds.
+func queueState(t *testing.T, c redis.UniversalClient, queue, lock string) string {
+	t.Helper()
+	ctx := t.Context()
+	held := c.Get(ctx, lock).Val()
+	owner, _, _ := strings.Cut(held, ":")
+	owner, _, _ = strings.Cut(owner, "*")
+	var out []string
+	holder := "nobody"
+	if held != "" {
+		holder = "an owner not queued"
+	}
+	for i, z := range c.ZRangeWithScores(ctx, queue, 0, -1).Val() {
+		f := strings.Fields(z.Member.(string))
+		if len(f) < 6 {
+			out = append(out, fmt.Sprintf("entry %d: malformed", i))
+			continue
+		}
+		subs := c.PubSubNumSub(ctx, f[5]).Val()[f[5]]
+		out = append(out, fmt.Sprintf("entry %d at %.0f: %d subscribers", i, z.Score, subs))
+		if f[0] == owner {
+			holder = fmt.Sprintf("entry %d's owner", i)
+		}
+	}
+	return fmt.Sprintf("queue [%s], lock held by %s", strings.Join(out, "; "), holder)
 }
 
 // awaitQueue waits until the queue holds n entries.
