@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,8 +18,10 @@ import (
 )
 
 // waiterChild waits for a lock or permit (LEASEKIT_WAITER: "addr kind name
-// ttl"), then reports whether the server holds the grant it got, as soon as the
-// acquire returns; it releases the lock when told to on stdin.
+// ttl [tell-queued]"), then reports whether the server holds the grant it got,
+// as soon as the acquire returns; it releases the lock when told to on stdin.
+// With tell-queued it first prints "queued" once it has read the reply of the
+// script that queued it (queuedHook).
 func waiterChild() int {
 	f := strings.Fields(os.Getenv("LEASEKIT_WAITER"))
 	addr, kind, name := f[0], f[1], f[2]
@@ -25,6 +29,9 @@ func waiterChild() int {
 	ctx := context.Background()
 	client := redis.NewClient(&redis.Options{Addr: addr})
 	defer client.Close()
+	if len(f) > 4 && f[4] == "tell-queued" {
+		client.AddHook(&queuedHook{queue: lockKey(name) + ":queue"})
+	}
 	owners := &ownerLog{}
 	l := newLocker(kind, client, owners)
 	defer l.close()
@@ -45,6 +52,54 @@ func waiterChild() int {
 	}
 	fmt.Println("released", g.Release(ctx))
 	return 0
+}
+
+// queuedHook prints "queued" once, when a script that names the lock's queue
+// key first comes back without an error: the child has read the reply that
+// queued it. A SIGSTOP before that can catch the reply in the socket; read on
+// resume, past its deadline, it is a timeout, which go-redis answers by
+// sending the script again. That attempt knows no place (its reply never
+// came), so it queues at the back: a pause at that moment costs the waiter
+// its place, which is not the story TestPausedWaiterGetsNoLeaseItGaveAway
+// tells.
+type queuedHook struct {
+	queue string
+	once  sync.Once
+}
+
+func (h *queuedHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *queuedHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.seen(cmd)
+		return err
+	}
+}
+
+func (h *queuedHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			h.seen(cmd)
+		}
+		return err
+	}
+}
+
+// seen prints "queued" the first time a script on the queue key that carries
+// a queue entry (six fields: the wait script's) succeeds. The fenced probe
+// names the queue key too, but queues nothing.
+func (h *queuedHook) seen(cmd redis.Cmder) {
+	if cmd.Err() != nil || !strings.HasPrefix(cmd.Name(), "eval") || !slices.Contains(cmd.Args(), any(h.queue)) {
+		return
+	}
+	for _, arg := range cmd.Args() {
+		if s, ok := arg.(string); ok && len(strings.Fields(s)) == 6 {
+			h.once.Do(func() { fmt.Println("queued") })
+			return
+		}
+	}
 }
 
 // TestPausedWaiterGetsNoLeaseItGaveAway replays, step by step, the double
@@ -82,7 +137,10 @@ func testPausedWaiter(t *testing.T, kind string) {
 	// The child's lease is 2 s: it stays frozen longer than that, and
 	// longer than the 1 s a waiter sleeps at most before it asks again.
 	const childTTL = 2 * time.Second
-	child := proc.Start(t, "waiter", fmt.Sprintf("LEASEKIT_WAITER=%s %s %s %s", proxy.Addr(), kind, name, childTTL))
+	child := proc.Start(t, "waiter", fmt.Sprintf("LEASEKIT_WAITER=%s %s %s %s tell-queued", proxy.Addr(), kind, name, childTTL))
+	if got := child.Line(30 * time.Second); got != "queued" {
+		t.Fatalf("child: got %q, want queued", got)
+	}
 	awaitQueue(t, b.Client, queue, 1)
 	proxy.HoldSubscriptions()
 	child.Stop()
