@@ -18,18 +18,25 @@ import (
 )
 
 // waiterChild waits for a lock or permit (LEASEKIT_WAITER: "addr kind name
-// ttl [tell-queued]"), then reports whether the server holds the grant it got,
+// ttl [pausable]"), then reports whether the server holds the grant it got,
 // as soon as the acquire returns; it releases the lock when told to on stdin.
-// With tell-queued it first prints "queued" once it has read the reply of the
-// script that queued it (queuedHook).
+// A pausable child first prints "queued" once it has read the reply of the
+// script that queued it (queuedHook), and waits a minute for any reply: a
+// reply that reached it while it was stopped is read on resume, not taken
+// for a timeout (go-redis would send that command again).
 func waiterChild() int {
 	f := strings.Fields(os.Getenv("LEASEKIT_WAITER"))
 	addr, kind, name := f[0], f[1], f[2]
 	ttl, _ := time.ParseDuration(f[3])
+	pausable := len(f) > 4 && f[4] == "pausable"
 	ctx := context.Background()
-	client := redis.NewClient(&redis.Options{Addr: addr})
+	opts := &redis.Options{Addr: addr}
+	if pausable {
+		opts.ReadTimeout, opts.WriteTimeout = time.Minute, time.Minute
+	}
+	client := redis.NewClient(opts)
 	defer client.Close()
-	if len(f) > 4 && f[4] == "tell-queued" {
+	if pausable {
 		client.AddHook(&queuedHook{queue: lockKey(name) + ":queue"})
 	}
 	owners := &ownerLog{}
@@ -54,14 +61,13 @@ func waiterChild() int {
 	return 0
 }
 
-// queuedHook prints "queued" once, when a script that names the lock's queue
-// key first comes back without an error: the child has read the reply that
-// queued it. A SIGSTOP before that can catch the reply in the socket; read on
-// resume, past its deadline, it is a timeout, which go-redis answers by
-// sending the script again. That attempt knows no place (its reply never
-// came), so it queues at the back: a pause at that moment costs the waiter
-// its place, which is not the story TestPausedWaiterGetsNoLeaseItGaveAway
-// tells.
+// queuedHook prints "queued" once, when the script that queued the child
+// comes back without an error: the child has read its reply. A SIGSTOP before
+// that can catch the reply in the socket; read on resume past its deadline,
+// it is a timeout, which go-redis answers by sending the script again. That
+// attempt knows no place (its reply never came), so it queues at the back: a
+// pause at that moment costs the waiter its place, which is not the story
+// TestPausedWaiterGetsNoLeaseItGaveAway tells.
 type queuedHook struct {
 	queue string
 	once  sync.Once
@@ -137,11 +143,12 @@ func testPausedWaiter(t *testing.T, kind string) {
 	// The child's lease is 2 s: it stays frozen longer than that, and
 	// longer than the 1 s a waiter sleeps at most before it asks again.
 	const childTTL = 2 * time.Second
-	child := proc.Start(t, "waiter", fmt.Sprintf("LEASEKIT_WAITER=%s %s %s %s tell-queued", proxy.Addr(), kind, name, childTTL))
+	child := proc.Start(t, "waiter", fmt.Sprintf("LEASEKIT_WAITER=%s %s %s %s pausable", proxy.Addr(), kind, name, childTTL))
 	if got := child.Line(30 * time.Second); got != "queued" {
 		t.Fatalf("child: got %q, want queued", got)
 	}
 	awaitQueue(t, b.Client, queue, 1)
+	childPlace := b.Client.ZRangeWithScores(ctx, queue, 0, 0).Val()[0].Score
 	proxy.HoldSubscriptions()
 	child.Stop()
 
@@ -177,6 +184,9 @@ func testPausedWaiter(t *testing.T, kind string) {
 	child.Continue()
 	awaitQueue(t, b.Client, queue, 2)
 	before := queueState(t, b.Client, queue, lockKey(name))
+	if head := b.Client.ZRangeWithScores(ctx, queue, 0, 0).Val(); len(head) != 1 || head[0].Score != childPlace {
+		t.Fatalf("the resumed child did not queue again at its place %.0f, ahead of the third waiter: %s", childPlace, before)
+	}
 	if err := second.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
