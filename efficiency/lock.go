@@ -76,9 +76,11 @@ func (l *Lock) Hold(ctx context.Context, fn func(ctx context.Context) error) err
 // Release ends the lock if the caller still holds it, handing it to the next
 // waiter or deleting it (see Obtain). It returns ErrNotHeld when the key is
 // gone or another owner holds the lock (which is then left untouched; the error
-// says which), or when l is nil. After a lost reply go-redis sends the release
-// again, and the second finds the lock gone: ErrNotHeld then, though the first
-// released it.
+// says which, or that an operator broke it), when l is nil, and when a
+// Release of l returned already. After a lost reply go-redis sends the
+// release again; the second send finds the mark the first left in Redis
+// (docs/reliability.md, "Commands sent again") and reports the release, as
+// does a Release the caller calls again after an error.
 //
 // Release needs a context that has not ended: with an ended one it cannot
 // reach Redis, and the lock stays held until its ttl runs out. So a deferred

@@ -6,25 +6,37 @@
 -- are specified in internal/lease/handoff.go; docs/waiting.md tells the
 -- strategy.
 --
+-- A release that ends a grant it names exactly (a holder's, or an
+-- operator's break) leaves a mark of what it did, for ARGV[6] ms: a resend
+-- of the same call (go-redis resends a command whose reply was lost) finds
+-- the grant gone or handed on, and replies what the first send did, from
+-- the mark, changing nothing but the mark's expiry.
+--
 -- KEYS[1]  the lock key
 -- KEYS[2]  the lock's wait queue
 -- KEYS[3]  the lock's fence counter key
+-- KEYS[4]  the mark of the grant ARGV[1] (internal/lease's EndedKey),
+--          optional: without it no mark is read or written
+-- KEYS[5]  with ARGV[2] = '2', an election's leader key, optional: the
+--          broken holder's term is cleared from it, and its observers told
 -- ARGV[1]  the value the caller's grant stored; with ARGV[2] = '1', its
 --          "owner:" prefix (a prefix not ending in ':' matches nothing)
--- ARGV[2]  '1' to match ARGV[1] as a prefix, '2' to end whatever grant
---          the lock holds (an operator's break), else '0': exactly
--- KEYS[4]  with '2', an election's leader key, optional: the broken
---          holder's term is cleared from it, and its observers told
+-- ARGV[2]  '1' to match ARGV[1] as a prefix, '2' to break the grant
+--          ARGV[1] (an operator's break: exactly that grant, whoever
+--          holds it), else '0': the holder's release, exactly
 -- ARGV[3]  a queue entry to remove first (a waiter giving up), or ''
 -- ARGV[4]  '1' when grant channels are sharded (Redis Cluster), else '0'
 -- ARGV[5]  another entry to remove with ARGV[3] (its next one), optional
+-- ARGV[6]  how long the mark lasts, in ms: optional, with KEYS[4] only
 --
 -- Reply:
---   1   the lock was deleted
+--   1   the lock was deleted (or an earlier send of this call ended the
+--       grant)
 --   2   it was handed to a waiter, as an efficiency grant (a fenced grant
 --       replies its new token, a decimal string)
 --   0   the caller's lease is gone (the key is, or the lease lapsed)
 --   -1  another owner holds it (nothing changed)
+--   -3  an operator broke the caller's lease (nothing changed)
 --   3   released, with dead entries still ahead of the first live waiter:
 --       the lock is left vacant, and the caller calls again (with ARGV[1]
 --       '') to go on
@@ -32,12 +44,34 @@
 --   {0, token}  the caller's lease had lapsed, and this call handed the lock
 --       to the first live waiter, with that grant's token ('-' for an
 --       efficiency grant)
+local breaking = ARGV[2] == '2'
+
+-- ended(code) is the reply of a call that found no grant of the caller's to
+-- end, which would reply code: what an earlier send of the same call did,
+-- from the mark (the grant ended: 1, or 3 when the queue still needs
+-- serving on, for -2), or -3 for a holder whose grant an operator broke;
+-- else code.
+local function ended(code)
+  local did = KEYS[4] and redis.call('GET', KEYS[4])
+  if not did then
+    return code
+  end
+  redis.call('PEXPIRE', KEYS[4], ARGV[6])
+  if did == (breaking and 'b' or 'r') then
+    return code == -2 and 3 or 1
+  elseif not breaking and (code == 0 or code == -1) then
+    return -3
+  end
+  return code
+end
+
 if ARGV[3] ~= '' then
-  redis.call('ZREM', KEYS[2], ARGV[3], ARGV[5] or ARGV[3])
+  local next = ARGV[5] or ''
+  redis.call('ZREM', KEYS[2], ARGV[3], next ~= '' and next or ARGV[3])
 end
 local held = redis.call('GET', KEYS[1])
 if not held then
-  return 0
+  return ended(0)
 end
 local star = string.find(held, '*', 1, true)
 local now, gone
@@ -51,18 +85,21 @@ if star then
 end
 if gone then
   -- The lease lapsed: nobody's to release, and the queue is served below.
-elseif ARGV[2] == '2' then
-  local colon = KEYS[4] and string.find(held, ':', 1, true)
-  if colon and redis.call('HGET', KEYS[4], 'grant') == held then
-    redis.call('DEL', KEYS[4])
-    redis.call('PUBLISH', KEYS[4], 'vacant ' .. string.sub(held, colon + 1))
-  end
 elseif ARGV[2] == '1' then
   if #ARGV[1] < 2 or string.sub(ARGV[1], -1) ~= ':' or string.sub(held, 1, #ARGV[1]) ~= ARGV[1] then
     return -1
   end
 elseif held ~= ARGV[1] then
-  return -1
+  return ended(-1)
+elseif breaking then
+  local colon = KEYS[5] and string.find(held, ':', 1, true)
+  if colon and redis.call('HGET', KEYS[5], 'grant') == held then
+    redis.call('DEL', KEYS[5])
+    redis.call('PUBLISH', KEYS[5], 'vacant ' .. string.sub(held, colon + 1))
+  end
+end
+if KEYS[4] and not gone then
+  redis.call('SET', KEYS[4], breaking and 'b' or 'r', 'PX', ARGV[6])
 end
 if star then
   local scan, publish = scanning(ARGV[4])
@@ -75,6 +112,9 @@ if star then
   if value then
     announce(publish, w, token or '-', now)
     if gone then
+      if ended(0) == 1 then
+        return 1 -- an earlier send ended the caller's grant
+      end
       return {0, token or '-'}
     end
     return token or 2
@@ -82,7 +122,7 @@ if star then
     -- Dead entries left ahead: nobody takes the lock until they are gone
     -- (the vacant value, handoff.go).
     redis.call('SET', KEYS[1], '*0', 'PX', 10000)
-    return gone and -2 or 3
+    return gone and ended(-2) or 3
   elseif w then
     -- A counter that holds no token: the waiter gets its bare ticket (no
     -- grant) and meets the error itself; the lock is deleted below.
@@ -96,6 +136,6 @@ if star then
   redis.call('PUBLISH', KEYS[1] .. ':wake', '')
 end
 if gone then
-  return 0
+  return ended(0)
 end
 return 1

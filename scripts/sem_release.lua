@@ -4,23 +4,32 @@
 -- prepended.) Its ARGV are release.lua's. A permit that expired meanwhile
 -- is found by the waiters' next attempt, which serves them in queue order.
 --
--- KEYS     the permits (with the header) and the wait queue (see semaphore.lua)
+-- A release that ends the caller's permit leaves a mark for ARGV[6] ms, as
+-- release.lua's does: a resend of the same call after a lost reply finds
+-- the permit gone, and replies 1 from the mark.
+--
+-- KEYS[1], KEYS[2]  the permits (with the header) and the wait queue (see
+--          semaphore.lua)
+-- KEYS[3]  the mark of the caller's permit (internal/lease's EndedKey),
+--          optional: without it no mark is read or written
 -- ARGV[1]  the caller's owner id; '' to go on serving the queue after a
 --          release that replied 3
 -- ARGV[2]  unused (a permit matches its owner id exactly)
 -- ARGV[3]  a queue entry to remove first (a waiter giving up), or ''
 -- ARGV[4]  '1' when grant channels are sharded (Redis Cluster), else '0'
 -- ARGV[5]  another entry to remove with ARGV[3] (its next one), optional
+-- ARGV[6]  how long the mark lasts, in ms: optional, with KEYS[3] only
 --
 -- Reply:
---   1   released
+--   1   released (or an earlier send of this call released it)
 --   2   released, and handed to a waiter
 --   0   the caller holds no permit (it expired, or was never granted)
 --   3   released (or, with ARGV[1] '', served) with dead entries still
 --       ahead of the first live waiter: the caller calls again with ARGV[1]
 --       '' to go on
 if ARGV[3] ~= '' then
-  redis.call('ZREM', KEYS[2], ARGV[3], ARGV[5] or ARGV[3])
+  local next = ARGV[5] or ''
+  redis.call('ZREM', KEYS[2], ARGV[3], next ~= '' and next or ARGV[3])
 end
 local s = open(ARGV[4])
 prune(s)
@@ -35,7 +44,14 @@ if ARGV[1] == '' then
   end
   return 1
 elseif redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then
+  if KEYS[3] and redis.call('GET', KEYS[3]) then
+    redis.call('PEXPIRE', KEYS[3], ARGV[6])
+    return 1
+  end
   return 0
+end
+if KEYS[3] then
+  redis.call('SET', KEYS[3], 'r', 'PX', ARGV[6])
 end
 local w = next_waiter(KEYS[2], s.now, s.scan)
 if s.scan.more then

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -93,6 +94,9 @@ type Core struct {
 	// kind is the lock's kind as the scripts name it (grant.lua): "e", "f",
 	// "c" or "t".
 	kind string
+	// markLife is how long the mark of an ended grant lasts (release.lua),
+	// in ms, boxed once: markLife(cfg.Client).
+	markLife any
 }
 
 // New returns a Core. The caller has validated cfg.
@@ -100,7 +104,7 @@ func New(cfg Config) *Core {
 	if cfg.Kind == "" {
 		cfg.Kind = "leasekit"
 	}
-	c := &Core{cfg: cfg, kind: scriptKind(cfg)}
+	c := &Core{cfg: cfg, kind: scriptKind(cfg), markLife: strconv.FormatInt(Millis(markLife(cfg.Client)), 10)}
 	c.lock = lockOps(c)
 	c.strays = &strays{c: c, m: make(map[string]*stray), taken: make(map[string]*took), done: make(chan struct{})}
 	c.listen = newListener(c)
@@ -166,6 +170,39 @@ func (c *Core) logger() *slog.Logger {
 func (c *Core) closedErr(lk *keySet) error {
 	return fmt.Errorf("%w: cannot acquire %s", c.cfg.Errors.Closed, lk.label())
 }
+
+// markLife is how long the mark of an ended grant lasts (release.lua): at
+// least as long as client may take to send a command again after its reply
+// was lost, so that every resend finds it (each resend that finds it makes it
+// last that long again); and at least Linger, for a caller that resends a
+// Release itself. go-redis sends again after the read timed out (or the
+// connection broke), a pause of at most MaxRetryBackoff, a dial and a write:
+// 16 s with go-redis v9.23's defaults. A client with no read or write
+// deadline, or of a type of its own, gets maxMarkLife.
+func markLife(client redis.UniversalClient) time.Duration {
+	var dial, read, write, pause time.Duration
+	switch c := client.(type) {
+	case *redis.Client:
+		o := c.Options()
+		dial, read, write, pause = o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetryBackoff
+	case *redis.ClusterClient:
+		o := c.Options()
+		dial, read, write, pause = o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetryBackoff
+	case *redis.Ring:
+		o := c.Options()
+		dial, read, write, pause = o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetryBackoff
+	default:
+		return maxMarkLife
+	}
+	if read <= 0 || write <= 0 {
+		return maxMarkLife
+	}
+	return min(max(dial+read+write+max(pause, 0), Linger), maxMarkLife)
+}
+
+// maxMarkLife bounds markLife: a mark costs Redis about 100 bytes while it
+// lasts, for every release.
+const maxMarkLife = time.Minute
 
 // IsNilClient reports whether client is nil, or a nil pointer of one of
 // go-redis's client types, which no Locker can use.

@@ -61,10 +61,11 @@ func (h *Held) recordEnd(ctx context.Context, lost bool, reason telemetry.Reason
 	}
 }
 
-// lostReason is the telemetry's reason for a lease found gone (true) or
-// taken by another owner.
-func lostReason(gone bool) telemetry.Reason {
-	if gone {
+// lostReason is the telemetry's reason for a lease a refresh or release
+// found lost, with reply n: gone, or taken by another owner (or broken by
+// an operator, after which another owner may hold it).
+func lostReason(n int64) telemetry.Reason {
+	if n == leaseGone {
 		return telemetry.KeyGone
 	}
 	return telemetry.AnotherOwner
@@ -112,7 +113,7 @@ func (h *Held) Refresh(ctx context.Context, ttl time.Duration) error {
 	}
 	n, err := h.refresh(ctx, ttl)
 	if err == nil && n != leaseHeld {
-		err = h.notHeld(n == leaseGone)
+		err = h.notHeld(n)
 	}
 	return err
 }
@@ -169,11 +170,18 @@ func (h *Held) refreshLock(ctx context.Context, ttl time.Duration) *redis.Cmd {
 // Release ends the lease if it is still held: the lock goes to the first live
 // waiter queued for it, or is deleted (and, from a Core whose waiters do not
 // queue, a wake-up is published for such waiters).
+//
+// A Release whose reply was lost, sent again by go-redis or by the caller,
+// reports what the first send did (release.lua's mark); one after a Release
+// that returned is NotHeld, without a round trip.
 func (h *Held) Release(ctx context.Context) error {
+	if h.isReleased() {
+		return fmt.Errorf("%w: %s: it was released already", h.core.cfg.Errors.NotHeld, h.keys.label())
+	}
 	ctx, span := h.keys.ops.tel.Start(ctx, "Release", h.keys.name)
 	n, err := h.release(ctx)
 	if err == nil && unheld(n) {
-		err = h.notHeld(n == leaseGone)
+		err = h.notHeld(n)
 	}
 	telemetry.End(span, err)
 	return err
@@ -181,9 +189,11 @@ func (h *Held) Release(ctx context.Context) error {
 
 // release runs the release script for the lease and, once it reached Redis,
 // marks the lease released. Its reply is leaseHeld when the lease was
-// released, leaseGone or leaseTaken (replies.go).
+// released (by this call, or by an earlier send of it whose reply was lost:
+// the script's mark says so), else leaseGone, leaseTaken or leaseBroken
+// (replies.go).
 func (h *Held) release(ctx context.Context) (int64, error) {
-	reply, err := h.core.runRelease(ctx, h.keys, h.value, nil)
+	reply, err := h.core.endGrant(ctx, h.keys, h.value, matchExact, "")
 	if err != nil {
 		return 0, h.core.redisErr(ctx, "release", h.keys, err)
 	}
@@ -191,7 +201,7 @@ func (h *Held) release(ctx context.Context) (int64, error) {
 	h.deadline, h.released = time.Time{}, true
 	h.mu.Unlock()
 	if n, ok := reply.(int64); ok && unheld(n) {
-		h.recordEnd(ctx, true, lostReason(n == leaseGone))
+		h.recordEnd(ctx, true, lostReason(n))
 		if h.handed != nil {
 			// The grant message may have been forged: take the entry out,
 			// lest a later release hand the lock to it, and end the real
@@ -220,16 +230,20 @@ func (h *Held) anyGrant() string {
 	return ""
 }
 
-// notHeld is the error for a lease Redis no longer holds for this owner: the
-// key is gone, or another owner holds the lock.
-func (h *Held) notHeld(gone bool) error {
-	return fmt.Errorf("%w: %s: %s", h.core.cfg.Errors.NotHeld, h.keys.label(), h.core.why(gone))
+// notHeld is the error for a lease Redis no longer holds for this owner,
+// as the reply n of a refresh or release says (why).
+func (h *Held) notHeld(n int64) error {
+	return fmt.Errorf("%w: %s: %s", h.core.cfg.Errors.NotHeld, h.keys.label(), h.core.why(n))
 }
 
-// why says what was seen of a lease Redis no longer holds.
-func (c *Core) why(gone bool) string {
-	if gone {
+// why says what the reply n of a refresh or release saw of a lease Redis no
+// longer holds: the key gone, another owner's, or broken by an operator.
+func (c *Core) why(n int64) string {
+	switch n {
+	case leaseGone:
 		return "the key is gone (it expired or was deleted)"
+	case leaseBroken:
+		return "an operator broke it (Break)"
 	}
 	return "another owner holds it"
 }
@@ -241,8 +255,10 @@ func (h *Held) TTL(ctx context.Context) (time.Duration, error) {
 		return 0, h.core.redisErr(ctx, "ttl of", h.keys, err)
 	}
 	switch {
-	case ms == ttlGone || ms == ttlTaken:
-		return 0, h.notHeld(ms == ttlGone)
+	case ms == ttlGone:
+		return 0, h.notHeld(leaseGone)
+	case ms == ttlTaken:
+		return 0, h.notHeld(leaseTaken)
 	case ms < 0:
 		return -1, nil
 	}
@@ -253,7 +269,9 @@ func (h *Held) TTL(ctx context.Context) (time.Duration, error) {
 // the queue entry leaving (a waiter giving up) out of the lock's queue, if it
 // is not nil. A value ending in ':' matches any grant that starts with it (an
 // owner whose token is unknown). Its reply is the script's, leaseGone,
-// leaseTaken, or another when the grant was released (replies.go).
+// leaseTaken, or another when the grant was released (replies.go). It leaves
+// no mark (release.lua): what it releases (a grant its waiter cannot use, or
+// gave up) was never a Held, whose Release a resend would report.
 //
 // While the lock's slot migrates between two Redis Cluster masters, Redis
 // refuses the script with TRYAGAIN until the slot has moved, and while the
@@ -272,6 +290,20 @@ func (c *Core) runRelease(ctx context.Context, lk *keySet, value string, leaving
 		args = []any{value, match, leaving.text(leaving.gen), c.listen.channels, leaving.text(leaving.gen + 1)}
 	}
 	return c.releaseWith(ctx, lk, lk.keys, args)
+}
+
+// endGrant ends the grant stored as value on the lock or semaphore at lk,
+// exactly: a holder's release (match matchExact) or an operator's break
+// (matchAny, with leader, an election's leader key, or ""), and leaves the
+// mark of what it did (EndedKey), so that a resend of the call after a lost
+// reply reports what the first send did, and ends nothing else.
+func (c *Core) endGrant(ctx context.Context, lk *keySet, value string, match any, leader string) (any, error) {
+	keys := make([]any, 0, len(lk.keys)+2)
+	keys = append(append(keys, lk.keys...), EndedKey(lk.lock, value))
+	if leader != "" {
+		keys = append(keys, leader)
+	}
+	return c.releaseWith(ctx, lk, keys, []any{value, match, notQueued, c.listen.channels, notQueued, c.markLife})
 }
 
 // releaseWith runs the release script of lk on keys with args, as

@@ -107,7 +107,7 @@ func (h *Held) endOnce(ctx context.Context, end time.Time, fnErr, lost error) er
 	if left := time.Until(end); left >= minTTL {
 		n, err = h.refresh(ctx, left)
 		if err == nil {
-			h.recordEnd(ctx, unheld(n), lostReason(n == leaseGone)) // the run is over: the hold too
+			h.recordEnd(ctx, unheld(n), lostReason(n)) // the run is over: the hold too
 		}
 	} else {
 		n, err = h.release(ctx)
@@ -132,7 +132,7 @@ func (h *Held) holdErr(fnErr, lost error, e ending) error {
 	case e.err != nil:
 		return join(fnErr, e.err)
 	case unheld(e.n):
-		return join(fnErr, h.core.lost(h, e.when+", "+h.core.why(e.n == leaseGone)))
+		return join(fnErr, h.core.lost(h, e.when+", "+h.core.why(e.n)))
 	}
 	return fnErr
 }
@@ -315,7 +315,7 @@ func (k *keeper) refreshed(r refreshed) (wait time.Duration, done bool) {
 	case r.err == nil && r.n == leaseHeld:
 		return k.interval, false
 	case r.err == nil && !h.isReleased():
-		k.lose(lostReason(r.n == leaseGone), h.core.why(r.n == leaseGone))
+		k.lose(lostReason(r.n), h.core.why(r.n))
 		return 0, true
 	case r.err == nil:
 		return k.interval, false // fn released it meanwhile

@@ -1,5 +1,10 @@
 package lease
 
+import (
+	"crypto/sha256"
+	"encoding/base64"
+)
+
 // DefaultPrefix is the key prefix of both kinds of lock unless an option sets
 // another.
 const DefaultPrefix = "leasekit:"
@@ -28,6 +33,17 @@ func grantChannel(prefix, id string) string { return prefix + "grants:" + id }
 // whose id is id hears the grants of the lock at lockKey handed to its
 // waiters, in Redis Cluster: it hashes to the lock's slot.
 func shardedGrantChannel(lockKey, id string) string { return lockKey + ":grants:" + id }
+
+// EndedKey is the key of the mark that the release or break of the grant
+// stored as value, on the lock or semaphore whose first key is key, leaves
+// for a resend of the same call (release.lua): in the same slot, named by a
+// digest of the value, which must not show an owner id.
+func EndedKey(key, value string) string {
+	sum := sha256.Sum256([]byte(value))
+	var digest [16]byte // base64.RawURLEncoding.EncodedLen(12)
+	base64.RawURLEncoding.Encode(digest[:], sum[:12])
+	return key + ":ended:" + string(digest[:])
+}
 
 // RegisterKey is the key of the fenced register of a resource.
 func RegisterKey(prefix, resource string) string { return LockKey(prefix, resource) + ":register" }

@@ -4,17 +4,19 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/leasekit/leasekit/internal/telemetry"
+	"github.com/redis/go-redis/v9"
 )
 
 // What an operator may do to a lock or semaphore in production: read it
 // (Inspect) and end a stuck lease (Break). Neither ever returns or logs an
 // owner id.
 
-// matchAny is the release script's ARGV[2] for a break: whatever grant the
-// lock holds.
+// matchAny is the release script's ARGV[2] for a break: the grant it names,
+// whoever holds it.
 var matchAny any = "2"
 
 // Info is what Inspect reads of a lock.
@@ -87,10 +89,14 @@ func (s *Semaphore) Inspect(ctx context.Context) (SemaphoreInfo, error) {
 // Break ends the lease on the lock called name at once, whoever holds it,
 // and hands the lock to the first live waiter, exactly as the holder's
 // release would; with leaderKey, an election's, it also clears the broken
-// holder's term there and tells the observers. It reports whether a live
-// lease was broken. The broken holder is not told: its next refresh finds
-// another owner (its Do, Hold or Campaign ends with LockLost), and its
-// Release returns NotHeld. Every break is logged at WARN and counted.
+// holder's term there and tells the observers. It reads the holder first,
+// then ends exactly that grant, leaving a mark of it: a resend of the call
+// after a lost reply (go-redis resends), or a Break racing the holder's own
+// release, never ends the grant of the waiter the lock went to next. It
+// reports whether a live lease was broken. The broken holder is not told:
+// its next refresh finds another owner (its Do, Hold or Campaign ends with
+// LockLost), and its Release returns NotHeld. Every break is logged at WARN
+// and counted.
 func (c *Core) Break(ctx context.Context, name, leaderKey string) (broken bool, err error) {
 	if err := c.operate("break", name); err != nil {
 		return false, err
@@ -99,11 +105,14 @@ func (c *Core) Break(ctx context.Context, name, leaderKey string) (broken bool, 
 	tel := lk.ops.tel
 	ctx, span := tel.Start(ctx, "Break", name)
 	defer func() { telemetry.End(span, err) }()
-	keys := lk.keys
-	if leaderKey != "" {
-		keys = append(keys[:len(keys):len(keys)], leaderKey)
+	held, err := c.cfg.Client.Get(ctx, lk.lock).Result()
+	if err == redis.Nil {
+		return false, nil
+	} else if err != nil {
+		return false, c.operationErr(ctx, "break", lk, err)
 	}
-	reply, err := c.releaseWith(ctx, lk, keys, []any{vacant, matchAny, notQueued, c.listen.channels})
+	grant, _, _ := strings.Cut(held, queuedMark)
+	reply, err := c.endGrant(ctx, lk, grant, matchAny, leaderKey)
 	if err != nil {
 		return false, c.operationErr(ctx, "break", lk, err)
 	}

@@ -27,6 +27,10 @@ const (
 	leaseTaken int64 = -1 // another owner holds the lock
 )
 
+// release.lua: an operator broke the caller's lease (Break), which the
+// mark of the broken grant says.
+const leaseBroken int64 = -3
+
 // refresh.lua: refreshed, and the election's leader key does not hold the
 // grant (the leader writes it back).
 const leaderLost int64 = 2
@@ -49,5 +53,6 @@ const (
 )
 
 // unheld reports whether n, the reply of a refresh or a release, says the
-// caller's lease is no longer the caller's: gone, or another owner's.
-func unheld(n int64) bool { return n == leaseGone || n == leaseTaken }
+// caller's lease is no longer the caller's: gone, another owner's, or
+// broken.
+func unheld(n int64) bool { return n == leaseGone || n == leaseTaken || n == leaseBroken }

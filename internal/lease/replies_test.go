@@ -30,7 +30,7 @@ func TestReplyCodesMatchTheScripts(t *testing.T) {
 		"sem_acquire":    {waitGranted, waitHeld, waitWaiting, waitSettle},
 		"refresh":        {leaseHeld, leaderLost, leaseGone, leaseTaken},
 		"sem_refresh":    {leaseHeld, leaseGone},
-		"release":        {leaseHeld, releaseHanded, leaseGone, leaseTaken, releasedServeOn, goneServeOn},
+		"release":        {leaseHeld, releaseHanded, leaseGone, leaseTaken, leaseBroken, releasedServeOn, goneServeOn},
 		"sem_release":    {leaseHeld, releaseHanded, leaseGone, releasedServeOn},
 		"pttl":           {ttlGone, ttlTaken},
 		"sem_pttl":       {ttlGone},
