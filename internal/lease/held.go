@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leasekit/leasekit/internal/backoff"
 	"github.com/leasekit/leasekit/internal/telemetry"
 	"github.com/redis/go-redis/v9"
 )
@@ -273,11 +272,8 @@ func (h *Held) TTL(ctx context.Context) (time.Duration, error) {
 // no mark (release.lua): what it releases (a grant its waiter cannot use, or
 // gave up) was never a Held, whose Release a resend would report.
 //
-// While the lock's slot migrates between two Redis Cluster masters, Redis
-// refuses the script with TRYAGAIN until the slot has moved, and while the
-// nodes disagree on its owner go-redis may give up on MOVED: the release
-// tries again, with a growing pause, while ctx lasts and for at most
-// migrationWait.
+// While the lock's slot migrates between two Redis Cluster masters, the
+// release waits for it as every script does (Script.Run).
 func (c *Core) runRelease(ctx context.Context, lk *keySet, value string, leaving *entry) (any, error) {
 	match := matchExact
 	if strings.HasSuffix(value, ":") {
@@ -307,19 +303,13 @@ func (c *Core) endGrant(ctx context.Context, lk *keySet, value string, match any
 }
 
 // releaseWith runs the release script of lk on keys with args, as
-// runRelease describes.
+// runRelease describes, and goes on serving the queue if it stopped short.
 func (c *Core) releaseWith(ctx context.Context, lk *keySet, keys, args []any) (any, error) {
-	deadline := time.Now().Add(migrationWait)
-	pause := backoff.Backoff{First: 10 * time.Millisecond, Max: 500 * time.Millisecond}
-	for {
-		reply, err := c.run(ctx, lk.ops.release, keys, args...).Result()
-		if err == nil {
-			return c.serveOn(ctx, lk, reply), nil
-		}
-		if !slotMoving(err) || time.Now().After(deadline) || !pause.Sleep(ctx, nil) {
-			return reply, err
-		}
+	reply, err := c.run(ctx, lk.ops.release, keys, args...).Result()
+	if err != nil {
+		return reply, err
 	}
+	return c.serveOn(ctx, lk, reply), nil
 }
 
 // serveOnFor bounds how long a releaser goes on serving the queue past dead
@@ -352,8 +342,3 @@ func (c *Core) serveOn(ctx context.Context, lk *keySet, reply any) any {
 	}
 	return leaseHeld
 }
-
-// migrationWait bounds how long a release waits for the migration of its
-// lock's slot to end: a slot with a few keys moves in milliseconds, and a
-// lock whose release gives up expires with its ttl.
-const migrationWait = 5 * time.Second

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/leasekit/leasekit/internal/backoff"
 	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
@@ -52,13 +54,44 @@ type runner interface {
 // Run runs s with keys and args on c: EVALSHA, and EVAL when the server does
 // not have the script cached (after a restart or SCRIPT FLUSH). It is the one
 // way leasekit runs a script.
+//
+// While the keys' Redis Cluster slot migrates between two masters, Redis
+// refuses a script whose keys are split between them with TRYAGAIN, and
+// while the nodes disagree on the slot's owner go-redis may give up on MOVED
+// or ASK (slotMoving): the script did not run, so Run sends it again, with a
+// growing pause, while ctx lasts and for at most migrationWait. A slot with a
+// few keys moves in milliseconds; a waiter that still meets the migration
+// past that waits on, as through any failure that may pass.
 func (s Script) Run(ctx context.Context, c runner, keys []any, args ...any) *redis.Cmd {
+	var deadline time.Time
+	var pause backoff.Backoff
+	for {
+		reply := s.send(ctx, c, keys, args)
+		if !slotMoving(reply.Err()) {
+			return reply
+		}
+		if deadline.IsZero() {
+			deadline = time.Now().Add(migrationWait)
+			pause = backoff.Backoff{First: 10 * time.Millisecond, Max: 500 * time.Millisecond}
+		}
+		if time.Now().After(deadline) || !pause.Sleep(ctx, nil) {
+			return reply
+		}
+	}
+}
+
+// send sends s once: EVALSHA, and EVAL after NOSCRIPT.
+func (s Script) send(ctx context.Context, c runner, keys, args []any) *redis.Cmd {
 	reply := s.sendSHA(ctx, c, keys, args)
 	if !noScript(reply.Err()) {
 		return reply
 	}
 	return s.sendEval(ctx, c, keys, args)
 }
+
+// migrationWait bounds how long Run waits for the migration of its keys'
+// slot to end.
+const migrationWait = 5 * time.Second
 
 // sendSHA sends (or, to a pipeline, queues) s as EVALSHA, with its keys and
 // SHA1 boxed already, so that only args cost allocations.

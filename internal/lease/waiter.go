@@ -44,6 +44,9 @@ func (a *acquire) obtain(t *telemetry.Acquire) (*Held, error) {
 		return h, nil
 	case err != nil && errors.Is(err, a.c.cfg.Errors.Late):
 		// Released already: wait like any other waiter.
+	case err != nil && slotMoving(err) && a.ctx.Err() == nil:
+		// The lock's slot is migrating, longer than the probe waited: the
+		// waiter's attempts wait it out, as any failure that may pass.
 	case err != nil:
 		early.drop()
 		return nil, a.failed(err)

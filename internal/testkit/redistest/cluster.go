@@ -239,6 +239,34 @@ func (m *Migration) MoveKeys(t testing.TB) {
 	}
 }
 
+// Keys returns the slot's keys the source still holds.
+func (m *Migration) Keys(t testing.TB) []string {
+	t.Helper()
+	keys, err := m.c.admin[m.From].ClusterGetKeysInSlot(t.Context(), m.Slot, 1000).Result()
+	if err != nil {
+		t.Fatalf("redistest: slot %d: CLUSTER GETKEYSINSLOT on %s: %v", m.Slot, m.From.Addr, err)
+	}
+	return keys
+}
+
+// MoveOnly moves the given keys of the slot to the target (MIGRATE ... KEYS),
+// leaving the others on the source: a half-migrated slot, on which Redis
+// refuses a command on keys of both sides with TRYAGAIN.
+func (m *Migration) MoveOnly(t testing.TB, keys ...string) {
+	t.Helper()
+	if len(keys) == 0 {
+		return
+	}
+	host, port, _ := net.SplitHostPort(m.To.Addr)
+	args := []any{"MIGRATE", host, port, "", 0, 5000, "KEYS"}
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	if err := m.c.admin[m.From].Do(t.Context(), args...).Err(); err != nil {
+		t.Fatalf("redistest: slot %d: MIGRATE of %d keys from %s to %s: %v", m.Slot, len(keys), m.From.Addr, m.To.Addr, err)
+	}
+}
+
 // Finish moves any keys left (written to the source since MoveKeys), assigns
 // the slot to the target with CLUSTER SETSLOT NODE (target, source, then the
 // other masters), and waits until every node agrees that the target serves it.
