@@ -126,14 +126,39 @@ func KeyErr(key string, err error) error {
 
 // WrapRedis is err of the operation op on the thing called name, in the form
 // "kind: op name: err". A command refused by an ACL inside a script comes
-// back as a generic ERR; it is marked NOPERM, as Redis marks the same refusal
-// outside a script, so that it reads as the permission problem it is.
+// back as a generic ERR (scriptACL); it is marked NOPERM, as Redis marks the
+// same refusal outside a script, so that it reads as the permission problem
+// it is.
 func WrapRedis(kind, op, name string, err error) error {
-	if strings.Contains(err.Error(), "user executing the script can't run this command") {
+	if scriptACL(err) {
 		return fmt.Errorf("%s: %s %s: NOPERM: the ACL user may not run a command this operation's script needs "+
 			"(the README lists the ACL leasekit needs): %w", kind, op, Quote(name), err)
 	}
 	return fmt.Errorf("%s: %s %s: %w", kind, op, Quote(name), err)
+}
+
+// scriptACLWordings are how the servers word an ACL's refusal of a command,
+// a key or a channel inside a script, after "ERR ": Redis 7.0 says "The user
+// executing the script can't run this command or subcommand" (or "can't
+// access at least one of the keys", "can't publish to the channel"); Redis
+// 7.2 and later and Valkey say "ACL failure in script: ..." (errors_test.go
+// holds the replies recorded on each).
+var scriptACLWordings = []string{"The user executing the script can't ", "ACL failure in script: "}
+
+// scriptACL reports whether err is an error reply saying that an ACL refused
+// a command, key or channel a script used.
+func scriptACL(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := strings.TrimPrefix(re.Error(), "ERR ")
+	for _, w := range scriptACLWordings {
+		if strings.HasPrefix(msg, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // ReachedRedis reports whether an acquire that failed with err got as far as

@@ -67,3 +67,39 @@ func TestNotObtainedIsOneLine(t *testing.T) {
 		t.Error("join: nil causes are dropped, and one cause is itself")
 	}
 }
+
+// TestScriptACLRefusalsReadAsNOPERM holds the replies each server gives when
+// an ACL refuses a command, a key or a channel inside a script, recorded
+// with redis-cli (EVAL of a script calling SET, GET, PUBLISH as a user
+// without that right) on Redis 7.0.15, 8.0.2 and 8.6.3 and Valkey 8.1.1
+// and 9.1.2 (Valkey 8 reports redis_version 7.2.4, the release it forked
+// from, whose wording it keeps): each reads as NOPERM, and other replies do
+// not.
+func TestScriptACLRefusalsReadAsNOPERM(t *testing.T) {
+	for _, tc := range []struct {
+		server, reply string
+		acl           bool
+	}{
+		{"redis 7.0.15", "ERR The user executing the script can't run this command or subcommand script: d223ed8c7345b684e8ed044ed472601f536fa58b, on @user_script:1.", true},
+		{"redis 7.0.15 key", "ERR The user executing the script can't access at least one of the keys mentioned in the command arguments script: eefb072c762647cc8d8a40e7fe048aaf8872d416, on @user_script:1.", true},
+		{"redis 7.0.15 channel", "ERR The user executing the script can't publish to the channel mentioned in the command script: f7b756657c6d6f909af0a231dd5d3d1a230fc261, on @user_script:1.", true},
+		{"redis 7.0.15 pcall", "ERR The user executing the script can't run this command or subcommand", true},
+		{"redis 8.0.2, 8.6.3, valkey 8.1.1", "ERR ACL failure in script: User lim has no permissions to run the 'set' command script: d223ed8c7345b684e8ed044ed472601f536fa58b, on @user_script:1.", true},
+		{"redis 8, valkey 8 key", "ERR ACL failure in script: No permissions to access a key script: eefb072c762647cc8d8a40e7fe048aaf8872d416, on @user_script:1.", true},
+		{"redis 8, valkey 8 channel", "ERR ACL failure in script: No permissions to access a channel script: f7b756657c6d6f909af0a231dd5d3d1a230fc261, on @user_script:1.", true},
+		{"valkey 9.1.2", "ERR ACL failure in script: User lim has no permissions to run the 'set' command script: on @user_script:1.", true},
+		{"valkey 9.1.2 key", "ERR ACL failure in script: No permissions to access a key script: on @user_script:1.", true},
+		{"outside a script", "NOPERM User lim has no permissions to run the 'set' command", false},
+		{"another script error", "ERR user_script:1: Script attempted to access nonexistent global variable 'x' script: 6d0b...", false},
+	} {
+		t.Run(tc.server, func(t *testing.T) {
+			err := WrapRedis("efficiency", "acquire lock", "job", KeyErr("leasekit:{job}", reply(tc.reply)))
+			if got := strings.Contains(err.Error(), ": NOPERM: the ACL user may not run"); got != tc.acl {
+				t.Errorf("got %q, want the NOPERM rewrite: %v", err, tc.acl)
+			}
+			if !errors.Is(err, reply(tc.reply)) {
+				t.Errorf("got %q, want it to wrap the reply", err)
+			}
+		})
+	}
+}
