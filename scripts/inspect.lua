@@ -34,11 +34,10 @@ if token == '' then
   token = counter or ''
 end
 local scan = scanning(ARGV[1])
-local us = tonumber(now[1]) * 1000000 + tonumber(now[2])
 local entries = redis.call('ZRANGE', KEYS[2], 0, 299, 'WITHSCORES')
 local waiters = 0
 for i = 1, #entries, 2 do
-  if waiting(entries[i], entries[i + 1], us, scan) then
+  if waiting(entries[i], entries[i + 1], scan) then
     waiters = waiters + 1
   end
 end

@@ -3,14 +3,15 @@
 -- semaphore's. The queue entry and the grant message are specified in
 -- internal/lease/handoff.go.
 --
--- waiting(e, place, us, scan) parses the queue entry e, queued at place,
--- and returns its waiter as a table {owner, ttl, kind, ticket, channel,
--- entry, place} if it may still take a grant at us (the server clock in
--- µs), else nil: an entry that does not parse, whose waiter's patience ran
--- out, or whose channel nobody is subscribed to (a PSUBSCRIBE does not
+-- waiting(e, place, scan) parses the queue entry e, queued at place, and
+-- returns its waiter as a table {owner, ttl, kind, ticket, channel, entry,
+-- place} if it may still take a grant, else nil: an entry that does not
+-- parse, or whose channel nobody is subscribed to (a PSUBSCRIBE does not
 -- count; scan.numsub is 'NUMSUB' or 'SHARDNUMSUB', and scan keeps each
--- channel's count, asked once per script).
-local function waiting(e, place, us, scan)
+-- channel's count, asked once per script). The patience field is not
+-- judged: the server's clock can step, and a step would spend it; a waiter
+-- that gives up takes its entry out itself (handoff.go).
+local function waiting(e, place, scan)
   -- entry = owner SP ttl SP kind SP patience SP ticket SP channel
   local a = string.find(e, ' ', 1, true)
   local b = a and string.find(e, ' ', a + 1, true)
@@ -27,8 +28,7 @@ local function waiting(e, place, us, scan)
     local digit = string.byte(ttl, j)
     valid = valid and digit >= (j == 1 and 49 or 48) and digit <= 57
   end
-  -- A waiter whose patience ran out has given up: skip it.
-  if not valid or patience > 0 and us > tonumber(place) + patience * 1000 then
+  if not valid then
     return nil
   end
   local channel = string.sub(e, f + 1)
@@ -66,14 +66,13 @@ local function next_waiter(queue, now, scan, mine1, mine2)
     -- One reading before any grant: Redis 7.2+ counts a PX set in a script
     -- from the script's start.
     now = now or redis.call('TIME')
-    local us = tonumber(now[1]) * 1000000 + tonumber(now[2])
     for i = 1, #popped, 2 do
       scan.left = scan.left - 1
       local e, w = popped[i], nil
       if e ~= '' and (e == mine1 or e == mine2) then
         w = {entry = e, place = popped[i + 1], mine = true}
       else
-        w = waiting(e, popped[i + 1], us, scan)
+        w = waiting(e, popped[i + 1], scan)
       end
       if w then
         if i + 1 < #popped then

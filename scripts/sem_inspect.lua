@@ -15,11 +15,10 @@ local limit = 0
 if held > 0 then
   limit = tonumber(s.limit) or 0
 end
-local us = tonumber(s.now[1]) * 1000000 + tonumber(s.now[2])
 local entries = redis.call('ZRANGE', KEYS[2], 0, 299, 'WITHSCORES')
 local waiters = 0
 for i = 1, #entries, 2 do
-  if waiting(entries[i], entries[i + 1], us, s.scan) then
+  if waiting(entries[i], entries[i + 1], s.scan) then
     waiters = waiters + 1
   end
 end

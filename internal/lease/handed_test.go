@@ -42,7 +42,7 @@ func TestHandedLease(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := &acquire{c: c, ctx: t.Context(), keys: c.lockKeys("job"), owner: "owner", ttl: ttl}
-			e := a.newEntry(0, "ID", "chan")
+			e := a.newEntry("ID", "chan")
 			e.gen, e.place, e.sent, e.server = 1, "1", sent, tc.server
 			w := &waiter{acquire: *a, entry: e}
 			h, err := w.handed(tc.msg)
@@ -65,11 +65,11 @@ func TestHandedLease(t *testing.T) {
 func TestEntryText(t *testing.T) {
 	c := New(Config{Prefix: "p:"})
 	a := &acquire{c: c, keys: c.lockKeys("job"), owner: "OWNER", ttl: 1500 * time.Millisecond}
-	e := a.newEntry(4*time.Second, "ID", "p:grants:X Y")
-	if got, want := e.text(0), "OWNER 1500 e 4000 ID.0 p:grants:X Y"; got != want {
+	e := a.newEntry("ID", "p:grants:X Y")
+	if got, want := e.text(0), "OWNER 1500 e 0 ID.0 p:grants:X Y"; got != want {
 		t.Fatalf("entry: got %q, want %q", got, want)
 	}
-	if got, want := e.text(7), "OWNER 1500 e 4000 ID.7 p:grants:X Y"; got != want {
+	if got, want := e.text(7), "OWNER 1500 e 0 ID.7 p:grants:X Y"; got != want {
 		t.Fatalf("entry, generation 7: got %q, want %q", got, want)
 	}
 	m, ok := parseMessage("ID.7 42 12 345")

@@ -39,7 +39,7 @@ import (
 //	entry    = owner SP ttl SP kind SP patience SP ticket SP channel
 //	ttl      = the lease length in ms: digits, no leading zero
 //	kind     = "e" | "f" | "c" | "t"   (see scripts/grant.lua)
-//	patience = ms from place after which the waiter has given up; 0 for never
+//	patience = "0"
 //	ticket   = id "." gen
 //	channel  = the pub/sub channel of the waiter's Locker (the rest)
 //
@@ -49,7 +49,14 @@ import (
 // whose entry left the queue without a grant it could use (handed over while
 // it was paused, skipped, lost in a restart) queues again at its place with
 // the next gen, so that a message for an earlier entry is never taken for the
-// current one. A release skips an entry whose patience has run out.
+// current one.
+//
+// patience was the ms from place after which the waiter had given up,
+// judged by the server's clock: a forward step of that clock spent it, and
+// releases skipped the first waiter in line. A waiter now takes its entry
+// out itself when it gives up (or its Locker does, once Redis answers:
+// strays.go), and writes 0, which releases before this one read as "never
+// gives up"; no release judges it.
 //
 // A grant message is what a release that handed the lock over publishes on
 // the entry's channel:
@@ -139,7 +146,7 @@ func (p Value) LeaseLeft(pttl time.Duration) time.Duration {
 
 // entry is a waiting acquire's queue entry, in every generation.
 type entry struct {
-	head    string // "owner ttl kind patience id."
+	head    string // "owner ttl kind 0 id."
 	channel string
 	id      string
 	gen     int
@@ -152,11 +159,10 @@ type entry struct {
 	server int64
 }
 
-// newEntry is the queue entry of a's waiter, with random id, which gives up
-// after patience (0: never) and hears of grants on channel.
-func (a *acquire) newEntry(patience time.Duration, id, channel string) *entry {
-	head := a.owner + " " + strconv.FormatInt(Millis(a.ttl), 10) + " " + a.c.kind + " " +
-		strconv.FormatInt(patience.Milliseconds(), 10) + " " + id + "."
+// newEntry is the queue entry of a's waiter, with random id, which hears of
+// grants on channel.
+func (a *acquire) newEntry(id, channel string) *entry {
+	head := a.owner + " " + strconv.FormatInt(Millis(a.ttl), 10) + " " + a.c.kind + " 0 " + id + "."
 	return &entry{head: head, channel: channel, id: id}
 }
 

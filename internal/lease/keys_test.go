@@ -55,7 +55,7 @@ func TestHeaderLimit(t *testing.T) {
 func TestTickets(t *testing.T) {
 	c := New(Config{Prefix: "p:"})
 	a := &acquire{c: c, keys: c.lockKeys("job"), owner: "OWNER", ttl: time.Second}
-	e := a.newEntry(0, "ID", "p:grants:X")
+	e := a.newEntry("ID", "p:grants:X")
 	if id, channel, ok := EntryTicket(e.text(3)); !ok || id != "ID" || channel != "p:grants:X" {
 		t.Fatalf("EntryTicket: got %q, %q, %v", id, channel, ok)
 	}

@@ -10,8 +10,7 @@ import (
 // process was starved): while the Core is subscribed, a release may still
 // hand such an entry the lock. The Core releases such a grant the moment it
 // hears of it, and takes the entries out of their queues once Redis answers,
-// so a stray costs the lock a round trip, never a ttl. (A release skips an
-// entry whose waiter's patience has run out without asking: handoff.go.)
+// so a stray costs the lock a round trip, never a ttl.
 type strays struct {
 	c       *Core
 	mu      sync.Mutex

@@ -98,7 +98,7 @@ func (a *acquire) join(early *pendingJoin) (*waiter, error) {
 	case err == nil:
 		w.sub = sub
 		if id != "" {
-			w.entry = w.newEntry(patience(a.ctx), id, sub.Channel())
+			w.entry = w.newEntry(id, sub.Channel())
 		}
 	case a.ctx.Err() != nil:
 		return nil, a.c.notObtained(a.keys, a.ctx.Err())
@@ -109,16 +109,6 @@ func (a *acquire) join(early *pendingJoin) (*waiter, error) {
 			"lock", a.keys.name, "err", err)
 	}
 	return w, nil
-}
-
-// patience is how long a waiter with ctx waits at most: until its deadline,
-// or 0 (no limit) without one, or one more than a day away.
-func patience(ctx context.Context) time.Duration {
-	deadline, ok := ctx.Deadline()
-	if left := time.Until(deadline); ok && left < 24*time.Hour {
-		return max(left, time.Millisecond)
-	}
-	return 0
 }
 
 // wait tries for the lock until it is the waiter's, ctx ends, or an attempt

@@ -187,6 +187,7 @@ type Server struct {
 	Addr string
 	Dir  string
 	args []string
+	env  []string // added to the process's environment
 	cmd  *exec.Cmd
 	done chan struct{}
 }
@@ -204,7 +205,10 @@ func Start(t testing.TB, args ...string) *Server {
 	return s
 }
 
-func start(args ...string) (*Server, error) {
+func start(args ...string) (*Server, error) { return startWith(nil, args...) }
+
+// startWith is start, with env added to the server's environment.
+func startWith(env []string, args ...string) (*Server, error) {
 	dir, err := os.MkdirTemp("", "leasekit-redis-")
 	if err != nil {
 		return nil, err
@@ -215,7 +219,7 @@ func start(args ...string) (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Dir: dir, args: args}
+		s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Dir: dir, args: args, env: env}
 		if lastErr = s.launch(); lastErr == nil {
 			return s, nil
 		}
@@ -242,6 +246,9 @@ func (s *Server) launch() error {
 		"--logfile", filepath.Join(s.Dir, "redis-"+port+".log"),
 	}, s.args...)
 	cmd := exec.Command("redis-server", argv...)
+	if s.env != nil {
+		cmd.Env = append(os.Environ(), s.env...)
+	}
 	cmd.SysProcAttr = dieWithTest()
 	if err := cmd.Start(); err != nil {
 		return err

@@ -1,0 +1,109 @@
+package faults_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/leasekit/leasekit/correctness"
+	"github.com/leasekit/leasekit/efficiency"
+	"github.com/leasekit/leasekit/internal/lease"
+	"github.com/leasekit/leasekit/internal/testkit/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// stepKind is a kind of lock a clock-step test holds: take waits for it
+// while ctx lasts and returns its release.
+type stepKind struct {
+	name  string
+	queue string // the lock's wait queue key, for name "step"
+	take  func(t *testing.T, ctx context.Context, c *redis.Client) (func(context.Context) error, error)
+}
+
+var stepKinds = []stepKind{
+	{"efficiency", lease.QueueKey(lockKey("step")), func(t *testing.T, ctx context.Context, c *redis.Client) (func(context.Context) error, error) {
+		l, err := effLocker(t, c).Obtain(ctx, "step", time.Minute)
+		if err != nil {
+			return nil, err
+		}
+		return l.Release, nil
+	}},
+	{"correctness", lease.QueueKey(lockKey("step")), func(t *testing.T, ctx context.Context, c *redis.Client) (func(context.Context) error, error) {
+		cl := correctness.New(c, correctness.WithLogger(quiet), correctness.WithAudit(false))
+		t.Cleanup(func() { cl.Close() })
+		l, err := cl.Acquire(ctx, "step", time.Minute)
+		if err != nil {
+			return nil, err
+		}
+		return l.Release, nil
+	}},
+	{"semaphore", lease.QueueKey(lease.PermitsKey(lease.DefaultPrefix, "step")), func(t *testing.T, ctx context.Context, c *redis.Client) (func(context.Context) error, error) {
+		l, err := effLocker(t, c).Semaphore("step", 1).Acquire(ctx, time.Minute)
+		if err != nil {
+			return nil, err
+		}
+		return l.Release, nil
+	}},
+}
+
+// TestClockStepSpendsNoPatience: the first waiter in line has a 20 s
+// deadline, the second none; the Redis server's wall clock steps 30 s
+// forward (an NTP step), or back, while both wait. The holder's release
+// hands the lock to the first waiter: its patience is its own to judge, and
+// a step of the server's clock does not spend it (docs/waiting.md).
+func TestClockStepSpendsNoPatience(t *testing.T) {
+	for _, k := range stepKinds {
+		for _, step := range []time.Duration{30 * time.Second, -30 * time.Second} {
+			t.Run(fmt.Sprintf("%s/%v", k.name, step), func(t *testing.T) {
+				srv, clock := redistest.StartWithClock(t)
+				testStepSpendsNoPatience(t, srv.Client(t), k, func() { clock.Step(t, step) })
+			})
+		}
+		t.Run(k.name+"/miniredis", func(t *testing.T) {
+			b := redistest.Mini(t)
+			testStepSpendsNoPatience(t, b.Client, k, func() { b.Mini.SetTime(time.Now().Add(30 * time.Second)) })
+		})
+	}
+}
+
+func testStepSpendsNoPatience(t *testing.T, c *redis.Client, k stepKind, step func()) {
+	ctx := t.Context()
+	release, err := k.take(t, ctx, c)
+	if err != nil {
+		t.Fatalf("holder: %v", err)
+	}
+	granted := make(chan int, 2)
+	for i, patience := range []time.Duration{20 * time.Second, time.Minute} {
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, patience)
+			defer cancel()
+			end, err := k.take(t, wctx, c)
+			if err != nil {
+				t.Errorf("waiter %d: %v", i+1, err)
+				granted <- -1
+				return
+			}
+			granted <- i + 1
+			_ = end(ctx)
+		}()
+		if !waitFor(10*time.Second, func() bool { return c.ZCard(ctx, k.queue).Val() == int64(i+1) }) {
+			t.Fatalf("%d waiters queued after 10 s, want %d", c.ZCard(ctx, k.queue).Val(), i+1)
+		}
+	}
+	step()
+	if err := release(ctx); err != nil {
+		t.Fatalf("holder's release: %v", err)
+	}
+	if first := <-granted; first != 1 {
+		t.Errorf("waiter %d was granted first, want waiter 1, first in line", first)
+	}
+	<-granted
+}
+
+// effLocker is an efficiency Locker on c, closed when the test ends.
+func effLocker(t *testing.T, c *redis.Client) *efficiency.Locker {
+	l := efficiency.New(c, efficiency.WithLogger(quiet))
+	t.Cleanup(func() { l.Close() })
+	return l
+}
