@@ -10,7 +10,10 @@
 // its ttl wakes up still believing it holds the lock while another owner holds
 // it too, and no client-side check can prevent that, because the pause can land
 // after any check. A failover to a replica that missed the grant, or a restart
-// of a Redis without persistence, can also hand the lock out twice.
+// of a Redis without persistence, can also hand the lock out twice; so can a
+// forward step of the Redis server's clock (NTP), which expires the key
+// early: the holder's Do learns of it at its next refresh, up to a third of
+// the ttl later, and runs on until then beside the new holder.
 //
 // Use it for cron-style jobs that should not run twice at once, cache rebuilds,
 // and other work where an overlap is waste, not damage. When an overlap would

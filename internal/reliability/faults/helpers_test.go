@@ -170,7 +170,9 @@ type locker struct {
 	obtain func(ctx context.Context, name string, ttl time.Duration) (*grant, error)
 	do     func(ctx context.Context, name string, ttl time.Duration, fn func(context.Context) error) error
 	// once is efficiency's Once; nil for correctness, which has none.
-	once  func(ctx context.Context, name string, period time.Duration, fn func(context.Context) error) (bool, error)
+	once func(ctx context.Context, name string, period time.Duration, fn func(context.Context) error) (bool, error)
+	// brk is the Locker's Break.
+	brk   func(ctx context.Context, name string) (bool, error)
 	close func() error
 }
 
@@ -267,6 +269,7 @@ func openEfficiency(t *testing.T, c redis.UniversalClient, cfg lockConfig) locke
 		},
 		do:    l.Do,
 		once:  l.Once,
+		brk:   l.Break,
 		close: l.Close,
 	}
 }
@@ -306,6 +309,7 @@ func openCorrectness(t *testing.T, c redis.UniversalClient, cfg lockConfig) lock
 			}
 			return l.Do(ctx, name, ttl, func(ctx context.Context, _ uint64) error { return fn(ctx) })
 		},
+		brk:   l.Break,
 		close: l.Close,
 	}
 }
