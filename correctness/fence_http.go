@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"net/http"
 	"path"
 	"strconv"
@@ -320,13 +321,19 @@ func (p *FencingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// handler (see clientWriter). Only the bound does.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), p.bound)
 	defer cancel()
-	// An HTTP/1 server closes the request's body once the response begins,
-	// unless told otherwise; a ReverseProxy that still reads the body to
-	// its end then fails, closes its connection to the backend and aborts.
-	// Where there is no such server (a ResponseRecorder), this fails, and
-	// there is nothing to tell.
-	_ = http.NewResponseController(w).EnableFullDuplex()
-	p.next.ServeHTTP(&clientWriter{ResponseWriter: w}, r.WithContext(ctx))
+	forwarded := r.WithContext(ctx)
+	// A body of known length ends at its last byte. Else a ReverseProxy
+	// looks for its end once more after the backend has read it, and if
+	// the backend has answered by then, the HTTP/1 server has closed the
+	// body for the response: the ReverseProxy fails, closes its connection
+	// to the backend and aborts the response.
+	if r.Body != nil && r.ContentLength > 0 {
+		forwarded.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.LimitReader(r.Body, r.ContentLength), r.Body}
+	}
+	p.next.ServeHTTP(&clientWriter{ResponseWriter: w}, forwarded)
 }
 
 // take waits for f's lock until ctx ends, and reports whether it got it:
