@@ -108,7 +108,7 @@ func sqlWrite(ctx context.Context, path, id, value string, token uint64) error {
 		return err
 	}
 	defer db.Close()
-	return correctness.ExecFenced(ctx, db, fenceUpdate, value, token, id)
+	return correctness.ExecFenced(ctx, db, fenceUpdate, value, correctness.TokenArg(token), id)
 }
 
 // httpWrite sends a write with token through a FencingProxy at url, and
@@ -274,7 +274,7 @@ func TestPausedLeaderIsDeposed(t *testing.T) {
 		if err := correctness.NewRegister(b.Client).Write(ctx, "paused", term, []byte("parent")); err != nil {
 			t.Fatalf("the leader's Register write: %v", err)
 		}
-		if err := correctness.ExecFenced(ctx, db, fenceUpdate, "parent", term, "paused"); err != nil {
+		if err := correctness.ExecFenced(ctx, db, fenceUpdate, "parent", correctness.TokenArg(term), "paused"); err != nil {
 			t.Fatalf("the leader's SQL write: %v", err)
 		}
 		if got := httpWrite(proxy.URL+"/paused", term); got != "200" {

@@ -42,12 +42,13 @@ var (
 	ErrInvalidTTL = errors.New("correctness: invalid ttl")
 
 	// ErrInvalidToken means a fencing token was 0, which no grant carries, or
-	// could not be parsed, or (with the clock floor) was more than an hour
-	// ahead of the fence's server clock, which no Locker issues; or that a
-	// lock's fence counter key holds something no token can be drawn from
-	// (another type, text, the largest 64-bit integer), or a fence's key in
-	// Redis (a Register's, the proxy store's) a field that is no token. The
-	// error says which.
+	// could not be parsed, or was missing (a request without Fencing-Token, a
+	// fenced SQL statement without a TokenArg), or (with the clock floor) was
+	// more than an hour ahead of the fence's server clock, which no Locker
+	// issues; or that a lock's fence counter key holds something no token
+	// can be drawn from (another type, text, the largest 64-bit integer), or
+	// a fence's key in Redis (a Register's, the proxy store's) a field that
+	// is no token. The error says which.
 	ErrInvalidToken = errors.New("correctness: invalid token")
 
 	// ErrStaleToken means a fence refused a write or claim because a newer

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"net/http"
 	"path"
 	"strconv"
@@ -37,12 +38,26 @@ const TokenHeader = "Fencing-Token"
 // update.
 //
 // For each resource, checking the token, recording it as the highest and
-// serving the request happen under one lock, so the backend sees a resource's
-// requests in token order: a request with token 33 that passed the check can
-// never reach the backend after one with token 34. The price is that requests
-// for one resource are served one at a time; different resources do not wait
-// for each other. A request waiting for its resource gives up when its context
-// ends, with 503 Service Unavailable.
+// serving the request happen under one lock, held until the protected
+// handler returns, so the backend sees a resource's requests in token order:
+// a request with token 33 that passed the check can never reach the backend
+// after one with token 34, and the one with 34 reaches it only once the
+// backend has answered the one with 33. That holds whatever happens to the
+// client meanwhile (a lease lost in Do cancels the request; a client may be
+// killed): the handler gets a context that the client's cancellation does
+// not end, with the request's values, and the response of a client that
+// went away is read to its end and discarded. WithBackendTimeout bounds
+// that: when it runs out, the handler's context ends, a ReverseProxy closes
+// its connection to the backend, and the resource is free. A ReverseProxy
+// closes it too when the client went away before the proxy had its whole
+// body, leaving the backend a request cut short. So a backend must not
+// apply a request whose connection it saw closed, or must check the token
+// itself; and a handler that is no ReverseProxy must return once its
+// context ends. The price is that requests for one resource are served
+// one at a time, and a backend that hangs holds its resource for the bound;
+// different resources do not wait for each other. A request waiting for its
+// resource gives up when its context ends, with 503 Service Unavailable,
+// and is not forwarded.
 //
 // The proxy fences only if it is the only path to the resource: one proxy,
 // one process, every request through it. By default the highest tokens live
@@ -70,6 +85,7 @@ type FencingProxy struct {
 	store    *Register // nil: memory alone
 	limit    int
 	keep     time.Duration // the store's retention
+	bound    time.Duration // of the protected handler's context
 
 	tel *telemetry.Telemetry // nil: fenceTelemetry's
 
@@ -207,10 +223,33 @@ func WithProxyLimit(n int) ProxyOption {
 	}
 }
 
+// DefaultBackendTimeout is how long a FencingProxy lets the protected
+// handler work on a request, unless WithBackendTimeout sets another.
+const DefaultBackendTimeout = 30 * time.Second
+
+// WithBackendTimeout sets how long the protected handler may work on a
+// request the proxy forwarded, its response included, while the proxy keeps
+// the request's resource locked. The handler's context ends after d, not
+// when the client goes away: had the proxy freed the resource when the
+// client left, a newer token could reach the backend while it still applied
+// the older one. When d runs out, a ReverseProxy closes its connection to
+// the backend and returns; the resource is then free. A backend that hangs
+// holds its resource that long, and the requests for it wait, each until
+// its own context ends (503). d bounds the whole exchange, an upgraded
+// connection (WebSocket) too: set it above the longest a backend takes to
+// answer and send its response. Default: DefaultBackendTimeout.
+// WithBackendTimeout panics if d is not positive.
+func WithBackendTimeout(d time.Duration) ProxyOption {
+	if d <= 0 {
+		panic(fmt.Sprintf("correctness: WithBackendTimeout(%v): not positive", d))
+	}
+	return func(p *FencingProxy) { p.bound = d }
+}
+
 // NewFencingProxy returns a FencingProxy in front of next. A nil next answers
 // every accepted request with 502 Bad Gateway.
 func NewFencingProxy(next http.Handler, opts ...ProxyOption) *FencingProxy {
-	p := &FencingProxy{next: next, resource: pathResource, limit: DefaultProxyLimit, keep: DefaultProxyRetention, fences: make(map[string]*fence)}
+	p := &FencingProxy{next: next, resource: pathResource, limit: DefaultProxyLimit, keep: DefaultProxyRetention, bound: DefaultBackendTimeout, fences: make(map[string]*fence)}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(p)
@@ -242,7 +281,9 @@ func pathResource(r *http.Request) string {
 // with a body naming both tokens, for an older token; 503 Service
 // Unavailable when the request's context ends while it waits for its
 // resource, or the store cannot be reached; 500 Internal Server Error when
-// the store's key for the resource holds a field that is no token.
+// the store's key for the resource holds a field that is no token. A
+// forwarded request's context ends at the bound of WithBackendTimeout, not
+// when the client goes away (see FencingProxy).
 func (p *FencingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	token, err := requestToken(r)
 	if err != nil {
@@ -256,9 +297,7 @@ func (p *FencingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	f := p.fence(resource)
 	defer p.done(f)
-	select {
-	case f.lock <- struct{}{}:
-	case <-r.Context().Done():
+	if !f.take(r.Context()) {
 		http.Error(w, "correctness: fencing proxy: gave up waiting for the resource", http.StatusServiceUnavailable)
 		return
 	}
@@ -276,8 +315,83 @@ func (p *FencingProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "correctness: fencing proxy: no backend", http.StatusBadGateway)
 		return
 	}
-	p.next.ServeHTTP(w, r)
+	// Until the backend has answered, the next token must not reach it,
+	// whatever the client does: the client's cancellation must not end
+	// the forwarded request, nor a failed write to the client end the
+	// handler (see clientWriter). Only the bound does.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), p.bound)
+	defer cancel()
+	forwarded := r.WithContext(ctx)
+	// A body of known length ends at its last byte. Else a ReverseProxy
+	// looks for its end once more after the backend has read it, and if
+	// the backend has answered by then, the HTTP/1 server has closed the
+	// body for the response: the ReverseProxy fails, closes its connection
+	// to the backend and aborts the response.
+	if r.Body != nil && r.ContentLength > 0 {
+		forwarded.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.LimitReader(r.Body, r.ContentLength), r.Body}
+	}
+	p.next.ServeHTTP(&clientWriter{ResponseWriter: w}, forwarded)
 }
+
+// take waits for f's lock until ctx ends, and reports whether it got it:
+// never once ctx has ended, though the lock was free too, since a request
+// forwarded now would run to its end for a client that gave up.
+func (f *fence) take(ctx context.Context) bool {
+	select {
+	case f.lock <- struct{}{}:
+		if ctx.Err() == nil {
+			return true
+		}
+		<-f.lock
+	case <-ctx.Done():
+	}
+	return false
+}
+
+// clientWriter is the ResponseWriter the protected handler writes to. Once
+// a write or flush to the client fails (the client went away), it reports
+// success and discards the rest, so that the handler runs to its end:
+// ReverseProxy would otherwise abort with http.ErrAbortHandler and close
+// the backend's response while the backend may still work on the request.
+// For the same reason it has no CloseNotify. http.ResponseController
+// reaches the client's writer through Unwrap (Hijack, deadlines).
+type clientWriter struct {
+	http.ResponseWriter
+	gone bool // a write or flush to the client failed
+}
+
+// Write writes b to the client, or discards it once the client has gone.
+func (w *clientWriter) Write(b []byte) (int, error) {
+	if !w.gone {
+		_, err := w.ResponseWriter.Write(b)
+		w.gone = err != nil
+	}
+	return len(b), nil
+}
+
+// FlushError flushes what was written to the client, and reports success
+// once the client has gone. A client's writer that cannot flush reports
+// http.ErrNotSupported, as through http.ResponseController.
+func (w *clientWriter) FlushError() error {
+	if w.gone {
+		return nil
+	}
+	err := http.NewResponseController(w.ResponseWriter).Flush()
+	if err != nil && !errors.Is(err, http.ErrNotSupported) {
+		w.gone = true
+		return nil
+	}
+	return err
+}
+
+// Flush is FlushError for http.Flusher, which reports no error.
+func (w *clientWriter) Flush() { _ = w.FlushError() }
+
+// Unwrap returns the client's writer, for http.ResponseController.
+func (w *clientWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // check decides, under f's lock, whether token may pass for resource, and
 // returns the status and error of a refusal.

@@ -3,9 +3,11 @@ package correctness_test
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -247,6 +249,27 @@ func TestFencingProxyWaitCanceled(t *testing.T) {
 	}
 }
 
+// TestFencingProxyDoesNotForwardAGoneClient: a request whose context has
+// ended by the time its resource is free is not forwarded, though the
+// resource is free: the backend would run it to its end for nobody.
+func TestFencingProxyDoesNotForwardAGoneClient(t *testing.T) {
+	backend := &backendLog{}
+	proxy := correctness.NewFencingProxy(backend)
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	for range 20 { // the lock's select would pick either at random
+		if status, body := serve(proxy, fencedRequest(ctx, "/a", "5")); status != http.StatusServiceUnavailable {
+			t.Fatalf("got status %d, want %d (body %q)", status, http.StatusServiceUnavailable, body)
+		}
+	}
+	if got := backend.served(); len(got) != 0 {
+		t.Errorf("backend served %v, want nothing", got)
+	}
+	if got := proxy.Highest("/a"); got != 0 {
+		t.Errorf("got Highest %d, want 0", got)
+	}
+}
+
 // TestFencingProxyPanicUnlocks shows that a backend that panics (as
 // httputil.ReverseProxy does to abort a response) leaves the resource usable.
 func TestFencingProxyPanicUnlocks(t *testing.T) {
@@ -296,7 +319,7 @@ func TestFencingProxyConcurrentWriters(t *testing.T) {
 	for _, token := range tokens {
 		wg.Go(func() {
 			<-start
-			status, err := put(t.Context(), front.URL+"/ledger", token)
+			status, err := put(t.Context(), front.URL+"/ledger", token, "value")
 			results <- outcome{token, status, err}
 		})
 	}
@@ -332,9 +355,10 @@ func TestFencingProxyConcurrentWriters(t *testing.T) {
 	}
 }
 
-// put sends a fenced PUT and drains the response, so the connection is reused.
-func put(ctx context.Context, target string, token uint64) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, target, strings.NewReader("value"))
+// put sends a fenced PUT of body and drains the response, so the connection
+// is reused.
+func put(ctx context.Context, target string, token uint64, body string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, target, strings.NewReader(body))
 	if err != nil {
 		return 0, err
 	}
@@ -375,7 +399,7 @@ func TestFencingProxyReverseProxy(t *testing.T) {
 	}
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
-			status, err := put(t.Context(), front.URL+"/ledger", s.token)
+			status, err := put(t.Context(), front.URL+"/ledger", s.token, "value")
 			if err != nil {
 				t.Fatalf("put: %v", err)
 			}
@@ -386,6 +410,307 @@ func TestFencingProxyReverseProxy(t *testing.T) {
 	}
 	if got, want := remote.served(), []uint64{34, 34, 35}; !slices.Equal(got, want) {
 		t.Errorf("remote served %v, want %v", got, want)
+	}
+}
+
+// slowLedger is a remote service that takes work (about 400 ms) to apply a
+// PUT, and applies what it started even if the caller goes away meanwhile,
+// as many do. It works on requests concurrently, so that a later write can
+// overtake one in progress, as a real service's varying latency lets it: to
+// make the overtaking certain rather than a matter of scheduling, a PUT that
+// arrives while another for its resource is in progress is applied at once.
+// It records, per resource, the bodies in the order it applied them.
+type slowLedger struct {
+	work time.Duration
+
+	mu        sync.Mutex
+	busy      map[string]int           // resource: PUTs in progress
+	overtakes int                      // PUTs that arrived while another was in progress
+	applied   map[string][]string      // resource: bodies, in the order applied
+	arrived   map[string]chan struct{} // resource: closed when a PUT arrives
+}
+
+func newSlowLedger(work time.Duration) *slowLedger {
+	return &slowLedger{work: work, busy: map[string]int{}, applied: map[string][]string{}, arrived: map[string]chan struct{}{}}
+}
+
+func (l *slowLedger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, "ledger: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	resource := r.URL.Path
+	l.mu.Lock()
+	l.busy[resource]++
+	overtakes := l.busy[resource] > 1
+	if overtakes {
+		l.overtakes++
+	}
+	if ch := l.arrival(resource); !isClosed(ch) {
+		close(ch)
+	}
+	l.mu.Unlock()
+	if !overtakes {
+		time.Sleep(l.work)
+	}
+	l.mu.Lock()
+	l.busy[resource]--
+	l.applied[resource] = append(l.applied[resource], string(body))
+	l.mu.Unlock()
+	fmt.Fprintf(w, "applied %s", body)
+}
+
+// arrival returns the channel closed when the first PUT for resource
+// arrives. Under l.mu.
+func (l *slowLedger) arrival(resource string) chan struct{} {
+	ch := l.arrived[resource]
+	if ch == nil {
+		ch = make(chan struct{})
+		l.arrived[resource] = ch
+	}
+	return ch
+}
+
+func (l *slowLedger) arrivedAt(resource string) <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.arrival(resource)
+}
+
+func (l *slowLedger) overtaken() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.overtakes
+}
+
+func (l *slowLedger) appliedTo(resource string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.applied[resource])
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// reverseProxy returns the doc's recipe, httputil.NewSingleHostReverseProxy,
+// to the server at target, logging nowhere: the errors it would log are
+// what the tests provoke.
+func reverseProxy(t *testing.T, target string) *httputil.ReverseProxy {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatalf("parse %q: %v", target, err)
+	}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ErrorLog = log.New(io.Discard, "", 0)
+	return rp
+}
+
+// TestFencingProxyHoldsWhileTheBackendWorks is the paused holder at a slow
+// backend: holder A's PUT reaches the backend, and 50 ms later A's request
+// is cancelled (what Do does when the lease is lost, or a killed client);
+// B, with the next token, PUTs right after. The backend must apply A before
+// B, and end with B's value: the proxy keeps the resource until the backend
+// has answered A, whatever happened to A's connection. Ten trials, each on
+// a resource of its own, run at once; in memory and with the store.
+func TestFencingProxyHoldsWhileTheBackendWorks(t *testing.T) {
+	t.Run("memory", func(t *testing.T) { holdsWhileTheBackendWorks(t, 33) })
+	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
+		base := uint64(b.Client.Time(t.Context()).Val().UnixMicro())
+		holdsWhileTheBackendWorks(t, base, correctness.WithProxyStore(b.Client))
+	})
+}
+
+func holdsWhileTheBackendWorks(t *testing.T, base uint64, opts ...correctness.ProxyOption) {
+	const trials = 10
+	ledger := newSlowLedger(400 * time.Millisecond)
+	backend := httptest.NewServer(ledger)
+	t.Cleanup(backend.Close)
+	front := httptest.NewServer(correctness.NewFencingProxy(reverseProxy(t, backend.URL), opts...))
+	t.Cleanup(front.Close)
+
+	errs := make(chan error, trials)
+	var wg sync.WaitGroup
+	for i := range trials {
+		wg.Go(func() {
+			resource := fmt.Sprintf("/ledger/%d", i)
+			tokenA := base + uint64(2*i)
+			if err := cancelledThenNext(t.Context(), front.URL+resource, ledger.arrivedAt(resource), tokenA); err != nil {
+				errs <- fmt.Errorf("trial %d: %w", i, err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	backend.Close() // waits for the PUTs the backend is still applying
+
+	inOrder := 0
+	for i := range trials {
+		resource := fmt.Sprintf("/ledger/%d", i)
+		if got, want := ledger.appliedTo(resource), []string{"A", "B"}; !slices.Equal(got, want) {
+			t.Errorf("trial %d: the backend applied %v, want %v (the final value B)", i, got, want)
+			continue
+		}
+		inOrder++
+	}
+	t.Logf("A then B, final value B: %d of %d trials", inOrder, trials)
+	if n := ledger.overtaken(); n != 0 {
+		t.Errorf("the backend got %d PUTs while another for their resource was in progress, want 0", n)
+	}
+}
+
+// cancelledThenNext PUTs "A" with tokenA to target, cancels it 50 ms after
+// it reached the backend (arrived), then PUTs "B" with the next token.
+func cancelledThenNext(ctx context.Context, target string, arrived <-chan struct{}, tokenA uint64) error {
+	ctxA, cancel := context.WithCancel(ctx)
+	defer cancel()
+	doneA := make(chan error, 1)
+	go func() {
+		_, err := put(ctxA, target, tokenA, "A")
+		doneA <- err
+	}()
+	select {
+	case <-arrived:
+	case err := <-doneA:
+		return fmt.Errorf("A ended before it reached the backend: %v", err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	if err := <-doneA; !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("A: got %v, want %v", err, context.Canceled)
+	}
+	status, err := put(ctx, target, tokenA+1, "B")
+	if err != nil || status != http.StatusOK {
+		return fmt.Errorf("B: got status %d, %v, want %d", status, err, http.StatusOK)
+	}
+	return nil
+}
+
+// TestFencingProxyBackendTimeout: a backend that never answers holds its
+// resource until the bound (WithBackendTimeout) runs out, and no longer:
+// then the proxy closes its connection to the backend and answers 502, and
+// the request that waited for the resource is forwarded.
+func TestFencingProxyBackendTimeout(t *testing.T) {
+	arrived := make(chan struct{}) // the hanging request reached the backend
+	closed := make(chan struct{})  // the backend saw its connection close
+	stop := make(chan struct{})    // lets the backend go if the test fails
+	served := &backendLog{}
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(correctness.TokenHeader) != "5" {
+			served.ServeHTTP(w, r)
+			return
+		}
+		// The server watches the connection, and ends r's context when it
+		// closes, once the body has been read.
+		_, _ = io.Copy(io.Discard, r.Body)
+		close(arrived)
+		select {
+		case <-r.Context().Done():
+			close(closed)
+		case <-stop:
+		}
+	}))
+	t.Cleanup(backend.Close)
+	t.Cleanup(func() { close(stop) })
+	proxy := correctness.NewFencingProxy(reverseProxy(t, backend.URL), correctness.WithBackendTimeout(100*time.Millisecond))
+	front := httptest.NewServer(proxy)
+	t.Cleanup(front.Close)
+
+	type outcome struct {
+		status int
+		err    error
+	}
+	hung := make(chan outcome, 1)
+	go func() {
+		status, err := put(t.Context(), front.URL+"/ledger", 5, "A")
+		hung <- outcome{status, err}
+	}()
+	<-arrived
+	// The resource is held by the hanging request: this one waits for the
+	// bound, then reaches the backend.
+	if status, err := put(t.Context(), front.URL+"/ledger", 6, "B"); err != nil || status != http.StatusOK {
+		t.Errorf("the waiting request: got status %d, %v, want %d", status, err, http.StatusOK)
+	}
+	if got := <-hung; got.err != nil || got.status != http.StatusBadGateway {
+		t.Errorf("the hanging request: got status %d, %v, want %d", got.status, got.err, http.StatusBadGateway)
+	}
+	select {
+	case <-closed:
+	case <-time.After(time.Minute):
+		t.Fatal("the backend's connection of the hanging request is still open")
+	}
+	if got, want := served.served(), []uint64{6}; !slices.Equal(got, want) {
+		t.Errorf("backend served %v, want %v", got, want)
+	}
+}
+
+// TestFencingProxyReadsAResponseToItsEnd: when the client goes away while
+// the backend sends a long response, the proxy reads the rest and discards
+// it, and keeps the resource until the backend is done: every write of the
+// backend succeeds, and the next token reaches it only afterwards.
+func TestFencingProxyReadsAResponseToItsEnd(t *testing.T) {
+	const chunk, chunks = 32 << 10, 256 // 8 MB, more than sockets buffer
+	gate := make(chan struct{})         // the client has gone
+	var mu sync.Mutex
+	var events []string
+	record := func(e string) {
+		mu.Lock()
+		defer mu.Unlock()
+		events = append(events, e)
+	}
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(correctness.TokenHeader) != "5" {
+			record("next token arrived")
+			return
+		}
+		// Read first, as a write does: a body the client cut short would
+		// make the proxy close this connection (see FencingProxy).
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			record("body: " + err.Error())
+		}
+		_, _ = io.WriteString(w, "first chunk")
+		_ = http.NewResponseController(w).Flush()
+		<-gate
+		failed, buf := 0, make([]byte, chunk)
+		for range chunks {
+			if _, err := w.Write(buf); err != nil {
+				failed++
+			}
+		}
+		record(fmt.Sprintf("response sent, %d of %d writes failed", failed, chunks))
+	}))
+	t.Cleanup(backend.Close)
+	front := httptest.NewServer(correctness.NewFencingProxy(reverseProxy(t, backend.URL)))
+	t.Cleanup(front.Close)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	req := fencedRequest(ctx, front.URL+"/ledger", "5")
+	req.RequestURI = ""
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		close(gate)
+		t.Fatalf("the first request: %v", err)
+	}
+	cancel() // the client goes away after the response's first bytes
+	resp.Body.Close()
+	close(gate)
+	if status, err := put(t.Context(), front.URL+"/ledger", 6, "B"); err != nil || status != http.StatusOK {
+		t.Errorf("the next token: got status %d, %v, want %d", status, err, http.StatusOK)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{fmt.Sprintf("response sent, 0 of %d writes failed", chunks), "next token arrived"}; !slices.Equal(events, want) {
+		t.Errorf("the backend saw %q, want %q", events, want)
 	}
 }
 
@@ -647,13 +972,25 @@ func TestFencingProxyStoreKeysExpire(t *testing.T) {
 	})
 }
 
-func TestWithProxyRetentionUnderTwoHoursPanics(t *testing.T) {
-	defer func() {
-		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "WithProxyRetention") {
-			t.Errorf("got panic %v, want one naming WithProxyRetention", r)
-		}
-	}()
-	correctness.WithProxyRetention(2*time.Hour - time.Millisecond)
+func TestProxyOptionsPanicOnBadValues(t *testing.T) {
+	tests := []struct {
+		name   string
+		option func()
+	}{
+		{"WithProxyRetention", func() { correctness.WithProxyRetention(2*time.Hour - time.Millisecond) }},
+		{"WithBackendTimeout", func() { correctness.WithBackendTimeout(0) }},
+		{"WithBackendTimeout", func() { correctness.WithBackendTimeout(-time.Second) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			defer func() {
+				if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), tt.name) {
+					t.Errorf("got panic %v, want one naming %s", r, tt.name)
+				}
+			}()
+			tt.option()
+		})
+	}
 }
 
 // BenchmarkProxyStoreMemory sends each request for a new resource (a path

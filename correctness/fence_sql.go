@@ -3,8 +3,10 @@ package correctness
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/leasekit/leasekit/internal/telemetry"
@@ -48,7 +50,8 @@ var (
 //	  AND fencing_token <= $1
 //	RETURNING value;
 //
-//	err := correctness.QueryRowFenced(ctx, db, claim, lease.Token(), id).Scan(&value)
+//	token := correctness.TokenArg(lease.Token())
+//	err := correctness.QueryRowFenced(ctx, db, claim, token, id).Scan(&value)
 //
 // Elsewhere, run that UPDATE without RETURNING through ExecFenced, then
 // SELECT the row. Every write then goes through ExecFenced with the UPDATE:
@@ -59,7 +62,7 @@ var (
 //	WHERE resource_id = $3
 //	  AND fencing_token <= $2;
 //
-//	err := correctness.ExecFenced(ctx, db, update, value, lease.Token(), id)
+//	err := correctness.ExecFenced(ctx, db, update, value, token, id)
 //
 // An equal token is accepted: a token belongs to one grant, so it is the same
 // holder writing again. When no row was affected, the error matches
@@ -71,13 +74,19 @@ var (
 // again. A driver error is returned wrapped; so is a driver that cannot report
 // the rows affected, because then the fence cannot be checked.
 //
-// Pass the token as a uint64 or int64: database/sql, like a BIGINT column,
-// holds at most 1<<63 - 1, far above any token a Locker issues. A database
-// has no server clock leasekit can compare a token with: the clock ceiling
-// of Register and of FencingProxy's store does not apply here.
+// Pass the token as a TokenArg, wherever the statement takes it: so
+// ExecFenced knows which argument is the token, and refuses, with
+// ErrInvalidToken and before the statement runs, token 0 (which no grant
+// carries, and which a fresh row's fencing_token 0 would let through), a
+// token beyond a BIGINT, two different tokens, or none. A database has no
+// server clock leasekit can compare a token with: the clock ceiling of
+// Register and of FencingProxy's store does not apply here.
 func ExecFenced(ctx context.Context, db Execer, query string, args ...any) error {
 	if isNilExecer(db) {
 		return errors.New("correctness: fenced exec: nil Execer")
+	}
+	if err := checkTokenArgs("fenced exec", args); err != nil {
+		return err
 	}
 	res, err := db.ExecContext(ctx, query, args...)
 	if err != nil {
@@ -112,10 +121,14 @@ var (
 // QueryRowFenced runs query, a conditional UPDATE ... RETURNING that changes
 // the row only when the caller's token is at least the token stored with it:
 // the claim that ExecFenced's doc shows, or a write that returns what it
-// wrote. The row's Scan reports whether it did.
+// wrote. The row's Scan reports whether it did. The token is a TokenArg
+// among args, checked before the statement runs, as ExecFenced checks it.
 func QueryRowFenced(ctx context.Context, db Querier, query string, args ...any) *FencedRow {
 	if isNilExecer(db) {
 		return &FencedRow{err: errors.New("correctness: fenced query: nil Querier")}
+	}
+	if err := checkTokenArgs("fenced query", args); err != nil {
+		return &FencedRow{err: err}
 	}
 	return &FencedRow{ctx: ctx, row: db.QueryRowContext(ctx, query, args...)}
 }
@@ -142,6 +155,51 @@ func (r *FencedRow) Scan(dest ...any) error {
 		return fmt.Errorf("%w: no row returned: the token is older than the stored one, or the row does not exist", ErrStaleToken)
 	case err != nil:
 		return fmt.Errorf("correctness: fenced query: %w", err)
+	}
+	return nil
+}
+
+// TokenArg is a fencing token as an argument of ExecFenced's or
+// QueryRowFenced's statement: correctness.TokenArg(lease.Token()). It goes
+// to the database as a BIGINT, which holds at most 1<<63 - 1, far above any
+// token a Locker issues.
+type TokenArg uint64
+
+// Value makes a TokenArg a database/sql argument: an int64, or an error
+// matching ErrInvalidToken for a token beyond a BIGINT.
+func (t TokenArg) Value() (driver.Value, error) {
+	if t > math.MaxInt64 {
+		return nil, fmt.Errorf("%w: token %d is beyond a BIGINT (at most %d)", ErrInvalidToken, uint64(t), int64(math.MaxInt64))
+	}
+	return int64(t), nil
+}
+
+// checkTokenArgs checks the token among the arguments of a fenced
+// statement, for op: the statement's condition cannot tell a token no grant
+// carries from an old one, and a fresh row's token 0 lets token 0 through.
+func checkTokenArgs(op string, args []any) error {
+	var token TokenArg
+	at := 0 // the first TokenArg's position, from 1
+	for i, arg := range args {
+		t, ok := arg.(TokenArg)
+		if !ok {
+			continue
+		}
+		if t == 0 {
+			return fmt.Errorf("%w: %s: argument %d is token 0, which no grant carries", ErrInvalidToken, op, i+1)
+		}
+		if t > math.MaxInt64 {
+			return fmt.Errorf("%w: %s: argument %d is token %d, beyond a BIGINT", ErrInvalidToken, op, i+1, t)
+		}
+		if at != 0 && t != token {
+			return fmt.Errorf("%w: %s: arguments %d and %d are two tokens, %d and %d", ErrInvalidToken, op, at, i+1, token, t)
+		}
+		if at == 0 {
+			token, at = t, i+1
+		}
+	}
+	if at == 0 {
+		return fmt.Errorf("%w: %s: no argument is a TokenArg: pass the token as correctness.TokenArg(token), so that the fence can check it", ErrInvalidToken, op)
 	}
 	return nil
 }

@@ -121,7 +121,7 @@ func TestExecFencedSequence(t *testing.T) {
 		}
 		for _, s := range steps {
 			t.Run(s.name, func(t *testing.T) {
-				err := correctness.ExecFenced(t.Context(), db, fenceUpdate, s.value, s.token, "job")
+				err := correctness.ExecFenced(t.Context(), db, fenceUpdate, s.value, correctness.TokenArg(s.token), "job")
 				if got := errors.Is(err, correctness.ErrStaleToken); got != s.wantStale {
 					t.Errorf("errors.Is(%v, ErrStaleToken) = %v, want %v", err, got, s.wantStale)
 				}
@@ -139,7 +139,7 @@ func TestExecFencedSequence(t *testing.T) {
 
 func TestExecFencedMissingRow(t *testing.T) {
 	runSQL(t, func(t *testing.T, db *sql.DB) {
-		err := correctness.ExecFenced(t.Context(), db, fenceUpdate, "v", uint64(1), "never-created")
+		err := correctness.ExecFenced(t.Context(), db, fenceUpdate, "v", correctness.TokenArg(1), "never-created")
 		if !errors.Is(err, correctness.ErrStaleToken) {
 			t.Errorf("got %v, want ErrStaleToken", err)
 		}
@@ -158,11 +158,11 @@ func TestExecFencedMissingRow(t *testing.T) {
 func TestExecFencedCreateRowKeepsToken(t *testing.T) {
 	runSQL(t, func(t *testing.T, db *sql.DB) {
 		createRow(t, db, "job")
-		if err := correctness.ExecFenced(t.Context(), db, fenceUpdate, "new", uint64(9), "job"); err != nil {
+		if err := correctness.ExecFenced(t.Context(), db, fenceUpdate, "new", correctness.TokenArg(9), "job"); err != nil {
 			t.Fatalf("fenced write: %v", err)
 		}
 		createRow(t, db, "job")
-		err := correctness.ExecFenced(t.Context(), db, fenceUpdate, "old", uint64(3), "job")
+		err := correctness.ExecFenced(t.Context(), db, fenceUpdate, "old", correctness.TokenArg(3), "job")
 		if !errors.Is(err, correctness.ErrStaleToken) {
 			t.Errorf("got %v, want ErrStaleToken", err)
 		}
@@ -175,7 +175,7 @@ func TestExecFencedCreateRowKeepsToken(t *testing.T) {
 func TestExecFencedInTx(t *testing.T) {
 	runSQL(t, func(t *testing.T, db *sql.DB) {
 		createRow(t, db, "job")
-		if err := correctness.ExecFenced(t.Context(), db, fenceUpdate, "current", uint64(4), "job"); err != nil {
+		if err := correctness.ExecFenced(t.Context(), db, fenceUpdate, "current", correctness.TokenArg(4), "job"); err != nil {
 			t.Fatalf("fenced write: %v", err)
 		}
 
@@ -197,7 +197,7 @@ func TestExecFencedInTx(t *testing.T) {
 				defer tx.Rollback()
 				// The fenced write goes first: once it passes, the rest of the
 				// transaction runs under the newest token or not at all.
-				err = correctness.ExecFenced(t.Context(), tx, fenceUpdate, fmt.Sprintf("tx %d", tt.token), tt.token, "job")
+				err = correctness.ExecFenced(t.Context(), tx, fenceUpdate, fmt.Sprintf("tx %d", tt.token), correctness.TokenArg(tt.token), "job")
 				if got := errors.Is(err, correctness.ErrStaleToken); got != tt.wantStale {
 					t.Fatalf("errors.Is(%v, ErrStaleToken) = %v, want %v", err, got, tt.wantStale)
 				}
@@ -233,7 +233,7 @@ func TestExecFencedConcurrentWriters(t *testing.T) {
 		for _, token := range tokens {
 			wg.Go(func() {
 				<-start
-				err := correctness.ExecFenced(t.Context(), db, fenceUpdate, fmt.Sprintf("written by %d", token), token, "job")
+				err := correctness.ExecFenced(t.Context(), db, fenceUpdate, fmt.Sprintf("written by %d", token), correctness.TokenArg(token), "job")
 				results <- outcome{token, err}
 			})
 		}
@@ -277,11 +277,11 @@ func TestExecFencedConcurrentWriters(t *testing.T) {
 func TestClaimAFirst(t *testing.T) {
 	claims := map[string]func(ctx context.Context, db *sql.DB, token uint64, id string) (string, error){
 		"returning": func(ctx context.Context, db *sql.DB, token uint64, id string) (v string, err error) {
-			err = correctness.QueryRowFenced(ctx, db, fenceClaim, token, id).Scan(&v)
+			err = correctness.QueryRowFenced(ctx, db, fenceClaim, correctness.TokenArg(token), id).Scan(&v)
 			return v, err
 		},
 		"update then select": func(ctx context.Context, db *sql.DB, token uint64, id string) (v string, err error) {
-			if err := correctness.ExecFenced(ctx, db, strings.TrimSuffix(fenceClaim, "\nRETURNING value"), token, id); err != nil {
+			if err := correctness.ExecFenced(ctx, db, strings.TrimSuffix(fenceClaim, "\nRETURNING value"), correctness.TokenArg(token), id); err != nil {
 				return "", err
 			}
 			err = db.QueryRowContext(ctx, `SELECT value FROM protected_resource WHERE resource_id = $1`, id).Scan(&v)
@@ -293,7 +293,7 @@ func TestClaimAFirst(t *testing.T) {
 			runSQL(t, func(t *testing.T, db *sql.DB) {
 				ctx := t.Context()
 				createRow(t, db, "counter")
-				if err := correctness.ExecFenced(ctx, db, fenceUpdate, "41", uint64(10), "counter"); err != nil {
+				if err := correctness.ExecFenced(ctx, db, fenceUpdate, "41", correctness.TokenArg(10), "counter"); err != nil {
 					t.Fatal(err)
 				}
 				const tA, tB = uint64(33), uint64(34)
@@ -302,13 +302,13 @@ func TestClaimAFirst(t *testing.T) {
 						t.Fatalf("claim by %d: got %q, %v, want %q", tok, v, err, "41")
 					}
 				}
-				if err := correctness.ExecFenced(ctx, db, fenceUpdate, "42 by A", tA, "counter"); !errors.Is(err, correctness.ErrStaleToken) {
+				if err := correctness.ExecFenced(ctx, db, fenceUpdate, "42 by A", correctness.TokenArg(tA), "counter"); !errors.Is(err, correctness.ErrStaleToken) {
 					t.Fatalf("A's write after B's claim: got %v, want ErrStaleToken", err)
 				}
 				if _, err := claim(ctx, db, tA, "counter"); !errors.Is(err, correctness.ErrStaleToken) {
 					t.Fatalf("A's claim again: got %v, want ErrStaleToken", err)
 				}
-				if err := correctness.ExecFenced(ctx, db, fenceUpdate, "42 by B", tB, "counter"); err != nil {
+				if err := correctness.ExecFenced(ctx, db, fenceUpdate, "42 by B", correctness.TokenArg(tB), "counter"); err != nil {
 					t.Fatalf("B's write: %v", err)
 				}
 				if v, tok := readRow(t, db, "counter"); v != "42 by B" || tok != tB {
@@ -322,7 +322,7 @@ func TestClaimAFirst(t *testing.T) {
 func TestQueryRowFencedMissingRow(t *testing.T) {
 	runSQL(t, func(t *testing.T, db *sql.DB) {
 		var v string
-		err := correctness.QueryRowFenced(t.Context(), db, fenceClaim, uint64(1), "never-created").Scan(&v)
+		err := correctness.QueryRowFenced(t.Context(), db, fenceClaim, correctness.TokenArg(1), "never-created").Scan(&v)
 		if !errors.Is(err, correctness.ErrStaleToken) {
 			t.Errorf("got %v, want ErrStaleToken", err)
 		}
@@ -332,11 +332,11 @@ func TestQueryRowFencedMissingRow(t *testing.T) {
 func TestQueryRowFencedErrors(t *testing.T) {
 	var v string
 	for _, db := range []correctness.Querier{nil, (*sql.DB)(nil), (*sql.Tx)(nil), (*sql.Conn)(nil)} {
-		if err := correctness.QueryRowFenced(t.Context(), db, fenceClaim, uint64(1), "r").Scan(&v); err == nil || errors.Is(err, correctness.ErrStaleToken) {
+		if err := correctness.QueryRowFenced(t.Context(), db, fenceClaim, correctness.TokenArg(1), "r").Scan(&v); err == nil || errors.Is(err, correctness.ErrStaleToken) {
 			t.Errorf("%T(nil): got %v, want an error that is not ErrStaleToken", db, err)
 		}
 	}
-	err := correctness.QueryRowFenced(t.Context(), openFenceDB(t), `UPDATE no_such_table SET fencing_token = $1 RETURNING value`, uint64(1)).Scan(&v)
+	err := correctness.QueryRowFenced(t.Context(), openFenceDB(t), `UPDATE no_such_table SET fencing_token = $1 RETURNING value`, correctness.TokenArg(1)).Scan(&v)
 	if err == nil || errors.Is(err, correctness.ErrStaleToken) || !strings.Contains(err.Error(), "no_such_table") {
 		t.Errorf("SQL error: got %v, want the driver's error, not ErrStaleToken", err)
 	}
@@ -380,7 +380,7 @@ func TestExecFencedErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := correctness.ExecFenced(t.Context(), tt.db, fenceUpdate, "v", uint64(1), "job")
+			err := correctness.ExecFenced(t.Context(), tt.db, fenceUpdate, "v", correctness.TokenArg(1), "job")
 			if err == nil {
 				t.Fatalf("got nil, want an error")
 			}
@@ -396,7 +396,7 @@ func TestExecFencedErrors(t *testing.T) {
 
 func TestExecFencedSQLError(t *testing.T) {
 	db := openFenceDB(t)
-	err := correctness.ExecFenced(t.Context(), db, `UPDATE no_such_table SET fencing_token = $1`, uint64(1))
+	err := correctness.ExecFenced(t.Context(), db, `UPDATE no_such_table SET fencing_token = $1`, correctness.TokenArg(1))
 	if err == nil {
 		t.Fatalf("got nil, want the driver's error")
 	}
@@ -410,7 +410,7 @@ func TestExecFencedCanceledContext(t *testing.T) {
 	createRow(t, db, "job")
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	err := correctness.ExecFenced(ctx, db, fenceUpdate, "v", uint64(1), "job")
+	err := correctness.ExecFenced(ctx, db, fenceUpdate, "v", correctness.TokenArg(1), "job")
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("got %v, want context.Canceled", err)
 	}
@@ -440,10 +440,93 @@ func ExampleExecFenced() {
 
 	// Holder B (token 34) writes; then holder A, paused with token 33, wakes
 	// up.
-	fmt.Println(correctness.ExecFenced(ctx, db, fenceUpdate, "B's total", uint64(34), "invoice-7"))
-	err = correctness.ExecFenced(ctx, db, fenceUpdate, "A's total", uint64(33), "invoice-7")
+	fmt.Println(correctness.ExecFenced(ctx, db, fenceUpdate, "B's total", correctness.TokenArg(34), "invoice-7"))
+	err = correctness.ExecFenced(ctx, db, fenceUpdate, "A's total", correctness.TokenArg(33), "invoice-7")
 	fmt.Println(errors.Is(err, correctness.ErrStaleToken))
 	// Output:
 	// <nil>
 	// true
+}
+
+// execQuerier is what both fenced helpers can run on.
+type execQuerier interface {
+	correctness.Execer
+	correctness.Querier
+}
+
+// countingDB counts the statements that reach it.
+type countingDB struct{ calls int }
+
+func (c *countingDB) ExecContext(context.Context, string, ...any) (sql.Result, error) {
+	c.calls++
+	return rowsAffected{n: 1}, nil
+}
+
+func (c *countingDB) QueryRowContext(context.Context, string, ...any) *sql.Row {
+	c.calls++
+	return nil
+}
+
+// TestFencedSQLRefusesBadTokens: ExecFenced and QueryRowFenced refuse
+// token 0 (which a fresh row's fencing_token 0 would let through), a token
+// beyond a BIGINT, two tokens, or a token not marked as one, with an error
+// matching ErrInvalidToken that names what was wrong, before the statement
+// reaches the database; the row stays as it was created.
+func TestFencedSQLRefusesBadTokens(t *testing.T) {
+	tests := []struct {
+		name string
+		args []any // of fenceUpdate, whose first is the value
+		want string
+	}{
+		{"token 0", []any{"v", correctness.TokenArg(0), "job"}, "argument 2 is token 0"},
+		{"beyond a BIGINT", []any{"v", correctness.TokenArg(1 << 63), "job"}, "beyond a BIGINT"},
+		{"two tokens", []any{"v", correctness.TokenArg(5), correctness.TokenArg(6)}, "two tokens, 5 and 6"},
+		{"no TokenArg", []any{"v", uint64(0), "job"}, "no argument is a TokenArg"},
+	}
+	helpers := []struct {
+		name string
+		run  func(ctx context.Context, db execQuerier, args []any) error
+	}{
+		{"ExecFenced", func(ctx context.Context, db execQuerier, args []any) error {
+			return correctness.ExecFenced(ctx, db, fenceUpdate, args...)
+		}},
+		{"QueryRowFenced", func(ctx context.Context, db execQuerier, args []any) error {
+			var v string
+			return correctness.QueryRowFenced(ctx, db, fenceUpdate+"\nRETURNING value", args...).Scan(&v)
+		}},
+	}
+	for _, h := range helpers {
+		for _, tt := range tests {
+			t.Run(h.name+"/"+tt.name, func(t *testing.T) {
+				db := &countingDB{}
+				err := h.run(t.Context(), db, tt.args)
+				if !errors.Is(err, correctness.ErrInvalidToken) || !strings.Contains(err.Error(), tt.want) {
+					t.Errorf("got %v, want ErrInvalidToken saying %q", err, tt.want)
+				}
+				if db.calls != 0 {
+					t.Errorf("got %d statements at the database, want 0", db.calls)
+				}
+			})
+		}
+	}
+	runSQL(t, func(t *testing.T, db *sql.DB) {
+		createRow(t, db, "job")
+		for _, h := range helpers {
+			if err := h.run(t.Context(), db, tests[0].args); !errors.Is(err, correctness.ErrInvalidToken) {
+				t.Errorf("%s with token 0 on a fresh row: got %v, want ErrInvalidToken", h.name, err)
+			}
+		}
+		if value, token := readRow(t, db, "job"); value != "" || token != 0 {
+			t.Errorf("got row (%q, %d), want (%q, 0) as created", value, token, "")
+		}
+	})
+}
+
+func TestTokenArgValue(t *testing.T) {
+	if v, err := correctness.TokenArg(5).Value(); v != int64(5) || err != nil {
+		t.Errorf("TokenArg(5): got %v, %v, want 5, nil", v, err)
+	}
+	if v, err := correctness.TokenArg(1 << 63).Value(); v != nil || !errors.Is(err, correctness.ErrInvalidToken) {
+		t.Errorf("TokenArg(1<<63): got %v, %v, want nil, ErrInvalidToken", v, err)
+	}
 }

@@ -77,14 +77,14 @@ func TestFenceRejectionsAreCounted(t *testing.T) {
 	otel.SetMeterProvider(mp)
 	db := openFenceDB(t)
 	createRow(t, db, "acct")
-	if err := correctness.ExecFenced(ctx, db, fenceUpdate, "v", uint64(9), "acct"); err != nil {
+	if err := correctness.ExecFenced(ctx, db, fenceUpdate, "v", correctness.TokenArg(9), "acct"); err != nil {
 		t.Fatal(err)
 	}
-	if err := correctness.ExecFenced(ctx, db, fenceUpdate, "v", uint64(8), "acct"); !errors.Is(err, correctness.ErrStaleToken) {
+	if err := correctness.ExecFenced(ctx, db, fenceUpdate, "v", correctness.TokenArg(8), "acct"); !errors.Is(err, correctness.ErrStaleToken) {
 		t.Fatalf("stale exec: got %v", err)
 	}
 	var v string
-	if err := correctness.QueryRowFenced(ctx, db, fenceClaim, uint64(7), "acct").Scan(&v); !errors.Is(err, correctness.ErrStaleToken) {
+	if err := correctness.QueryRowFenced(ctx, db, fenceClaim, correctness.TokenArg(7), "acct").Scan(&v); !errors.Is(err, correctness.ErrStaleToken) {
 		t.Fatalf("stale claim: got %v", err)
 	}
 

@@ -171,7 +171,7 @@ type sqlCounter struct {
 
 func (c sqlCounter) read(ctx context.Context, token uint64) (v int64, err error) {
 	if c.claim {
-		err = correctness.QueryRowFenced(ctx, c.db, sqlClaim, token).Scan(&v)
+		err = correctness.QueryRowFenced(ctx, c.db, sqlClaim, correctness.TokenArg(token)).Scan(&v)
 	} else {
 		err = c.db.QueryRowContext(ctx, sqlRead).Scan(&v)
 	}
@@ -179,7 +179,7 @@ func (c sqlCounter) read(ctx context.Context, token uint64) (v int64, err error)
 }
 
 func (c sqlCounter) write(ctx context.Context, token uint64, v int64) error {
-	return correctness.ExecFenced(ctx, c.db, sqlWrite, v, token)
+	return correctness.ExecFenced(ctx, c.db, sqlWrite, v, correctness.TokenArg(token))
 }
 
 type proxyCounter struct {
