@@ -31,6 +31,10 @@ type outcome struct {
 	// read of the election reported.
 	office string
 	read   *leaderRead
+	// at is when the move's commands were sent, and now when their last
+	// reply was read, on the mover's clock (ms): the same instant, but for
+	// a command sent again after its reply was lost.
+	at, now int64
 }
 
 // leaderRead is the leader a read reported (its term, "" for none), and the
@@ -46,7 +50,7 @@ type look struct {
 // server operations.
 func (c *checker) apply(x *executor, w *world, m move) (*world, outcome) {
 	n := w.clone()
-	o := outcome{before: w.rs, after: w.rs}
+	o := outcome{before: w.rs, after: w.rs, at: w.local(), now: w.local()}
 	i := int(m.who)
 	switch m.kind {
 	case mProbe:
@@ -301,7 +305,7 @@ func (c *checker) attempt(x *executor, n *world, i int, o *outcome) {
 		if a.queued && cl.e.place != "" {
 			cl.e.gen++
 		}
-		cl.e.place, cl.e.server = a.place, a.server
+		cl.e.place, cl.e.server, cl.e.sent = a.place, a.server, o.at
 	}
 	// An attempt that stopped short queued its entry first, if it had a
 	// place.
@@ -319,7 +323,7 @@ func (c *checker) attempt(x *executor, n *world, i int, o *outcome) {
 	if a.holderTTL >= 0 {
 		d = min(a.holderTTL, recheck)
 	}
-	cl.phase, cl.timer = sleeping, n.rs.clock+max(d, 1)
+	cl.phase, cl.timer = sleeping, o.now+max(d, 1)
 }
 
 // receive is a sleeping waiter reading message j, the oldest for it in
@@ -344,8 +348,8 @@ func (c *checker) receive(x *executor, n *world, i, j int, o *outcome) {
 		return
 	}
 	value := g.value(n.owner(i))
-	switch start := g.at / 1000; {
-	case n.rs.clock >= start+ttl-drift:
+	switch start := g.start(cl.e, o.at); {
+	case o.at >= start+ttl-drift:
 		c.releaseOp(x, n, i, o, c.p.releaseName()+" (late grant)", c.p.release(value, nil))
 	default:
 		kept := append(slices.Clone(cl.took), took{cycle: cl.cycle, value: value})
@@ -373,7 +377,7 @@ func (c *checker) hear(x *executor, n *world, i, j int, o *outcome) {
 	if !ok || !known || c.cfg.deaf {
 		return
 	}
-	if v, pass := g.passOn(g.id, t, cl.over(t, n.rs.clock)); pass {
+	if v, pass := g.passOn(g.id, t, cl.over(t, o.at)); pass {
 		o.passed = c.releaseOp(x, n, i, o, c.p.releaseName()+" (heard)", c.p.release(v, nil))
 	}
 }
@@ -389,7 +393,7 @@ func (c *checker) got(n *world, i int, a attempt, err error, o *outcome) bool {
 		return false
 	}
 	o.self = a.value
-	n.clients[i] = c.granted(n.clients[i], a.value, n.rs.clock)
+	n.clients[i] = c.granted(n.clients[i], a.value, o.at)
 	return true
 }
 
@@ -417,7 +421,7 @@ func (c *checker) releaseOp(x *executor, n *world, i int, o *outcome, op string,
 		o.fail(err)
 	}
 	if more {
-		n.clients[i].serveUntil = n.rs.clock + serveOnFor
+		n.clients[i].serveUntil = o.now + serveOnFor
 		o.short = true
 	}
 	return held
@@ -501,7 +505,7 @@ func (c *checker) resign(x *executor, n *world, i int, o *outcome, value string)
 // takes its entry out (which may serve on again), and a leader resigns.
 func (c *checker) serveOn(x *executor, n *world, i int, o *outcome) {
 	cl := &n.clients[i]
-	if n.rs.clock < cl.serveUntil {
+	if o.at < cl.serveUntil {
 		reply := c.run(x, n, o, c.p.releaseName()+" (serve on)", c.p.serveOn())
 		c.handedOn(o, reply)
 		if c.p.readServeOn(reply) {
@@ -538,7 +542,7 @@ func (c *checker) refresh(x *executor, n *world, i int, o *outcome) {
 	case restore:
 		c.run(x, n, o, "election_announce.lua (restore)", c.p.announce(value))
 	}
-	cl.deadline = n.rs.clock + ttl - drift
+	cl.deadline = o.at + ttl - drift
 }
 
 // announce is a candidate holding the election's lock taking office; one

@@ -178,7 +178,7 @@ func compareNumbers(a, b string) int {
 func (w *world) clientBytes(b []byte, i int, rename func(string) string) []byte {
 	c := &w.clients[i]
 	b = append(b, '|', byte(c.phase), bit(c.paused), bit(c.subscribed), bit(c.queued), bit(c.office), bit(c.handed), byte(w.rank(i)))
-	for _, v := range []int64{int64(c.cycle), int64(c.e.gen), c.e.server, c.timer, c.deadline, c.serveUntil} {
+	for _, v := range []int64{int64(c.cycle), int64(c.e.gen), c.e.server, c.e.sent, c.timer, c.deadline, c.serveUntil} {
 		b = strconv.AppendInt(b, v, 10)
 		b = append(b, ' ')
 	}
@@ -205,6 +205,8 @@ func (w *world) tail(b []byte) []byte {
 	b = strconv.AppendInt(b, w.freeSince, 10)
 	b = append(b, ' ')
 	b = strconv.AppendInt(b, w.lonely, 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, w.skew, 10)
 	b = append(b, ' ')
 	return append(b, w.term...)
 }

@@ -254,7 +254,8 @@ func (c *checker) judgeElection(n *world, o *outcome) *Violation {
 }
 
 // judgeWaitingTime: the resource does not stay free for more than a recheck
-// interval while a live waiter that can act is queued.
+// interval while a live waiter that can act is queued (by the waiters'
+// clock: they sleep on their own timers).
 func (c *checker) judgeWaitingTime(n *world) *Violation {
 	waiting := false
 	for i := range n.clients {
@@ -264,15 +265,16 @@ func (c *checker) judgeWaitingTime(n *world) *Violation {
 	case !waiting || !c.p.free(n.rs):
 		n.freeSince = -1
 	case n.freeSince < 0:
-		n.freeSince = n.rs.clock
-	case n.rs.clock-n.freeSince > recheck:
-		return &Violation{FIFO, fmt.Sprintf("%s free for %d ms with a live waiter queued", c.p.kind, n.rs.clock-n.freeSince)}
+		n.freeSince = n.local()
+	case n.local()-n.freeSince > recheck:
+		return &Violation{FIFO, fmt.Sprintf("%s free for %d ms with a live waiter queued", c.p.kind, n.local()-n.freeSince)}
 	}
 	return nil
 }
 
 // judgeQueueLife: a queue with no live waiter queued is gone within its
-// holder's ttl and the queue's slack.
+// holder's ttl and the queue's slack, by the server's clock (a key expires
+// at a time on it: a step of the clock moves its expiry with it).
 func (c *checker) judgeQueueLife(n *world) *Violation {
 	live := false
 	for i := range n.clients {

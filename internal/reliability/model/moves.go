@@ -88,7 +88,7 @@ func (c *checker) due(w *world, i int) bool {
 	switch {
 	case cl.paused || cl.phase == dead:
 		return false
-	case cl.serveUntil != 0 || cl.phase == ready || cl.phase == settling || cl.phase == sleeping && cl.timer <= w.rs.clock:
+	case cl.serveUntil != 0 || cl.phase == ready || cl.phase == settling || cl.phase == sleeping && cl.timer <= w.local():
 		return true
 	}
 	for _, m := range w.flight {
@@ -129,7 +129,7 @@ func (c *checker) clientMoves(w *world, i int, ms []move) []move {
 	}
 	switch cl.phase {
 	case idle:
-		if (c.cfg.Cycles == 0 || cl.cycle < c.cfg.Cycles) && (!c.cfg.ArriveAtStart || w.rs.clock == base) {
+		if (c.cfg.Cycles == 0 || cl.cycle < c.cfg.Cycles) && (!c.cfg.ArriveAtStart || w.local() == base) {
 			add(mProbe)
 			if c.cfg.Tries {
 				add(mTry)
@@ -157,7 +157,7 @@ func (c *checker) clientMoves(w *world, i int, ms []move) []move {
 // to it (notify.Waiter.Grant: its Locker keeps them all, oldest first).
 func (c *checker) waiterMoves(w *world, i int, ms []move) []move {
 	cl := &w.clients[i]
-	if cl.phase == ready || cl.timer <= w.rs.clock {
+	if cl.phase == ready || cl.timer <= w.local() {
 		ms = append(ms, move{kind: mAttempt, who: int8(i), arg: -1})
 	}
 	if w.left.GiveUp > 0 {
@@ -193,11 +193,12 @@ func (c *checker) faultMoves(w *world, ms []move) []move {
 	return ms
 }
 
-// nextDeadline is the next time after now when something happens on its
-// own: a key or a permit expires, the timer of a waiter that is not paused
-// fires, or the keeper of a holder that is not paused would refresh (the Go
-// client's refreshes ttl/3 after the last: the holder may, and need not).
-// It is now when nothing will.
+// nextDeadline is the next time after now, on the server's clock, when
+// something happens on its own: a key or a permit expires, the timer of a
+// waiter that is not paused fires, or the keeper of a holder that is not
+// paused would refresh (the Go client's refreshes ttl/3 after the last: the
+// holder may, and need not). It is now when nothing will. The
+// participants' times are on their own clock, skew behind the server's.
 func (c *checker) nextDeadline(w *world) int64 {
 	now := w.rs.clock
 	next := int64(-1)
@@ -206,6 +207,7 @@ func (c *checker) nextDeadline(w *world) int64 {
 			next = t
 		}
 	}
+	atLocal := func(t int64) { at(t + w.skew) }
 	for _, k := range w.rs.keys {
 		if k.ttl > 0 {
 			at(now + k.ttl)
@@ -215,9 +217,9 @@ func (c *checker) nextDeadline(w *world) int64 {
 		switch cl := &w.clients[i]; {
 		case cl.paused:
 		case cl.phase == sleeping:
-			at(cl.timer)
+			atLocal(cl.timer)
 		case cl.phase == holding:
-			at(cl.renew())
+			atLocal(cl.renew())
 		}
 	}
 	for _, t := range c.p.deadlines(w.rs) {

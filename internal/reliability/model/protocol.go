@@ -208,9 +208,12 @@ func (p protocol) granted(v, owner string) (attempt, error) {
 
 // entry is a waiter's queue entry as the client keeps it (handoff.go).
 type entry struct {
-	gen    int
-	place  string // "" until an attempt queued it
-	server int64  // µs, the clock at the latest attempt that found it queued or queued it
+	gen   int
+	place string // "" until an attempt queued it
+	// server is the server's clock (µs) when the latest attempt that
+	// found it queued (or queued it) ran, and sent when that attempt was
+	// sent, on the participant's clock (ms).
+	server, sent int64
 }
 
 // entryText is generation gen of owner's entry: owner, ttl, kind, patience
@@ -508,6 +511,20 @@ func parseGrant(msg string) (m grantMsg, ok bool) {
 // attempt.
 func (m grantMsg) accepts(e entry) bool { return m.gen == e.gen && m.at >= e.server }
 
+// start is when the grant m began on the participant's clock, now being
+// its clock as it reads m (message.start): its entry's latest attempt was
+// sent at e.sent and ran at e.server on the server's clock, and the grant
+// came m.at - e.server later; a wait longer than the participant's own, or
+// below zero, says the server's clock stepped, and only the send time is
+// sure.
+func (m grantMsg) start(e entry, now int64) int64 {
+	waited := m.at/1000 - e.server/1000
+	if m.at < e.server || waited > now-e.sent {
+		return e.sent
+	}
+	return e.sent + waited
+}
+
 // value is what the grant m reports stored for owner.
 func (m grantMsg) value(owner string) string {
 	if m.token == "-" {
@@ -557,10 +574,15 @@ func unexpected(reply any) error { return fmt.Errorf("unexpected reply %v", show
 // real one does not: no two scripts read the same µs, so a waiter that
 // queued after another never gets an equal place. (Tokens are left out:
 // two grants within one µs of the clock, the second counting on from the
-// first, are what a real server does.)
+// first, are what a real server does.) A reading past the clock's ms was
+// taken before the clock stepped back, and is left out.
 func (p protocol) now(w *world) int64 {
 	us := w.rs.clock*1000 + 1
-	later := func(v int64) { us = max(us, v+1) }
+	later := func(v int64) {
+		if v < (w.rs.clock+1)*1000 {
+			us = max(us, v+1)
+		}
+	}
 	if q := w.rs.key(p.queue()); q != nil {
 		for i := 1; i < len(q.items); i += 2 {
 			f, _ := strconv.ParseFloat(q.items[i], 64)

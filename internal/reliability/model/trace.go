@@ -18,7 +18,7 @@ type Trace struct {
 
 // Step is one move of a trace.
 type Step struct {
-	At      int64  // ms since the check's start
+	At      int64  // ms since the check's start, on the participants' clock
 	Move    string // who did what
 	Op      string // the server operation it ran, and its reply; "" for none
 	Keys    []string
@@ -47,7 +47,7 @@ func (c *checker) trace(path []move) (*Trace, error) {
 // step records move m, which did o and led to n; times are counted from
 // origin (ms).
 func (c *checker) step(n *world, origin int64, m move, o *outcome) Step {
-	s := Step{At: n.rs.clock - origin, Move: m.String(), Clients: describe(n, origin)}
+	s := Step{At: n.local() - origin, Move: m.String(), Clients: describe(n, origin)}
 	if o.op != "" {
 		s.Op = o.op + " -> " + show(o.reply)
 	}

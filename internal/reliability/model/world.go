@@ -123,7 +123,15 @@ type world struct {
 	freeSince, lonely int64
 	// term is the highest term that took office in an election.
 	term string
+	// skew is how far the server's clock is ahead of the participants'
+	// (ms): they measure their deadlines and timers on clocks of their own
+	// (monotonic), which a step of the server's clock does not move.
+	skew int64
 }
+
+// local is the participants' clock in w (ms): the server's, less the steps
+// it took.
+func (w *world) local() int64 { return w.rs.clock - w.skew }
 
 // clone is a copy of w whose slices the caller may change (a client's took
 // is replaced, never changed in place).
