@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 )
@@ -63,8 +64,10 @@ func (c *checker) apply(x *executor, w *world, m move) (*world, outcome) {
 		c.receive(x, n, i, int(m.arg), &o)
 	case mHear:
 		c.hear(x, n, i, int(m.arg), &o)
-	case mGiveUp:
-		n.left.GiveUp--
+	case mGiveUp, mTimeout:
+		if m.kind == mGiveUp {
+			n.left.GiveUp--
+		}
 		c.releaseOp(x, n, i, &o, "release.lua (give up)", c.p.release(n.owner(i), &n.clients[i].e))
 		n.clients[i] = c.ended(n.clients[i])
 	case mRelease, mServeOn, mRefresh, mAnnounce, mRead:
@@ -110,6 +113,11 @@ func (c *checker) otherMove(x *executor, n *world, m move, o *outcome) {
 		n.left.Restart--
 		c.exec(x, n, o, "", restartOp(restartGap))
 		n.flight = nil
+	case mStep:
+		n.left.Step--
+		d := c.steps[j]
+		c.exec(x, n, o, fmt.Sprintf("the server's clock steps %+d ms", d), stepOp(d))
+		n.skew += d
 	}
 }
 
@@ -242,6 +250,9 @@ func (c *checker) forget(n *world, i int) {
 func (c *checker) probe(x *executor, n *world, i int, o *outcome) {
 	cl := &n.clients[i]
 	cl.cycle++
+	if c.cfg.Patience > 0 {
+		cl.giveUpAt = o.at + c.cfg.Patience
+	}
 	owner := n.owner(i)
 	a, err := c.p.readTry(c.run(x, n, o, c.p.probeName(), c.p.probe(owner)), owner)
 	o.short = c.p.kind == Semaphore && a.settle

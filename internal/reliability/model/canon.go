@@ -178,7 +178,7 @@ func compareNumbers(a, b string) int {
 func (w *world) clientBytes(b []byte, i int, rename func(string) string) []byte {
 	c := &w.clients[i]
 	b = append(b, '|', byte(c.phase), bit(c.paused), bit(c.subscribed), bit(c.queued), bit(c.office), bit(c.handed), byte(w.rank(i)))
-	for _, v := range []int64{int64(c.cycle), int64(c.e.gen), c.e.server, c.e.sent, c.timer, c.deadline, c.serveUntil} {
+	for _, v := range []int64{int64(c.cycle), int64(c.e.gen), c.e.server, c.e.sent, c.timer, c.deadline, c.serveUntil, c.giveUpAt} {
 		b = strconv.AppendInt(b, v, 10)
 		b = append(b, ' ')
 	}
@@ -199,7 +199,7 @@ func (w *world) clientBytes(b []byte, i int, rename func(string) string) []byte 
 // tail appends what is not a participant's to b.
 func (w *world) tail(b []byte) []byte {
 	l := w.left
-	b = append(b, '!', byte(l.Die), byte(l.Pause), byte(l.Lose), byte(l.Dup), byte(l.Forge), byte(l.Restart), byte(l.GiveUp))
+	b = append(b, '!', byte(l.Die), byte(l.Pause), byte(l.Lose), byte(l.Dup), byte(l.Forge), byte(l.Restart), byte(l.GiveUp), byte(l.Step))
 	b = append(b, w.top...)
 	b = append(b, ' ')
 	b = strconv.AppendInt(b, w.freeSince, 10)

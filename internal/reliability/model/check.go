@@ -62,10 +62,12 @@ func (c *checker) judge(w *world, m move, n *world, o *outcome, timed bool) *Vio
 
 // queueLost notes in n that no entry is queued when the step lost the
 // queue: a restart without persistence, or the queue's expiry (its waiters
-// paused past it). Both lose the order, as documented.
+// paused past it, or the server's clock stepped past it). Each loses the
+// order, as documented.
 func (c *checker) queueLost(m move, n *world, o *outcome) {
 	q := c.p.queue()
-	if m.kind == mRestart || m.kind == mAdvance && o.before.key(q) != nil && o.after.key(q) == nil {
+	expired := (m.kind == mAdvance || m.kind == mStep) && o.before.key(q) != nil && o.after.key(q) == nil
+	if m.kind == mRestart || expired {
 		for i := range n.clients {
 			n.clients[i].queued = false
 		}
@@ -103,8 +105,13 @@ func (c *checker) judgeLook(m move, o *outcome) *Violation {
 	return nil
 }
 
-// judgeGrants checks every grant the step made.
+// judgeGrants checks every grant the step made. A step of the clock makes
+// none: a lapsed lease that a step back brings to life again was granted
+// before, and judged then.
 func (c *checker) judgeGrants(w *world, m move, n *world, o *outcome) *Violation {
+	if m.kind == mStep {
+		return nil
+	}
 	before, after := c.p.holders(o.before), c.p.holders(o.after)
 	if v := c.judgeOneGrant(w, m, before, after); v != nil {
 		return v
@@ -204,7 +211,7 @@ func (c *checker) judgeOrder(w *world, m move, n *world, i int, fresh []grant, g
 	for k := range w.clients {
 		ck := &w.clients[k]
 		left := k == int(m.who) && !n.clients[k].waiting()
-		if k == i || left || !c.candidate(ck) || mine != 0 && ck.seq > mine || served(w, k, fresh) {
+		if k == i || left || !c.candidate(w, ck) || mine != 0 && ck.seq > mine || served(w, k, fresh) {
 			continue
 		}
 		return &Violation{FIFO, fmt.Sprintf("%s granted to %s while %s, queued before it, waits", c.p.kind, g.owner, w.owner(k))}
@@ -212,9 +219,11 @@ func (c *checker) judgeOrder(w *world, m move, n *world, i int, fresh []grant, g
 	return nil
 }
 
-// candidate says whether cl is a live waiter queued, as the checker sees it.
-func (c *checker) candidate(cl *client) bool {
-	return cl.phase != dead && cl.waiting() && cl.queued && cl.seq != 0
+// candidate says whether cl, a participant in w, is a live waiter queued,
+// as the checker sees it: one whose deadline has passed by its own clock
+// has given up, even before it acts on it.
+func (c *checker) candidate(w *world, cl *client) bool {
+	return cl.phase != dead && cl.waiting() && cl.queued && cl.seq != 0 && !cl.timedOut(w.local())
 }
 
 // served says whether participant k got one of the grants fresh.
@@ -259,7 +268,7 @@ func (c *checker) judgeElection(n *world, o *outcome) *Violation {
 func (c *checker) judgeWaitingTime(n *world) *Violation {
 	waiting := false
 	for i := range n.clients {
-		waiting = waiting || c.candidate(&n.clients[i]) && !n.clients[i].paused
+		waiting = waiting || c.candidate(n, &n.clients[i]) && !n.clients[i].paused
 	}
 	switch {
 	case !waiting || !c.p.free(n.rs):
@@ -278,7 +287,7 @@ func (c *checker) judgeWaitingTime(n *world) *Violation {
 func (c *checker) judgeQueueLife(n *world) *Violation {
 	live := false
 	for i := range n.clients {
-		live = live || c.candidate(&n.clients[i])
+		live = live || c.candidate(n, &n.clients[i])
 	}
 	switch {
 	case live || n.rs.key(c.p.queue()) == nil:

@@ -49,6 +49,11 @@ type Faults struct {
 	// GiveUp ends a waiter's wait (its context ended), as waiter.leave
 	// does.
 	GiveUp int
+	// Step steps the server's clock by one of Config.Steps: TIME in a
+	// script, and the keys' expiries with it (Redis stores an expiry as a
+	// time on its clock), but not the participants' own clocks, on which
+	// they time their leases, sleeps and deadlines.
+	Step int
 }
 
 // Config is one check: who contends for what, under which faults, how far.
@@ -76,6 +81,14 @@ type Config struct {
 	// Tries lets a participant begin a lone try (TryObtain, TryAcquire)
 	// as well as an acquire that waits.
 	Tries bool
+	// Steps are the amounts a step of the server's clock (Faults.Step)
+	// moves it by, ms, back when negative; empty: defaultSteps.
+	Steps []int64
+	// Patience gives each acquire that waits a deadline, ms after its
+	// probe: its queue entries carry it (the patience a release judges by
+	// the server's clock, from the entry's place), and the waiter leaves at
+	// it, by its own. 0: none.
+	Patience int64
 	// Scan bounds the queue entries one script call looks at (queue.lua's
 	// scanning); 0 keeps the scripts' bound, a hundred, which no queue of
 	// the checker's reaches. A small one makes calls stop short at dead
@@ -150,11 +163,17 @@ func (r Result) String() string {
 // base is the clock a check starts at, ms since 1970.
 const base = 1_700_000_000_000
 
+// defaultSteps are the steps of the server's clock a check takes when
+// Config.Steps is empty: half a minute forward and back, past every ttl,
+// the ten seconds a marked key lingers, and a waiter's patience.
+var defaultSteps = []int64{30_000, -30_000}
+
 // checker runs one Config.
 type checker struct {
 	cfg   Config
 	p     protocol
 	seeds [2]maphash.Seed
+	steps []int64 // Config.Steps, or defaultSteps
 }
 
 func newChecker(cfg Config) (*checker, error) {
@@ -163,6 +182,8 @@ func newChecker(cfg Config) (*checker, error) {
 		return nil, errors.New("model: Clients must be 1 to 4")
 	case cfg.Kind == Semaphore && cfg.Limit < 1:
 		return nil, errors.New("model: a semaphore needs a Limit")
+	case slices.Contains(cfg.Steps, 0) || cfg.Patience < 0:
+		return nil, errors.New("model: a step of the clock must move it, and Patience may not be negative")
 	}
 	if cfg.Scripts == (Scripts{}) {
 		cfg.Scripts = Leasekit()
@@ -176,8 +197,12 @@ func newChecker(cfg Config) (*checker, error) {
 	if cfg.Workers <= 0 {
 		cfg.Workers = runtime.GOMAXPROCS(0)
 	}
-	return &checker{cfg: cfg, p: protocol{kind: cfg.Kind, limit: cfg.Limit, src: cfg.Scripts},
-		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}, nil
+	steps := cfg.Steps
+	if len(steps) == 0 {
+		steps = defaultSteps
+	}
+	return &checker{cfg: cfg, p: protocol{kind: cfg.Kind, limit: cfg.Limit, src: cfg.Scripts, patience: cfg.Patience},
+		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}, steps: steps}, nil
 }
 
 // initial is the world before any move.

@@ -25,6 +25,7 @@ const (
 	mPause                    // stop acting while time passes
 	mResume                   // act again
 	mDie                      // never act again
+	mTimeout                  // a waiter's context ends at its deadline (Config.Patience)
 )
 
 // The environment's moves.
@@ -34,18 +35,20 @@ const (
 	mDuplicate                      // a message in flight is delivered twice
 	mForge                          // a grant message nobody granted
 	mRestart                        // the server loses every key
+	mStep                           // the server's clock steps by one of Config.Steps
 )
 
 var moveNames = map[moveKind]string{
 	mProbe: "probe", mTry: "try", mSettle: "settle", mAttempt: "attempt", mReceive: "receive",
 	mHear: "hears", mGiveUp: "give up", mRelease: "release", mServeOn: "serve on", mRefresh: "refresh",
 	mAnnounce: "announce", mRead: "read leader", mPause: "pause", mResume: "resume", mDie: "die",
-	mAdvance: "advance", mLose: "lose", mDuplicate: "duplicate", mForge: "forge", mRestart: "restart",
+	mTimeout: "times out", mAdvance: "advance", mLose: "lose", mDuplicate: "duplicate", mForge: "forge",
+	mRestart: "restart", mStep: "step",
 }
 
 // move is one step: a participant's (who) or the environment's (who -1);
-// arg is a message's index in flight, or the participant a forged message
-// goes to.
+// arg is a message's index in flight, the participant a forged message
+// goes to, or the index in Config.Steps of a step of the clock.
 type move struct {
 	kind     moveKind
 	who, arg int8
@@ -61,6 +64,8 @@ func (m move) String() string {
 		s += fmt.Sprintf(" #%d", m.arg)
 	case mForge:
 		s += " to " + name(int(m.arg))
+	case mStep:
+		s += fmt.Sprintf(" #%d", m.arg)
 	}
 	return s
 }
@@ -89,6 +94,8 @@ func (c *checker) due(w *world, i int) bool {
 	case cl.paused || cl.phase == dead:
 		return false
 	case cl.serveUntil != 0 || cl.phase == ready || cl.phase == settling || cl.phase == sleeping && cl.timer <= w.local():
+		return true
+	case cl.waiting() && cl.timedOut(w.local()):
 		return true
 	}
 	for _, m := range w.flight {
@@ -154,9 +161,14 @@ func (c *checker) clientMoves(w *world, i int, ms []move) []move {
 
 // waiterMoves appends waiter i's moves to ms: its attempt (at once, or
 // once its timer fired), giving up, reading the oldest message in flight
-// to it (notify.Waiter.Grant: its Locker keeps them all, oldest first).
+// to it (notify.Waiter.Grant: its Locker keeps them all, oldest first); or,
+// once its deadline has passed, only leaving (its context ended: whatever
+// it asks Redis fails, and its sleep ends).
 func (c *checker) waiterMoves(w *world, i int, ms []move) []move {
 	cl := &w.clients[i]
+	if cl.timedOut(w.local()) {
+		return append(ms, move{kind: mTimeout, who: int8(i), arg: -1})
+	}
 	if cl.phase == ready || cl.timer <= w.local() {
 		ms = append(ms, move{kind: mAttempt, who: int8(i), arg: -1})
 	}
@@ -190,6 +202,11 @@ func (c *checker) faultMoves(w *world, ms []move) []move {
 	if w.left.Restart > 0 {
 		ms = append(ms, move{kind: mRestart, who: -1})
 	}
+	for j := range c.steps {
+		if w.left.Step > 0 {
+			ms = append(ms, move{kind: mStep, who: -1, arg: int8(j)})
+		}
+	}
 	return ms
 }
 
@@ -218,6 +235,9 @@ func (c *checker) nextDeadline(w *world) int64 {
 		case cl.paused:
 		case cl.phase == sleeping:
 			atLocal(cl.timer)
+			if cl.giveUpAt != 0 {
+				atLocal(cl.giveUpAt)
+			}
 		case cl.phase == holding:
 			atLocal(cl.renew())
 		}

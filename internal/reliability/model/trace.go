@@ -61,6 +61,9 @@ func (c *checker) step(n *world, origin int64, m move, o *outcome) Step {
 // count from origin.
 func describe(w *world, origin int64) string {
 	var parts []string
+	if w.skew != 0 {
+		parts = append(parts, fmt.Sprintf("the server's clock %+d ms", w.skew))
+	}
 	for i := range w.clients {
 		cl := &w.clients[i]
 		s := name(i) + " " + phaseNames[cl.phase]
@@ -69,6 +72,9 @@ func describe(w *world, origin int64) string {
 			s += " " + cl.value
 		case cl.phase == sleeping:
 			s += fmt.Sprintf(" until t=%d", cl.timer-origin)
+		}
+		if cl.waiting() && cl.giveUpAt != 0 {
+			s += fmt.Sprintf(" (gives up at t=%d)", cl.giveUpAt-origin)
 		}
 		if cl.handed {
 			s += fmt.Sprintf(" (handed over to its entry .%d)", cl.e.gen)

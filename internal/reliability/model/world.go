@@ -26,6 +26,7 @@ type client struct {
 	paused     bool
 	subscribed bool   // its Locker's grant channel (kept once subscribed)
 	cycle      int    // acquires begun: its owner id is its name and cycle
+	giveUpAt   int64  // ready, sleeping: its context's deadline, ms (0: none)
 	e          entry  // ready, sleeping: its queue entry; handed: the entry's generation
 	timer      int64  // sleeping: when its timer fires, ms
 	value      string // holding: the grant's value
@@ -55,6 +56,10 @@ type client struct {
 
 // waiting says whether the client is in a wait.
 func (c *client) waiting() bool { return c.phase == ready || c.phase == sleeping }
+
+// timedOut says whether a waiter's deadline has passed by now (ms): its
+// context has ended, and its wait with it.
+func (c *client) timedOut(now int64) bool { return c.giveUpAt != 0 && now >= c.giveUpAt }
 
 // renew is when a holder's keeper would refresh next: a third of the ttl
 // after its lease began.
