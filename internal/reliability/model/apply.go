@@ -36,48 +36,114 @@ type outcome struct {
 	// reply was read, on the mover's clock (ms): the same instant, but for
 	// a command sent again after its reply was lost.
 	at, now int64
+	// move is the move whose steps ran: the move, or the one a resend
+	// resumes; releaser, the owner id whose grant it may end (releaser).
+	move     move
+	releaser string
+	// What a lost reply needs (resend.go): the move's state-changing calls
+	// so far (sends), the one whose reply is lost (lose, 0 for none) and
+	// its command, name and reply, the replies read so far, and in a resend
+	// the replay of the move it resumes; replayed says the latest reply
+	// came from there.
+	sends, lose int
+	lost        []string
+	lostOp      string
+	lostReply   any
+	replies     []any
+	replay      *resend
+	replayed    bool
 }
 
 // leaderRead is the leader a read reported (its term, "" for none), and the
 // one the keys held as it ran.
 type leaderRead struct{ got, want string }
 
+// look is a holder's look at its grant stored as value: whether the reply
+// said it holds it, and whether the look was a release (else a refresh).
 type look struct {
-	value string
-	held  bool
+	value   string
+	held    bool
+	release bool
 }
 
 // apply returns the world after move m in w, and what it did. x runs the
-// server operations.
+// server operations. A move with a lost reply (m.lose) is cut there, and
+// a resend resumes the move it cut (resend.go).
 func (c *checker) apply(x *executor, w *world, m move) (*world, outcome) {
 	n := w.clone()
-	o := outcome{before: w.rs, after: w.rs, at: w.local(), now: w.local()}
-	i := int(m.who)
-	switch m.kind {
-	case mProbe:
-		c.probe(x, n, i, &o)
-	case mTry, mSettle:
-		c.try(x, n, i, m.kind == mSettle, &o)
-	case mAttempt:
-		c.attempt(x, n, i, &o)
-	case mReceive:
-		c.receive(x, n, i, int(m.arg), &o)
-	case mHear:
-		c.hear(x, n, i, int(m.arg), &o)
-	case mGiveUp, mTimeout:
-		if m.kind == mGiveUp {
-			n.left.GiveUp--
-		}
-		c.releaseOp(x, n, i, &o, "release.lua (give up)", c.p.release(n.owner(i), &n.clients[i].e))
-		n.clients[i] = c.ended(n.clients[i])
-	case mRelease, mServeOn, mRefresh, mAnnounce, mRead:
-		c.holderMove(x, n, i, m.kind, &o)
-	default:
-		c.otherMove(x, n, m, &o)
+	o := outcome{before: w.rs, after: w.rs, at: w.local(), now: w.local(), move: m, lose: int(m.lose)}
+	var text string
+	if m.kind == mResend {
+		text = c.resume(n, &o)
+	} else {
+		text = c.begin(n, m)
+	}
+	o.releaser = c.releaser(w, o.move, text)
+	if o.lose > 0 {
+		n.left.Resend--
+		c.cut(x, n, &o, text)
+	} else {
+		c.do(x, n, &o, text)
 	}
 	c.purge(n)
 	n.rs = x.settle(n.rs, c.p.now(n))
 	return n, o
+}
+
+// begin does what move m does once, however often its commands are sent:
+// it spends a give-up's budget, and takes the message the move reads out
+// of flight; it returns that message's text.
+func (c *checker) begin(n *world, m move) string {
+	switch j := int(m.arg); m.kind {
+	case mGiveUp:
+		n.left.GiveUp--
+	case mReceive, mHear:
+		text := n.flight[j].text
+		n.flight = slices.Delete(n.flight, j, j+1)
+		return text
+	}
+	return ""
+}
+
+// do runs the steps of the move of o, which read the message text.
+func (c *checker) do(x *executor, n *world, o *outcome, text string) {
+	m := o.move
+	i := int(m.who)
+	switch m.kind {
+	case mProbe:
+		c.probe(x, n, i, o)
+	case mTry, mSettle:
+		c.try(x, n, i, m.kind == mSettle, o)
+	case mAttempt:
+		c.attempt(x, n, i, o)
+	case mReceive:
+		c.receive(x, n, i, text, o)
+	case mHear:
+		c.hear(x, n, i, text, o)
+	case mGiveUp, mTimeout:
+		c.releaseOp(x, n, i, o, "release.lua (give up)", c.p.release(n.owner(i), &n.clients[i].e))
+		n.clients[i] = c.ended(n.clients[i])
+	case mRelease, mServeOn, mRefresh, mAnnounce, mRead:
+		c.holderMove(x, n, i, m.kind, o)
+	default:
+		c.otherMove(x, n, m, o)
+	}
+}
+
+// releaser is the owner id whose grant m, which read the message text,
+// may release: a holder's release, a waiter's give-up, a late grant's
+// release (a message's, or an acquire's reply's that came late after a
+// resend: the acquire's owner id is w's then), a candidate's that could not
+// take office, a Locker's release of a grant handed to a waiter that had
+// left.
+func (c *checker) releaser(w *world, m move, text string) string {
+	switch m.kind {
+	case mRelease, mGiveUp, mTimeout, mReceive, mAnnounce, mProbe, mTry, mSettle, mAttempt:
+		return w.owner(int(m.who))
+	case mHear:
+		return ticketID(text)
+	}
+	return ""
 }
 
 // otherMove applies the moves that change no participant's acquire.
@@ -117,18 +183,13 @@ func (c *checker) otherMove(x *executor, n *world, m move, o *outcome) {
 		n.left.Step--
 		d := c.steps[j]
 		c.exec(x, n, o, fmt.Sprintf("the server's clock steps %+d ms", d), stepOp(d))
-		n.skew += d
+		n.skew, n.back = n.skew+d, n.back || d < 0
 	}
 }
 
 // restartGap is how long a restart takes, ms: the clock floor keeps tokens
 // increasing across it because the clock moves on meanwhile.
 const restartGap = 1
-
-// run runs cmd on the server for a move of n, as op, and returns its reply.
-func (c *checker) run(x *executor, n *world, o *outcome, op string, cmd []string) any {
-	return c.exec(x, n, o, op, commandOp(cmd))
-}
 
 // exec runs op on the server for a move of n, takes the messages it
 // published into flight, and returns its reply. The outcome's before is the
@@ -153,9 +214,10 @@ func (c *checker) exec(x *executor, n *world, o *outcome, label string, op op) a
 	return r.reply
 }
 
-// paths are the rarer paths of the protocol that move m took, which did o
+// paths are the rarer paths of the protocol that the move that did o took
 // (Result.Paths).
-func (c *checker) paths(m move, o *outcome) []string {
+func (c *checker) paths(o *outcome) []string {
+	m := o.move
 	var ps []string
 	add := func(p string, took bool) {
 		if took {
@@ -179,9 +241,11 @@ func (o *outcome) fail(err error) {
 	}
 }
 
-// handedOn notes in o the grant a call's reply says it handed on.
+// handedOn notes in o the grant a call's reply says it handed on, unless
+// the reply came from a replay (resume): it was read before a later reply
+// was lost, and what it claims may be over.
 func (c *checker) handedOn(o *outcome, reply any) {
-	if t := c.p.handedOn(reply); t != "" {
+	if t := c.p.handedOn(reply); t != "" && !o.replayed {
 		o.handed = append(o.handed, t)
 	}
 }
@@ -254,11 +318,12 @@ func (c *checker) probe(x *executor, n *world, i int, o *outcome) {
 		cl.giveUpAt = o.at + c.cfg.Patience
 	}
 	owner := n.owner(i)
-	a, err := c.p.readTry(c.run(x, n, o, c.p.probeName(), c.p.probe(owner)), owner)
+	a, err := c.p.readTry(c.send(x, n, o, c.p.probeName(), c.p.probe(owner)), owner)
 	o.short = c.p.kind == Semaphore && a.settle
-	if c.got(n, i, a, err, o) {
+	if granted, _ := c.got(x, n, i, a, err, o); granted {
 		return
 	}
+	// Not granted, or granted late and released: it waits.
 	if !cl.subscribed {
 		cl.subscribed = true
 		c.exec(x, n, o, "", subscribeOp(channel(name(i)), true))
@@ -275,23 +340,23 @@ func (c *checker) try(x *executor, n *world, i int, settle bool, o *outcome) {
 	var err error
 	if settle {
 		owner := n.owner(i)
-		reply := c.run(x, n, o, c.p.settleName(), c.p.settle(owner))
+		reply := c.send(x, n, o, c.p.settleName(), c.p.settle(owner))
 		c.handedOn(o, reply)
 		a, err = c.p.readWait(reply, owner)
 		o.short = a.settle
 	} else {
 		n.clients[i].cycle++
 		owner := n.owner(i)
-		a, err = c.p.readTry(c.run(x, n, o, c.p.probeName(), c.p.try(owner)), owner)
+		a, err = c.p.readTry(c.send(x, n, o, c.p.probeName(), c.p.try(owner)), owner)
 		o.short = c.p.kind == Semaphore && a.settle // code 4; a lock's is a lapsed lease
 		if err == nil && !a.granted && c.p.kind == Efficiency {
 			cmds := c.p.holderRead()
-			get, pttl := c.run(x, n, o, "GET", cmds[0]), c.run(x, n, o, "PTTL", cmds[1])
+			get, pttl := c.query(x, n, o, "GET", cmds[0]), c.query(x, n, o, "PTTL", cmds[1])
 			a, err = c.p.readHolder(get, pttl, owner)
 		}
 	}
-	switch {
-	case c.got(n, i, a, err, o):
+	switch granted, _ := c.got(x, n, i, a, err, o); {
+	case granted:
 	case err == nil && a.settle:
 		n.clients[i].phase = settling
 	default:
@@ -305,27 +370,26 @@ func (c *checker) try(x *executor, n *world, i int, settle bool, o *outcome) {
 // attempts again at once.
 func (c *checker) attempt(x *executor, n *world, i int, o *outcome) {
 	owner := n.owner(i)
-	reply := c.run(x, n, o, c.p.waitName(), c.p.wait(owner, n.clients[i].e))
+	fresh := n.clients[i].e.place == ""
+	reply := c.send(x, n, o, c.p.waitName(), c.p.wait(owner, n.clients[i].e))
 	c.handedOn(o, reply)
 	a, err := c.p.readWait(reply, owner)
-	if c.got(n, i, a, err, o) {
+	granted, late := c.got(x, n, i, a, err, o)
+	cl := &n.clients[i]
+	switch {
+	case granted:
+		return
+	case late:
+		cl.phase = ready // released already: it attempts again at once
 		return
 	}
-	cl := &n.clients[i]
 	if a.place != "" {
 		if a.queued && cl.e.place != "" {
 			cl.e.gen++
 		}
 		cl.e.place, cl.e.server, cl.e.sent = a.place, a.server, o.at
 	}
-	// An attempt that stopped short queued its entry first, if it had a
-	// place.
-	if a.queued || a.kept || a.settle && a.place != "" {
-		cl.queued = true
-		if cl.seq == 0 {
-			cl.seq = n.nextSeq()
-		}
-	}
+	c.seen(n, i, a, fresh)
 	if a.settle {
 		cl.phase, o.short = ready, true
 		return
@@ -335,6 +399,27 @@ func (c *checker) attempt(x *executor, n *world, i int, o *outcome) {
 		d = min(a.holderTTL, recheck)
 	}
 	cl.phase, cl.timer = sleeping, o.now+max(d, 1)
+}
+
+// seen notes what the checker sees of participant i's attempt, which found
+// a: whether it queued its entry (or found it queued), and if it is the
+// first of its wait to, its place in the order the waiters queue. An
+// attempt that stopped short queued its entry first, if it had a place.
+// One sent without a place (fresh) by a waiter the checker saw queued no
+// more queues anew, behind those queued meanwhile: a waiter that never
+// read its place (its reply was lost, and then its grant came late) does
+// not keep it.
+func (c *checker) seen(n *world, i int, a attempt, fresh bool) {
+	if a.queued || a.kept || a.settle && a.place != "" {
+		cl := &n.clients[i]
+		if fresh && !cl.queued {
+			cl.seq = 0
+		}
+		cl.queued = true
+		if cl.seq == 0 {
+			cl.seq = n.nextSeq()
+		}
+	}
 }
 
 // receive is a sleeping waiter reading message j, the oldest for it in
@@ -349,9 +434,7 @@ func (c *checker) attempt(x *executor, n *world, i int, o *outcome) {
 // still in flight then go to its strays (hear), which release any grant
 // but the one it took. (The participants share one limit: no permit comes
 // under another.)
-func (c *checker) receive(x *executor, n *world, i, j int, o *outcome) {
-	text := n.flight[j].text
-	n.flight = slices.Delete(n.flight, j, j+1)
+func (c *checker) receive(x *executor, n *world, i int, text string, o *outcome) {
 	cl := &n.clients[i]
 	cl.phase = ready
 	g, ok := parseGrant(text)
@@ -378,9 +461,7 @@ func (c *checker) receive(x *executor, n *world, i, j int, o *outcome) {
 // its that left with a grant a message handed it (strays.heard): a grant
 // other than the one it took, or any once that lease is over, it releases
 // at once by its value.
-func (c *checker) hear(x *executor, n *world, i, j int, o *outcome) {
-	text := n.flight[j].text
-	n.flight = slices.Delete(n.flight, j, j+1)
+func (c *checker) hear(x *executor, n *world, i int, text string, o *outcome) {
 	cl := &n.clients[i]
 	g, ok := parseGrant(text)
 	_, cycle := clientIndex(g.id, len(n.clients))
@@ -394,18 +475,27 @@ func (c *checker) hear(x *executor, n *world, i, j int, o *outcome) {
 }
 
 // got reads what participant i's acquire found (a, or the error err), and
-// reports whether it was granted: then the participant holds it.
-func (c *checker) got(n *world, i int, a attempt, err error, o *outcome) bool {
-	if err != nil {
+// reports whether it was granted: then the participant holds it. A grant
+// whose reply came after its lease's deadline, measured from the send
+// (a command sent again after its reply was lost), is late: it is released
+// at once (acquire.lease), and the acquire goes on as if not granted.
+func (c *checker) got(x *executor, n *world, i int, a attempt, err error, o *outcome) (granted, late bool) {
+	switch {
+	case err != nil:
 		o.fail(err)
-		return false
-	}
-	if !a.granted {
-		return false
+		return false, false
+	case !a.granted:
+		return false, false
+	case o.now >= o.at+ttl-drift:
+		c.releaseOp(x, n, i, o, c.p.releaseName()+" (late grant)", c.p.release(a.value, nil))
+		// Its turn came, and ended with the grant it could not use: to the
+		// checker it is queued no more, as after a grant message read late.
+		n.clients[i].queued = false
+		return false, true
 	}
 	o.self = a.value
 	n.clients[i] = c.granted(n.clients[i], a.value, o.at)
-	return true
+	return true, false
 }
 
 // granted is cl, holding value from start (ms) on.
@@ -425,7 +515,7 @@ func (c *checker) ended(cl client) client {
 // short at dead entries leaves the participant serving the queue on
 // (Core.serveOn).
 func (c *checker) releaseOp(x *executor, n *world, i int, o *outcome, op string, cmd []string) bool {
-	reply := c.run(x, n, o, op, cmd)
+	reply := c.send(x, n, o, op, cmd)
 	c.handedOn(o, reply)
 	held, more, err := c.p.readRelease(reply)
 	if err != nil {
@@ -451,7 +541,7 @@ func (c *checker) holderMove(x *executor, n *world, i int, k moveKind, o *outcom
 	case mAnnounce:
 		c.announce(x, n, i, o)
 	case mRead:
-		got, err := c.p.parseLeader(c.run(x, n, o, "election_leader.lua", c.p.readLeader()))
+		got, err := c.p.parseLeader(c.query(x, n, o, "election_leader.lua", c.p.readLeader()))
 		o.err, o.read = err, &leaderRead{got: got, want: c.p.leader(o.before)}
 	}
 }
@@ -460,7 +550,7 @@ func (c *checker) holderMove(x *executor, n *world, i int, k moveKind, o *outcom
 // after it (election.lead), once it has served the queue on.
 func (c *checker) release(x *executor, n *world, i int, o *outcome) {
 	value := n.clients[i].value
-	o.look = &look{value, c.releaseHeld(x, n, i, o)}
+	o.look = &look{value: value, held: c.releaseHeld(x, n, i, o), release: true}
 	if c.cfg.Kind == Election {
 		c.resign(x, n, i, o, value)
 	}
@@ -507,7 +597,7 @@ func (c *checker) resign(x *executor, n *world, i int, o *outcome, value string)
 		n.clients[i].resign = value
 		return
 	}
-	c.run(x, n, o, "election_resign.lua", c.p.resign(value))
+	c.send(x, n, o, "election_resign.lua", c.p.resign(value))
 }
 
 // serveOn is a releaser's next call after a release that stopped short at
@@ -517,7 +607,7 @@ func (c *checker) resign(x *executor, n *world, i int, o *outcome, value string)
 func (c *checker) serveOn(x *executor, n *world, i int, o *outcome) {
 	cl := &n.clients[i]
 	if o.at < cl.serveUntil {
-		reply := c.run(x, n, o, c.p.releaseName()+" (serve on)", c.p.serveOn())
+		reply := c.send(x, n, o, c.p.releaseName()+" (serve on)", c.p.serveOn())
 		c.handedOn(o, reply)
 		if c.p.readServeOn(reply) {
 			o.short = true
@@ -541,8 +631,8 @@ func (c *checker) serveOn(x *executor, n *world, i int, o *outcome) {
 func (c *checker) refresh(x *executor, n *world, i int, o *outcome) {
 	cl := &n.clients[i]
 	value, leader := cl.value, cl.office
-	held, restore, err := c.p.readRefresh(c.run(x, n, o, c.p.refreshName(), c.p.refresh(value, leader)), leader)
-	o.look, o.err = &look{value, held}, err
+	held, restore, err := c.p.readRefresh(c.send(x, n, o, c.p.refreshName(), c.p.refresh(value, leader)), leader)
+	o.look, o.err = &look{value: value, held: held}, err
 	switch {
 	case !held:
 		n.clients[i] = c.ended(*cl)
@@ -551,7 +641,7 @@ func (c *checker) refresh(x *executor, n *world, i int, o *outcome) {
 		}
 		return
 	case restore:
-		c.run(x, n, o, "election_announce.lua (restore)", c.p.announce(value))
+		c.send(x, n, o, "election_announce.lua (restore)", c.p.announce(value))
 	}
 	cl.deadline = o.at + ttl - drift
 }
@@ -561,7 +651,7 @@ func (c *checker) refresh(x *executor, n *world, i int, o *outcome) {
 // (election.announce).
 func (c *checker) announce(x *executor, n *world, i int, o *outcome) {
 	cl := &n.clients[i]
-	took, err := c.p.readAnnounce(c.run(x, n, o, "election_announce.lua", c.p.announce(cl.value)))
+	took, err := c.p.readAnnounce(c.send(x, n, o, "election_announce.lua", c.p.announce(cl.value)))
 	o.err = err
 	if took {
 		cl.office, o.office = true, cl.value

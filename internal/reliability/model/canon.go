@@ -176,8 +176,14 @@ func compareNumbers(a, b string) int {
 
 // clientBytes appends participant i's state to b, its names renamed.
 func (w *world) clientBytes(b []byte, i int, rename func(string) string) []byte {
-	c := &w.clients[i]
-	b = append(b, '|', byte(c.phase), bit(c.paused), bit(c.subscribed), bit(c.queued), bit(c.office), bit(c.handed), byte(w.rank(i)))
+	return w.encodeClient(b, &w.clients[i], rename)
+}
+
+// encodeClient appends c, a participant of w, to b, its names renamed:
+// its place among those the checker saw queue, not its seq; and the
+// command whose reply it lost, with what it needs to send it again.
+func (w *world) encodeClient(b []byte, c *client, rename func(string) string) []byte {
+	b = append(b, '|', byte(c.phase), bit(c.paused), bit(c.subscribed), bit(c.queued), bit(c.office), bit(c.handed), byte(w.rankOf(c.seq)))
 	for _, v := range []int64{int64(c.cycle), int64(c.e.gen), c.e.server, c.e.sent, c.timer, c.deadline, c.serveUntil, c.giveUpAt} {
 		b = strconv.AppendInt(b, v, 10)
 		b = append(b, ' ')
@@ -193,13 +199,24 @@ func (w *world) clientBytes(b []byte, i int, rename func(string) string) []byte 
 		b = append(b, '=')
 		b = append(b, rename(t.value)...)
 	}
+	if r := c.pending; r != nil {
+		b = append(b, '~', byte(r.move.kind), byte(r.move.lose), bit(r.held))
+		b = strconv.AppendInt(b, r.at, 10)
+		for _, reply := range r.replies {
+			b = append(b, ' ')
+			b = append(b, rename(show(reply))...)
+		}
+		b = append(b, ' ')
+		b = append(b, rename(r.text)...)
+		b = w.encodeClient(b, &r.pre, rename)
+	}
 	return b
 }
 
 // tail appends what is not a participant's to b.
 func (w *world) tail(b []byte) []byte {
 	l := w.left
-	b = append(b, '!', byte(l.Die), byte(l.Pause), byte(l.Lose), byte(l.Dup), byte(l.Forge), byte(l.Restart), byte(l.GiveUp), byte(l.Step))
+	b = append(b, '!', byte(l.Die), byte(l.Pause), byte(l.Lose), byte(l.Dup), byte(l.Forge), byte(l.Restart), byte(l.GiveUp), byte(l.Step), byte(l.Resend))
 	b = append(b, w.top...)
 	b = append(b, ' ')
 	b = strconv.AppendInt(b, w.freeSince, 10)
@@ -207,6 +224,6 @@ func (w *world) tail(b []byte) []byte {
 	b = strconv.AppendInt(b, w.lonely, 10)
 	b = append(b, ' ')
 	b = strconv.AppendInt(b, w.skew, 10)
-	b = append(b, ' ')
+	b = append(b, bit(w.back), ' ')
 	return append(b, w.term...)
 }

@@ -54,6 +54,12 @@ type Faults struct {
 	// time on its clock), but not the participants' own clocks, on which
 	// they time their leases, sleeps and deadlines.
 	Step int
+	// Resend loses the reply to one of a participant's state-changing
+	// commands (any of them: an acquire's, a wait's, a release's and its
+	// serving on, a refresh's, a give-up's, an election's announce and
+	// resign): the command ran, and the participant sends the same
+	// command again later, as go-redis does, and reads only that reply.
+	Resend int
 }
 
 // Config is one check: who contends for what, under which faults, how far.

@@ -161,19 +161,26 @@ func (b *bfs) expand(part []node) [][]child {
 }
 
 // children are the states w's moves reach that are new, or break an
-// invariant; t counts the moves and the paths they took. (visited is only
-// read while workers run.)
+// invariant, with each move's variants that lose a reply; t counts the
+// moves and the paths they took. (visited is only read while workers run.)
 func (b *bfs) children(x *executor, w *world, t *tally) []child {
 	var out []child
-	for _, m := range b.c.moves(w) {
+	var step func(m move)
+	step = func(m move) {
 		t.steps++
 		n, o := b.c.apply(x, w, m)
 		v := b.c.judge(w, m, n, &o, true)
-		t.note(b.c.paths(m, &o))
+		t.note(b.c.paths(&o))
 		h := b.c.hash(n)
 		if _, seen := b.visited[h]; !seen || v != nil {
 			out = append(out, child{m: m, w: n, h: h, v: v})
 		}
+		for _, v := range b.c.variants(w, m, &o) {
+			step(v)
+		}
+	}
+	for _, m := range b.c.moves(w) {
+		step(m)
 	}
 	return out
 }

@@ -26,6 +26,7 @@ const (
 	mResume                   // act again
 	mDie                      // never act again
 	mTimeout                  // a waiter's context ends at its deadline (Config.Patience)
+	mResend                   // send again the command whose reply was lost
 )
 
 // The environment's moves.
@@ -42,16 +43,18 @@ var moveNames = map[moveKind]string{
 	mProbe: "probe", mTry: "try", mSettle: "settle", mAttempt: "attempt", mReceive: "receive",
 	mHear: "hears", mGiveUp: "give up", mRelease: "release", mServeOn: "serve on", mRefresh: "refresh",
 	mAnnounce: "announce", mRead: "read leader", mPause: "pause", mResume: "resume", mDie: "die",
-	mTimeout: "times out", mAdvance: "advance", mLose: "lose", mDuplicate: "duplicate", mForge: "forge",
+	mTimeout: "times out", mResend: "resends", mAdvance: "advance", mLose: "lose", mDuplicate: "duplicate", mForge: "forge",
 	mRestart: "restart", mStep: "step",
 }
 
 // move is one step: a participant's (who) or the environment's (who -1);
 // arg is a message's index in flight, the participant a forged message
-// goes to, or the index in Config.Steps of a step of the clock.
+// goes to, or the index in Config.Steps of a step of the clock; lose, when
+// not 0, which of the move's state-changing commands has its reply lost
+// (1 for the first), to be sent again by a resend.
 type move struct {
-	kind     moveKind
-	who, arg int8
+	kind           moveKind
+	who, arg, lose int8
 }
 
 func (m move) String() string {
@@ -67,13 +70,23 @@ func (m move) String() string {
 	case mStep:
 		s += fmt.Sprintf(" #%d", m.arg)
 	}
+	switch m.lose {
+	case 0:
+	case 1:
+		s += " (reply lost)"
+	default:
+		s += fmt.Sprintf(" (reply %d lost)", m.lose)
+	}
 	return s
 }
 
 // moves are the moves enabled in w. A participant that is not paused acts
-// at once when it must (a waiter about to attempt, or whose timer fired; a
-// lone try about to settle; a releaser serving the queue on; a Locker with
-// a grant message for a waiter that left): time passes only when none must.
+// at once when it must (a waiter about to attempt, or whose timer fired or
+// deadline passed; a lone try about to settle; a releaser serving the queue
+// on; a Locker with a grant message for a waiter that left; a lost reply's
+// sender a read timeout after it sent): time passes only when none must.
+// The moves that lose a reply are not here: variants makes them from a
+// move's outcome, which tells how many state-changing commands it sent.
 func (c *checker) moves(w *world) []move {
 	var ms []move
 	mustAct := false
@@ -93,6 +106,8 @@ func (c *checker) due(w *world, i int) bool {
 	switch {
 	case cl.paused || cl.phase == dead:
 		return false
+	case cl.pending != nil:
+		return w.local() >= cl.pending.at+readTimeout
 	case cl.serveUntil != 0 || cl.phase == ready || cl.phase == settling || cl.phase == sleeping && cl.timer <= w.local():
 		return true
 	case cl.waiting() && cl.timedOut(w.local()):
@@ -108,7 +123,8 @@ func (c *checker) due(w *world, i int) bool {
 
 // clientMoves appends participant i's moves to ms. A releaser serving the
 // queue on does nothing else until it is done (its Held.Release has not
-// returned).
+// returned), and one whose reply was lost nothing but send the command
+// again.
 func (c *checker) clientMoves(w *world, i int, ms []move) []move {
 	cl := &w.clients[i]
 	add := func(k moveKind) { ms = append(ms, move{kind: k, who: int8(i), arg: -1}) }
@@ -124,6 +140,10 @@ func (c *checker) clientMoves(w *world, i int, ms []move) []move {
 	}
 	if w.left.Pause > 0 {
 		add(mPause)
+	}
+	if cl.pending != nil {
+		add(mResend)
+		return ms
 	}
 	if cl.serveUntil != 0 {
 		add(mServeOn)
@@ -233,6 +253,8 @@ func (c *checker) nextDeadline(w *world) int64 {
 	for i := range w.clients {
 		switch cl := &w.clients[i]; {
 		case cl.paused:
+		case cl.pending != nil:
+			atLocal(cl.pending.at + readTimeout)
 		case cl.phase == sleeping:
 			atLocal(cl.timer)
 			if cl.giveUpAt != 0 {

@@ -88,6 +88,9 @@ func describe(w *world, origin int64) string {
 		if cl.waiting() && cl.queued {
 			s += fmt.Sprintf(" (queued %d.)", w.rank(i))
 		}
+		if cl.pending != nil {
+			s += " (its reply to " + cl.pending.op + " lost: it sends it again)"
+		}
 		if cl.paused {
 			s += " (paused)"
 		}

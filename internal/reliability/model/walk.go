@@ -59,10 +59,9 @@ func (wk *walker) walk(x *executor, depth, n int, rng *rand.Rand) {
 		if len(ms) == 0 {
 			break
 		}
-		m := ms[rng.IntN(len(ms))]
-		next, o := wk.c.apply(x, w, m)
+		m, next, o := wk.c.pick(x, w, ms, rng)
 		path = append(path, m)
-		t.note(wk.c.paths(m, &o))
+		t.note(wk.c.paths(&o))
 		if v := wk.c.judge(w, m, next, &o, true); v != nil {
 			wk.report(v, path, n)
 			return
@@ -77,6 +76,20 @@ func (wk *walker) walk(x *executor, depth, n int, rng *rand.Rand) {
 	for _, h := range hs {
 		wk.seen[h] = struct{}{}
 	}
+}
+
+// pick takes one of the moves ms enabled in w at random, or one of its
+// variants that lose a reply, and returns it and what it did.
+func (c *checker) pick(x *executor, w *world, ms []move, rng *rand.Rand) (move, *world, outcome) {
+	m := ms[rng.IntN(len(ms))]
+	n, o := c.apply(x, w, m)
+	if vs := c.variants(w, m, &o); len(vs) > 0 {
+		if k := rng.IntN(len(vs) + 1); k > 0 {
+			m = vs[k-1]
+			n, o = c.apply(x, w, m)
+		}
+	}
+	return m, n, o
 }
 
 func (wk *walker) report(v *Violation, path []move, n int) {

@@ -52,6 +52,10 @@ type client struct {
 	// whether its entry is queued as far as the protocol goes.
 	seq    int
 	queued bool
+	// pending is the command whose reply was lost, which the participant
+	// sends again next (resend.go); nil for none. It is in the middle of
+	// the move that sent it: the state above is as that command left it.
+	pending *resend
 }
 
 // waiting says whether the client is in a wait.
@@ -132,6 +136,7 @@ type world struct {
 	// (ms): they measure their deadlines and timers on clocks of their own
 	// (monotonic), which a step of the server's clock does not move.
 	skew int64
+	back bool // the server's clock has stepped back
 }
 
 // local is the participants' clock in w (ms): the server's, less the steps
@@ -179,8 +184,11 @@ func bit(v bool) byte {
 
 // rank is client i's place among the clients the checker saw queue (1 is
 // first), or 0.
-func (w *world) rank(i int) int {
-	s := w.clients[i].seq
+func (w *world) rank(i int) int { return w.rankOf(w.clients[i].seq) }
+
+// rankOf is the place of a client whose seq is s among the clients the
+// checker saw queue (1 is first), or 0.
+func (w *world) rankOf(s int) int {
 	if s == 0 {
 		return 0
 	}
