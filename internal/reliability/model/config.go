@@ -102,6 +102,11 @@ type Config struct {
 	Scan int
 	// Depth bounds the moves of a path Explore explores.
 	Depth int
+	// EachInvariant makes Explore go on past the first violation, to
+	// Depth, and report the first it finds of each invariant: a test that
+	// fails lists every invariant a change must mend, each with one of its
+	// shortest counterexamples.
+	EachInvariant bool
 	// Workers is how many goroutines explore, each with a miniredis of its
 	// own; 0: GOMAXPROCS.
 	Workers int
@@ -126,6 +131,10 @@ type Result struct {
 	// to it, replayed.
 	Violation *Violation
 	Trace     *Trace
+	// Counterexamples are the violations Explore found, each with its
+	// trace: the first, or with Config.EachInvariant the first of each
+	// invariant, in the order found (the shortest first).
+	Counterexamples []Counterexample
 	// Paths counts the steps that took each of the protocol's rarer paths
 	// (PathStopShort and the others), so that a test can tell that a check
 	// reaches them.
@@ -134,6 +143,17 @@ type Result struct {
 	Elapsed time.Duration
 	path    Schedule
 }
+
+// Counterexample is a violation and the path to it, replayed: one of the
+// shortest to a violation of its invariant.
+type Counterexample struct {
+	Violation *Violation
+	Trace     *Trace
+	path      Schedule
+}
+
+// Schedule returns the path to the violation, to replay it.
+func (ce Counterexample) Schedule() Schedule { return ce.path }
 
 // The protocol's rarer paths, as Result.Paths counts them.
 const (
@@ -162,6 +182,9 @@ func (r Result) String() string {
 	}
 	if r.Violation != nil {
 		s += "; violation: " + r.Violation.Error()
+	}
+	for _, ce := range r.Counterexamples[min(1, len(r.Counterexamples)):] {
+		s += "; violation: " + ce.Violation.Error()
 	}
 	return s
 }

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -9,13 +10,18 @@ import (
 // Explore explores every path of up to cfg.Depth moves from the start, in
 // breadth-first order with states deduplicated, and stops at the first
 // depth where a step breaks an invariant: the violation it returns is one
-// of the shortest.
+// of the shortest. With cfg.EachInvariant it goes on to the bound, and
+// returns the first violation of each invariant it finds, each one of the
+// shortest of its invariant (Result.Counterexamples).
 func Explore(cfg Config) (Result, error) {
 	return check(cfg, func(c *checker, xs []*executor) Result {
 		b := newBFS(c, xs)
 		r := b.run()
-		if r.Violation != nil {
-			r.path.moves = b.path(b.found.parent, b.found.m)
+		for _, f := range b.found {
+			r.Counterexamples = append(r.Counterexamples, Counterexample{Violation: f.v, path: Schedule{b.path(f.parent, f.m)}})
+		}
+		if len(r.Counterexamples) > 0 {
+			r.path = r.Counterexamples[0].path
 		}
 		return r
 	})
@@ -41,6 +47,9 @@ func check(cfg Config, explore func(*checker, []*executor) Result) (Result, erro
 	r.Elapsed = time.Since(start)
 	if r.Violation != nil {
 		r.Trace, err = c.trace(r.path.moves)
+	}
+	for i := 0; i < len(r.Counterexamples) && err == nil; i++ {
+		r.Counterexamples[i].Trace, err = c.trace(r.Counterexamples[i].path.moves)
 	}
 	return r, err
 }
@@ -100,9 +109,17 @@ type bfs struct {
 	visited map[[2]uint64]int32
 	links   []link
 	tally   tally
-	found   *link
-	v       *Violation
+	found   []found // the first violation, or with EachInvariant each invariant's
 }
+
+// found is a violation v, the step m from state parent broke.
+type found struct {
+	link
+	v *Violation
+}
+
+// done says whether the exploration has found what it looks for.
+func (b *bfs) done() bool { return len(b.found) > 0 && !b.c.cfg.EachInvariant }
 
 func newBFS(c *checker, xs []*executor) *bfs {
 	return &bfs{c: c, xs: xs, visited: make(map[[2]uint64]int32)}
@@ -112,10 +129,14 @@ func (b *bfs) run() Result {
 	w := b.c.initial()
 	frontier := []node{{w, b.add(b.c.hash(w), link{parent: -1})}}
 	depth := 0
-	for ; depth < b.c.cfg.Depth && len(frontier) > 0 && b.v == nil; depth++ {
+	for ; depth < b.c.cfg.Depth && len(frontier) > 0 && !b.done(); depth++ {
 		frontier = b.level(frontier)
 	}
-	return Result{States: len(b.links), Steps: b.tally.steps, Paths: b.tally.paths, Depth: depth, Violation: b.v}
+	r := Result{States: len(b.links), Steps: b.tally.steps, Paths: b.tally.paths, Depth: depth}
+	if len(b.found) > 0 {
+		r.Violation = b.found[0].v
+	}
+	return r
 }
 
 func (b *bfs) add(h [2]uint64, l link) int32 {
@@ -133,7 +154,7 @@ const batch = 2048
 // level expands the frontier and returns the next one.
 func (b *bfs) level(frontier []node) []node {
 	var next []node
-	for lo := 0; lo < len(frontier) && b.v == nil; lo += batch {
+	for lo := 0; lo < len(frontier) && !b.done(); lo += batch {
 		part := frontier[lo:min(lo+batch, len(frontier))]
 		kids := b.expand(part)
 		next = b.merge(part, kids, next)
@@ -186,13 +207,14 @@ func (b *bfs) children(x *executor, w *world, t *tally) []child {
 }
 
 // merge adds part's new children to next, in order, and notes the first
-// violation.
+// violation (with EachInvariant, of each invariant). A state that breaks
+// one is not explored further.
 func (b *bfs) merge(part []node, kids [][]child, next []node) []node {
 	for i, cs := range kids {
 		for _, k := range cs {
 			if k.v != nil {
-				if b.v == nil {
-					b.v, b.found = k.v, &link{parent: part[i].id, m: k.m}
+				if !b.done() && !slices.ContainsFunc(b.found, func(f found) bool { return f.v.Invariant == k.v.Invariant }) {
+					b.found = append(b.found, found{link{parent: part[i].id, m: k.m}, k.v})
 				}
 				continue
 			}
