@@ -40,6 +40,12 @@ type outcome struct {
 	// resumes; releaser, the owner id whose grant it may end (releaser).
 	move     move
 	releaser string
+	// The operator's: broke says its Break's command ran, broken what its
+	// reply said (nil: not read), target the live grant the Break found
+	// when first sent.
+	broke  bool
+	broken *bool
+	target grant
 	// What a lost reply needs (resend.go): the move's state-changing calls
 	// so far (sends), the one whose reply is lost (lose, 0 for none) and
 	// its command, name and reply, the replies read so far, and in a resend
@@ -78,7 +84,10 @@ func (c *checker) apply(x *executor, w *world, m move) (*world, outcome) {
 	} else {
 		text = c.begin(n, m)
 	}
-	o.releaser = c.releaser(w, o.move, text)
+	o.releaser, o.target = c.releaser(w, o.move, text), n.op.target
+	if m.who == operatorWho {
+		o.releaser = o.target.owner
+	}
 	if o.lose > 0 {
 		n.left.Resend--
 		c.cut(x, n, &o, text)
@@ -91,10 +100,13 @@ func (c *checker) apply(x *executor, w *world, m move) (*world, outcome) {
 }
 
 // begin does what move m does once, however often its commands are sent:
-// it spends a give-up's budget, and takes the message the move reads out
-// of flight; it returns that message's text.
+// it spends a give-up's or a Break's budget (and sets the Break under
+// way), and takes the message the move reads out of flight; it returns
+// that message's text.
 func (c *checker) begin(n *world, m move) string {
 	switch j := int(m.arg); m.kind {
+	case mBreak:
+		c.beginBreak(n)
 	case mGiveUp:
 		n.left.GiveUp--
 	case mReceive, mHear:
@@ -109,6 +121,10 @@ func (c *checker) begin(n *world, m move) string {
 func (c *checker) do(x *executor, n *world, o *outcome, text string) {
 	m := o.move
 	i := int(m.who)
+	if m.who == operatorWho {
+		c.operatorMove(x, n, o)
+		return
+	}
 	switch m.kind {
 	case mProbe:
 		c.probe(x, n, i, o)
@@ -606,13 +622,8 @@ func (c *checker) resign(x *executor, n *world, i int, o *outcome, value string)
 // takes its entry out (which may serve on again), and a leader resigns.
 func (c *checker) serveOn(x *executor, n *world, i int, o *outcome) {
 	cl := &n.clients[i]
-	if o.at < cl.serveUntil {
-		reply := c.send(x, n, o, c.p.releaseName()+" (serve on)", c.p.serveOn())
-		c.handedOn(o, reply)
-		if c.p.readServeOn(reply) {
-			o.short = true
-			return
-		}
+	if c.servedOn(x, n, o, cl.serveUntil) {
+		return
 	}
 	value, handed, gen := cl.resign, cl.handed, cl.e.gen
 	cl.serveUntil, cl.resign, cl.handed, cl.e = 0, "", false, entry{}
@@ -622,6 +633,20 @@ func (c *checker) serveOn(x *executor, n *world, i int, o *outcome) {
 	if value != "" {
 		c.resign(x, n, i, o, value)
 	}
+}
+
+// servedOn is a releaser's next call after a release that stopped short
+// at dead entries (Core.serveOn), while its time for it lasts (until, on
+// its clock): it reports whether the reply asks for another.
+func (c *checker) servedOn(x *executor, n *world, o *outcome, until int64) bool {
+	if o.at >= until {
+		return false
+	}
+	reply := c.send(x, n, o, c.p.releaseName()+" (serve on)", c.p.serveOn())
+	c.handedOn(o, reply)
+	more := c.p.readServeOn(reply)
+	o.short = o.short || more
+	return more
 }
 
 // refresh is a holder's refresh, a look at its grant: a holder told it

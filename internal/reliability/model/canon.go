@@ -123,7 +123,7 @@ func (w *world) encodeAs(p []int) []byte {
 		b = append(b, '>')
 		b = append(b, m...)
 	}
-	return w.tail(b)
+	return w.tail(b, rename)
 }
 
 // encodeAs is st's canonical form with names renamed: sorted sets and the
@@ -199,24 +199,30 @@ func (w *world) encodeClient(b []byte, c *client, rename func(string) string) []
 		b = append(b, '=')
 		b = append(b, rename(t.value)...)
 	}
-	if r := c.pending; r != nil {
-		b = append(b, '~', byte(r.move.kind), byte(r.move.lose), bit(r.held))
-		b = strconv.AppendInt(b, r.at, 10)
-		for _, reply := range r.replies {
-			b = append(b, ' ')
-			b = append(b, rename(show(reply))...)
-		}
-		b = append(b, ' ')
-		b = append(b, rename(r.text)...)
-		b = w.encodeClient(b, &r.pre, rename)
-	}
-	return b
+	return w.encodeResend(b, c.pending, rename)
 }
 
-// tail appends what is not a participant's to b.
-func (w *world) tail(b []byte) []byte {
+// encodeResend appends r, a command whose reply was lost, to b (nothing
+// for none), its names renamed: what its move needs to resume.
+func (w *world) encodeResend(b []byte, r *resend, rename func(string) string) []byte {
+	if r == nil {
+		return b
+	}
+	b = append(b, '~', byte(r.move.kind), byte(r.move.lose), bit(r.held))
+	b = strconv.AppendInt(b, r.at, 10)
+	for _, reply := range r.replies {
+		b = append(b, ' ')
+		b = append(b, rename(show(reply))...)
+	}
+	b = append(b, ' ')
+	b = append(b, rename(r.text)...)
+	return w.encodeClient(b, &r.pre, rename)
+}
+
+// tail appends what is not a participant's to b, its names renamed.
+func (w *world) tail(b []byte, rename func(string) string) []byte {
 	l := w.left
-	b = append(b, '!', byte(l.Die), byte(l.Pause), byte(l.Lose), byte(l.Dup), byte(l.Forge), byte(l.Restart), byte(l.GiveUp), byte(l.Step), byte(l.Resend))
+	b = append(b, '!', byte(l.Die), byte(l.Pause), byte(l.Lose), byte(l.Dup), byte(l.Forge), byte(l.Restart), byte(l.GiveUp), byte(l.Step), byte(l.Resend), byte(l.Break))
 	b = append(b, w.top...)
 	b = append(b, ' ')
 	b = strconv.AppendInt(b, w.freeSince, 10)
@@ -225,5 +231,8 @@ func (w *world) tail(b []byte) []byte {
 	b = append(b, ' ')
 	b = strconv.AppendInt(b, w.skew, 10)
 	b = append(b, bit(w.back), ' ')
+	b = append(b, rename(w.op.target.owner+":"+w.op.target.token)...)
+	b = strconv.AppendInt(b, w.op.serveUntil, 10)
+	b = w.encodeResend(b, w.op.pending, rename)
 	return append(b, w.term...)
 }

@@ -18,14 +18,17 @@ const (
 	Replies    = "replies parse"
 	// NoFalseLoss: a release whose first send ended the sender's lease
 	// reports that it did, though its reply was lost and the command sent
-	// again.
+	// again; so does a Break that broke a live lease.
 	NoFalseLoss = "a release that took effect says so"
+	// Breaks: a Break ends only the grant that was live when the operator
+	// first sent it.
+	Breaks = "a break ends the grant it was sent against"
 )
 
 // Violation is an invariant a step broke.
 type Violation struct {
 	// Invariant names it: OneGrant, Looks, FIFO, Entries, Tokens,
-	// LeaderRead, Replies or NoFalseLoss.
+	// LeaderRead, Replies, NoFalseLoss or Breaks.
 	Invariant string
 	// Detail says who broke it, and how.
 	Detail string
@@ -42,6 +45,9 @@ func (c *checker) judge(w *world, m move, n *world, o *outcome, timed bool) *Vio
 	m = o.move // a resend is judged as the move it resumes
 	if o.err != nil {
 		return &Violation{Replies, fmt.Sprintf("%s could not read the reply of %s: %v", who(m), o.op, o.err)}
+	}
+	if v := c.judgeBreak(o); v != nil {
+		return v
 	}
 	if v := c.judgeLook(m, o); v != nil {
 		return v
@@ -81,10 +87,56 @@ func (c *checker) queueLost(m move, n *world, o *outcome) {
 
 // who names the mover of m.
 func who(m move) string {
-	if m.who < 0 {
+	switch {
+	case m.who == operatorWho:
+		return "the operator"
+	case m.who < 0:
 		return "the environment"
 	}
 	return name(int(m.who))
+}
+
+// judgeBreak: a Break, first sent or sent again after its reply was lost,
+// ends only the grant that was live when the operator first sent it (its
+// target): a grant made after that, such as the one the first send handed
+// to the first waiter, is not the Break's to end, or two holders run at
+// once. And it reports whether it broke a live lease as its first send
+// found it: sent again, it must not say it broke none (NoFalseLoss).
+func (c *checker) judgeBreak(o *outcome) *Violation {
+	if !o.broke {
+		return nil
+	}
+	again := ""
+	if o.replay != nil {
+		again = ", sent again after its reply was lost,"
+	}
+	after := c.p.holders(o.after)
+	for _, g := range c.p.holders(o.before) {
+		if g == o.target || slices.Contains(after, g) {
+			continue
+		}
+		first := "when no live lease held the lock"
+		if o.target != (grant{}) {
+			first = "against " + o.target.String()
+		}
+		s := fmt.Sprintf("the operator's Break%s ended %s's grant, made after the Break was first sent (%s)", again, g, first)
+		if len(after) == 1 {
+			s += fmt.Sprintf(", and handed the lock to %s: %s and %s were both granted it", after[0], g.owner, after[0].owner)
+		}
+		return &Violation{Breaks, s}
+	}
+	if b := o.broken; b != nil {
+		live := o.target != grant{}
+		switch {
+		case live && !*b && o.replay != nil:
+			return &Violation{NoFalseLoss, fmt.Sprintf("the operator's Break%s said it broke no live lease: its first send broke %s's",
+				again, o.target)}
+		case live != *b:
+			return &Violation{Looks, fmt.Sprintf("the operator's Break%s said broken=%v, and a live lease held the lock when it was first sent: %v",
+				again, *b, live)}
+		}
+	}
+	return nil
 }
 
 // judgeLook: a holder's look at its grant (refresh, release) says it holds

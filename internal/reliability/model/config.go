@@ -60,6 +60,10 @@ type Faults struct {
 	// resign): the command ran, and the participant sends the same
 	// command again later, as go-redis does, and reads only that reply.
 	Resend int
+	// Break is how many times the operator breaks the lock (Core.Break,
+	// on an election with its leader key): not a semaphore, which has no
+	// Break.
+	Break int
 }
 
 // Config is one check: who contends for what, under which faults, how far.
@@ -211,6 +215,8 @@ func newChecker(cfg Config) (*checker, error) {
 		return nil, errors.New("model: Clients must be 1 to 4")
 	case cfg.Kind == Semaphore && cfg.Limit < 1:
 		return nil, errors.New("model: a semaphore needs a Limit")
+	case cfg.Kind == Semaphore && cfg.Faults.Break > 0:
+		return nil, errors.New("model: a semaphore has no Break")
 	case slices.Contains(cfg.Steps, 0) || cfg.Patience < 0:
 		return nil, errors.New("model: a step of the clock must move it, and Patience may not be negative")
 	}

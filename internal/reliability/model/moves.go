@@ -27,7 +27,11 @@ const (
 	mDie                      // never act again
 	mTimeout                  // a waiter's context ends at its deadline (Config.Patience)
 	mResend                   // send again the command whose reply was lost
+	mBreak                    // the operator breaks the lock (Core.Break)
 )
+
+// operatorWho is the operator's move's who (operator.go).
+const operatorWho int8 = -2
 
 // The environment's moves.
 const (
@@ -43,11 +47,12 @@ var moveNames = map[moveKind]string{
 	mProbe: "probe", mTry: "try", mSettle: "settle", mAttempt: "attempt", mReceive: "receive",
 	mHear: "hears", mGiveUp: "give up", mRelease: "release", mServeOn: "serve on", mRefresh: "refresh",
 	mAnnounce: "announce", mRead: "read leader", mPause: "pause", mResume: "resume", mDie: "die",
-	mTimeout: "times out", mResend: "resends", mAdvance: "advance", mLose: "lose", mDuplicate: "duplicate", mForge: "forge",
+	mTimeout: "times out", mResend: "resends", mBreak: "break", mAdvance: "advance", mLose: "lose", mDuplicate: "duplicate", mForge: "forge",
 	mRestart: "restart", mStep: "step",
 }
 
-// move is one step: a participant's (who) or the environment's (who -1);
+// move is one step: a participant's (who), the environment's (who -1) or
+// the operator's (operatorWho);
 // arg is a message's index in flight, the participant a forged message
 // goes to, or the index in Config.Steps of a step of the clock; lose, when
 // not 0, which of the move's state-changing commands has its reply lost
@@ -59,7 +64,10 @@ type move struct {
 
 func (m move) String() string {
 	s := moveNames[m.kind]
-	if m.who >= 0 {
+	switch {
+	case m.who == operatorWho:
+		s = "operator " + s
+	case m.who >= 0:
 		s = name(int(m.who)) + " " + s
 	}
 	switch m.kind {
@@ -94,6 +102,8 @@ func (c *checker) moves(w *world) []move {
 		ms = c.clientMoves(w, i, ms)
 		mustAct = mustAct || c.due(w, i)
 	}
+	ms, due := c.operatorMoves(w, ms)
+	mustAct = mustAct || due
 	if !mustAct && c.nextDeadline(w) > w.rs.clock {
 		ms = append(ms, move{kind: mAdvance, who: -1})
 	}
@@ -263,6 +273,9 @@ func (c *checker) nextDeadline(w *world) int64 {
 		case cl.phase == holding:
 			atLocal(cl.renew())
 		}
+	}
+	if p := w.op.pending; p != nil {
+		atLocal(p.at + readTimeout)
 	}
 	for _, t := range c.p.deadlines(w.rs) {
 		at(t)

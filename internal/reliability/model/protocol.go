@@ -371,6 +371,43 @@ func (p protocol) serveOn() []string { return p.eval(p.releaseSrc(), "", "0", ""
 // as the release's did; anything else (a table, an error) ends it.
 func (p protocol) readServeOn(reply any) bool { return reply == int64(3) || reply == int64(-2) }
 
+// wire is how a client-side step here that sends more than one command,
+// or whose commands the lead may change, talks to the server: send runs a
+// command that may change it (whose reply may be lost, and the command
+// sent again), query one that only reads.
+type wire interface {
+	send(op string, cmd []string) any
+	query(op string, cmd []string) any
+}
+
+// broke is what the operator's Break found: whether it broke a live lease,
+// whether its call stopped short at dead entries (the operator then serves
+// the queue on, as a release does), and the token of the grant it handed
+// the lock on with ("" for none, "-" for an efficiency grant).
+type broke struct {
+	broken, more bool
+	handed       string
+}
+
+// breakLock is the operator's Break, every client-side step of it, as
+// Core.Break does it (operate.go): one call of the release script that
+// ends whatever grant the lock holds (ARGV[2] '2'), with an election's
+// leader key as KEYS[4] (the correctness Locker's Break passes it, an
+// election's or not), read as releaseWith and serveOn read a release: a
+// live lease was broken unless the reply says gone or another owner's.
+// The moves know nothing else of Break: to change what it sends, change
+// this function.
+func (p protocol) breakLock(w wire) (broke, error) {
+	keys := []string{lockKey, queueKey, counterKey}
+	if p.fenced() {
+		keys = append(keys, leaderKey)
+	}
+	cmd := append(append([]string{"EVAL", p.src.Release, strconv.Itoa(len(keys))}, keys...), "", "2", "", "0")
+	reply := w.send("release.lua (break)", cmd)
+	broken, more, err := p.readRelease(reply)
+	return broke{broken: broken, more: more, handed: p.handedOn(reply)}, err
+}
+
 // refresh restarts a grant's ttl (held.refresh); an election's leader keeps
 // its leader key alive with it (KEYS[3], ops.refreshWith).
 func (p protocol) refresh(value string, leader bool) []string {
@@ -417,6 +454,13 @@ func (v lockValue) lapsed(clock int64) bool { return v.marked && v.expiry >= 0 &
 
 // grant is a live grant on the server: its owner id and, fenced, its token.
 type grant struct{ owner, token string }
+
+func (g grant) String() string {
+	if g.token == "" {
+		return g.owner
+	}
+	return g.owner + ":" + g.token
+}
 
 // lease is st's lock value and whether it holds a live lease; nil when the
 // lock holds no value (or another type).

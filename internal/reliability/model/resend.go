@@ -31,10 +31,11 @@ type resend struct {
 	cmd     []string
 	op      string
 	text    string // the message the move read (receive, hear), if any
-	// held says the sender's grant was on the server before the move's
-	// first send: what a release sent again must report.
+	// held says the sender's grant (for the operator, a live one) was on
+	// the server before the move's first send: what a release (a Break)
+	// sent again must report.
 	held bool
-	pre  client // the participant before the move
+	pre  client // the participant before the move (none for the operator)
 }
 
 // lostReply is the panic that cuts a move at the command whose reply is
@@ -97,9 +98,14 @@ func (c *checker) call(x *executor, n *world, o *outcome, op string, cmd []strin
 // resumes.
 func (c *checker) cut(x *executor, n *world, o *outcome, text string) {
 	i := int(o.move.who)
-	r := &resend{move: o.move, at: o.at, text: text, pre: n.clients[i]}
+	r := &resend{move: o.move, at: o.at, text: text}
 	r.move.lose = int8(o.lose)
-	r.held = c.p.heldAs(n.rs, r.pre.value)
+	if i == int(operatorWho) {
+		r.held = n.op.target != grant{}
+	} else {
+		r.pre = n.clients[i]
+		r.held = c.p.heldAs(n.rs, r.pre.value)
+	}
 	defer func() {
 		p := recover()
 		if _, ok := p.(lostReply); !ok {
@@ -110,6 +116,10 @@ func (c *checker) cut(x *executor, n *world, o *outcome, text string) {
 		}
 		r.replies, r.cmd, r.op = o.replies, o.lost, o.lostOp
 		o.handed = nil
+		if i == int(operatorWho) {
+			n.op.pending = r
+			return
+		}
 		n.clients[i].pending = r
 		c.seenLost(n, i, o)
 	}()
@@ -129,10 +139,18 @@ func (c *checker) seenLost(n *world, i int, o *outcome) {
 
 // resume takes the lost command off the mover of a resend (o.move), and
 // sets o to run the move it cut again: from the mover as it was before
-// that move, at the time it ran, with the replies it read. What the
-// checker saw of it meanwhile stays. It returns the message the move read.
+// that move (the operator's moves change its state only after their
+// command), at the time it ran, with the replies it read. What the checker
+// saw of it meanwhile stays. It returns the message the move read.
 func (c *checker) resume(n *world, o *outcome) string {
 	i := int(o.move.who)
+	if i == int(operatorWho) {
+		r := n.op.pending
+		n.op.pending = nil
+		o.replay, o.move, o.at = r, r.move, r.at
+		o.move.lose = 0
+		return ""
+	}
 	cl := &n.clients[i]
 	r := cl.pending
 	seq, queued := cl.seq, cl.queued

@@ -96,6 +96,19 @@ func describe(w *world, origin int64) string {
 		}
 		parts = append(parts, s)
 	}
+	if p := &w.op; p.busy() {
+		s := "the operator breaking the lock, first sent against " + p.target.String()
+		if p.target == (grant{}) {
+			s = "the operator breaking the lock, first sent when no lease held it"
+		}
+		if p.pending != nil {
+			s += " (its reply lost: it sends it again)"
+		}
+		if p.serveUntil != 0 {
+			s += " (serving the queue on)"
+		}
+		parts = append(parts, s)
+	}
 	for _, m := range w.flight {
 		parts = append(parts, fmt.Sprintf("in flight to %s: %q", name(m.to), m.text))
 	}

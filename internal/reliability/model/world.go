@@ -137,6 +137,8 @@ type world struct {
 	// (monotonic), which a step of the server's clock does not move.
 	skew int64
 	back bool // the server's clock has stepped back
+	// op is the operator who breaks the lock (operator.go).
+	op operator
 }
 
 // local is the participants' clock in w (ms): the server's, less the steps
