@@ -104,6 +104,11 @@ type Config struct {
 	// the checker's reaches. A small one makes calls stop short at dead
 	// entries, as a killed process's hundred waiters would.
 	Scan int
+	// From is where Explore and Walk begin: the state this schedule
+	// (ParseSchedule) reaches from the start, so that a check looks past a
+	// history it names; its moves come first in a trace, and count toward
+	// neither Depth nor a walk's depth. Empty: the start.
+	From Schedule
 	// Depth bounds the moves of a path Explore explores.
 	Depth int
 	// EachInvariant makes Explore go on past the first violation, to
@@ -207,6 +212,7 @@ type checker struct {
 	p     protocol
 	seeds [2]maphash.Seed
 	steps []int64 // Config.Steps, or defaultSteps
+	start *world  // the world after Config.From (prepare); nil: initial
 }
 
 func newChecker(cfg Config) (*checker, error) {
@@ -238,6 +244,29 @@ func newChecker(cfg Config) (*checker, error) {
 	}
 	return &checker{cfg: cfg, p: protocol{kind: cfg.Kind, limit: cfg.Limit, src: cfg.Scripts, patience: cfg.Patience},
 		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}, steps: steps}, nil
+}
+
+// prepare plays Config.From on x, to begin exploring where it leads; it
+// fails if a move of it breaks an invariant.
+func (c *checker) prepare(x *executor) error {
+	w := c.initial()
+	for k, m := range c.cfg.From.moves {
+		n, o := c.apply(x, w, m)
+		if v := c.judge(w, m, n, &o, true); v != nil {
+			return fmt.Errorf("model: move %d of Config.From, %v, breaks an invariant: %w", k+1, m, v)
+		}
+		w = n
+	}
+	c.start = w
+	return nil
+}
+
+// origin is the world a check begins from: after Config.From.
+func (c *checker) origin() *world {
+	if c.start != nil {
+		return c.start
+	}
+	return c.initial()
 }
 
 // initial is the world before any move.

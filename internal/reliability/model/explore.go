@@ -7,12 +7,12 @@ import (
 	"time"
 )
 
-// Explore explores every path of up to cfg.Depth moves from the start, in
-// breadth-first order with states deduplicated, and stops at the first
-// depth where a step breaks an invariant: the violation it returns is one
-// of the shortest. With cfg.EachInvariant it goes on to the bound, and
-// returns the first violation of each invariant it finds, each one of the
-// shortest of its invariant (Result.Counterexamples).
+// Explore explores every path of up to cfg.Depth moves from the start (or
+// cfg.From), in breadth-first order with states deduplicated, and stops at
+// the first depth where a step breaks an invariant: the violation it
+// returns is one of the shortest. With cfg.EachInvariant it goes on to the
+// bound, and returns the first violation of each invariant it finds, each
+// one of the shortest of its invariant (Result.Counterexamples).
 func Explore(cfg Config) (Result, error) {
 	return check(cfg, func(c *checker, xs []*executor) Result {
 		b := newBFS(c, xs)
@@ -40,6 +40,9 @@ func check(cfg Config, explore func(*checker, []*executor) Result) (Result, erro
 	}
 	defer closeAll(xs)
 	start := time.Now()
+	if err := c.prepare(xs[0]); err != nil {
+		return Result{}, err
+	}
 	r := explore(c, xs)
 	for _, x := range xs {
 		r.Runs += x.runs
@@ -126,7 +129,7 @@ func newBFS(c *checker, xs []*executor) *bfs {
 }
 
 func (b *bfs) run() Result {
-	w := b.c.initial()
+	w := b.c.origin()
 	frontier := []node{{w, b.add(b.c.hash(w), link{parent: -1})}}
 	depth := 0
 	for ; depth < b.c.cfg.Depth && len(frontier) > 0 && !b.done(); depth++ {
@@ -226,16 +229,15 @@ func (b *bfs) merge(part []node, kids [][]child, next []node) []node {
 	return next
 }
 
-// path is the moves from the start to state id, then m.
+// path is the moves from the start to state id, then m: Config.From's
+// first.
 func (b *bfs) path(id int32, m move) []move {
 	var p []move
 	for ; id > 0; id = b.links[id].parent {
 		p = append(p, b.links[id].m)
 	}
-	for i, j := 0, len(p)-1; i < j; i, j = i+1, j-1 {
-		p[i], p[j] = p[j], p[i]
-	}
-	return append(p, m)
+	slices.Reverse(p)
+	return append(append(slices.Clone(b.c.cfg.From.moves), p...), m)
 }
 
 // Schedule is a path of moves from the start: one Explore or Walk found, or
