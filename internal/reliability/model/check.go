@@ -277,7 +277,8 @@ func (c *checker) judgeOrder(w *world, m move, n *world, i int, fresh []grant, g
 	}
 	for k := range w.clients {
 		ck := &w.clients[k]
-		left := k == int(m.who) && (!n.clients[k].waiting() || !n.clients[k].queued)
+		nk := &n.clients[k]
+		left := k == int(m.who) && (!nk.waiting() || !nk.queued || nk.leaving())
 		if k == i || left || !c.candidate(w, ck) || mine != 0 && ck.seq > mine || served(w, k, fresh) {
 			continue
 		}
@@ -291,8 +292,7 @@ func (c *checker) judgeOrder(w *world, m move, n *world, i int, fresh []grant, g
 // has given up, even before it acts on it, and one whose give-up went to
 // the server has, even before it reads the reply.
 func (c *checker) candidate(w *world, cl *client) bool {
-	leaving := cl.pending != nil && (cl.pending.move.kind == mGiveUp || cl.pending.move.kind == mTimeout)
-	return cl.phase != dead && cl.waiting() && cl.queued && cl.seq != 0 && !cl.timedOut(w.local()) && !leaving
+	return cl.phase != dead && cl.waiting() && cl.queued && cl.seq != 0 && !cl.timedOut(w.local()) && !cl.leaving()
 }
 
 // served says whether participant k got one of the grants fresh.
@@ -390,8 +390,12 @@ func (c *checker) judgeLeftovers(w *world, m move, o *outcome) *Violation {
 		if cl.phase == dead || cl.paused || mine {
 			continue
 		}
-		return &Violation{Entries, fmt.Sprintf("the grant handed to %s, whose wait had ended, outlived a round trip: time passed with %s %s",
-			g.owner, w.owner(i), phaseNames[cl.phase])}
+		why := ""
+		if w.back {
+			why = " (the server's clock stepped back: a lease that had lapsed may be live again)"
+		}
+		return &Violation{Entries, fmt.Sprintf("the grant handed to %s, whose wait had ended, outlived a round trip: time passed with %s %s%s",
+			g.owner, w.owner(i), phaseNames[cl.phase], why)}
 	}
 	return nil
 }

@@ -65,6 +65,12 @@ func (c *client) waiting() bool { return c.phase == ready || c.phase == sleeping
 // context has ended, and its wait with it.
 func (c *client) timedOut(now int64) bool { return c.giveUpAt != 0 && now >= c.giveUpAt }
 
+// leaving says whether the client's give-up went to the server, its reply
+// lost: its wait has ended there, though not yet for it.
+func (c *client) leaving() bool {
+	return c.pending != nil && (c.pending.move.kind == mGiveUp || c.pending.move.kind == mTimeout)
+}
+
 // renew is when a holder's keeper would refresh next: a third of the ttl
 // after its lease began.
 func (c *client) renew() int64 { return c.deadline - (ttl - drift) + ttl/3 }
