@@ -1,6 +1,7 @@
 package model
 
 import (
+	"fmt"
 	"slices"
 	"strconv"
 )
@@ -31,46 +32,134 @@ type outcome struct {
 	// read of the election reported.
 	office string
 	read   *leaderRead
+	// at is when the move's commands were sent, and now when their last
+	// reply was read, on the mover's clock (ms): the same instant, but for
+	// a command sent again after its reply was lost.
+	at, now int64
+	// move is the move whose steps ran: the move, or the one a resend
+	// resumes; releaser, the owner id whose grant it may end (releaser).
+	move     move
+	releaser string
+	// The operator's: broke says its Break's command ran, broken what its
+	// reply said (nil: not read), target the live grant the Break found
+	// when first sent.
+	broke  bool
+	broken *bool
+	target grant
+	// What a lost reply needs (resend.go): the move's state-changing calls
+	// so far (sends), the one whose reply is lost (lose, 0 for none) and
+	// its command, name and reply, the replies read so far, and in a resend
+	// the replay of the move it resumes; replayed says the latest reply
+	// came from there.
+	sends, lose int
+	lost        []string
+	lostOp      string
+	lostReply   any
+	replies     []any
+	replay      *resend
+	replayed    bool
 }
 
 // leaderRead is the leader a read reported (its term, "" for none), and the
 // one the keys held as it ran.
 type leaderRead struct{ got, want string }
 
+// look is a holder's look at its grant stored as value: whether the reply
+// said it holds it, and whether the look was a release (else a refresh).
 type look struct {
-	value string
-	held  bool
+	value   string
+	held    bool
+	release bool
 }
 
 // apply returns the world after move m in w, and what it did. x runs the
-// server operations.
+// server operations. A move with a lost reply (m.lose) is cut there, and
+// a resend resumes the move it cut (resend.go).
 func (c *checker) apply(x *executor, w *world, m move) (*world, outcome) {
 	n := w.clone()
-	o := outcome{before: w.rs, after: w.rs}
-	i := int(m.who)
-	switch m.kind {
-	case mProbe:
-		c.probe(x, n, i, &o)
-	case mTry, mSettle:
-		c.try(x, n, i, m.kind == mSettle, &o)
-	case mAttempt:
-		c.attempt(x, n, i, &o)
-	case mReceive:
-		c.receive(x, n, i, int(m.arg), &o)
-	case mHear:
-		c.hear(x, n, i, int(m.arg), &o)
-	case mGiveUp:
-		n.left.GiveUp--
-		c.releaseOp(x, n, i, &o, "release.lua (give up)", c.p.release(n.owner(i), &n.clients[i].e))
-		n.clients[i] = c.ended(n.clients[i])
-	case mRelease, mServeOn, mRefresh, mAnnounce, mRead:
-		c.holderMove(x, n, i, m.kind, &o)
-	default:
-		c.otherMove(x, n, m, &o)
+	o := outcome{before: w.rs, after: w.rs, at: w.local(), now: w.local(), move: m, lose: int(m.lose)}
+	var text string
+	if m.kind == mResend {
+		text = c.resume(n, &o)
+	} else {
+		text = c.begin(n, m)
+	}
+	o.releaser, o.target = c.releaser(w, o.move, text), n.op.target
+	if m.who == operatorWho {
+		o.releaser = o.target.owner
+	}
+	if o.lose > 0 {
+		n.left.Resend--
+		c.cut(x, n, &o, text)
+	} else {
+		c.do(x, n, &o, text)
 	}
 	c.purge(n)
 	n.rs = x.settle(n.rs, c.p.now(n))
 	return n, o
+}
+
+// begin does what move m does once, however often its commands are sent:
+// it spends a give-up's or a Break's budget (and sets the Break under
+// way), and takes the message the move reads out of flight; it returns
+// that message's text.
+func (c *checker) begin(n *world, m move) string {
+	switch j := int(m.arg); m.kind {
+	case mBreak:
+		c.beginBreak(n)
+	case mGiveUp:
+		n.left.GiveUp--
+	case mReceive, mHear:
+		text := n.flight[j].text
+		n.flight = slices.Delete(n.flight, j, j+1)
+		return text
+	}
+	return ""
+}
+
+// do runs the steps of the move of o, which read the message text.
+func (c *checker) do(x *executor, n *world, o *outcome, text string) {
+	m := o.move
+	i := int(m.who)
+	if m.who == operatorWho {
+		c.operatorMove(x, n, o)
+		return
+	}
+	switch m.kind {
+	case mProbe:
+		c.probe(x, n, i, o)
+	case mTry, mSettle:
+		c.try(x, n, i, m.kind == mSettle, o)
+	case mAttempt:
+		c.attempt(x, n, i, o)
+	case mReceive:
+		c.receive(x, n, i, text, o)
+	case mHear:
+		c.hear(x, n, i, text, o)
+	case mGiveUp, mTimeout:
+		c.releaseOp(x, n, i, o, "release.lua (give up)", c.p.release(n.owner(i), &n.clients[i].e))
+		n.clients[i] = c.ended(n.clients[i])
+	case mRelease, mServeOn, mRefresh, mAnnounce, mRead:
+		c.holderMove(x, n, i, m.kind, o)
+	default:
+		c.otherMove(x, n, m, o)
+	}
+}
+
+// releaser is the owner id whose grant m, which read the message text,
+// may release: a holder's release, a waiter's give-up, a late grant's
+// release (a message's, or an acquire's reply's that came late after a
+// resend: the acquire's owner id is w's then), a candidate's that could not
+// take office, a Locker's release of a grant handed to a waiter that had
+// left.
+func (c *checker) releaser(w *world, m move, text string) string {
+	switch m.kind {
+	case mRelease, mGiveUp, mTimeout, mReceive, mAnnounce, mProbe, mTry, mSettle, mAttempt:
+		return w.owner(int(m.who))
+	case mHear:
+		return ticketID(text)
+	}
+	return ""
 }
 
 // otherMove applies the moves that change no participant's acquire.
@@ -106,17 +195,17 @@ func (c *checker) otherMove(x *executor, n *world, m move, o *outcome) {
 		n.left.Restart--
 		c.exec(x, n, o, "", restartOp(restartGap))
 		n.flight = nil
+	case mStep:
+		n.left.Step--
+		d := c.steps[j]
+		c.exec(x, n, o, fmt.Sprintf("the server's clock steps %+d ms", d), stepOp(d))
+		n.skew, n.back = n.skew+d, n.back || d < 0
 	}
 }
 
 // restartGap is how long a restart takes, ms: the clock floor keeps tokens
 // increasing across it because the clock moves on meanwhile.
 const restartGap = 1
-
-// run runs cmd on the server for a move of n, as op, and returns its reply.
-func (c *checker) run(x *executor, n *world, o *outcome, op string, cmd []string) any {
-	return c.exec(x, n, o, op, commandOp(cmd))
-}
 
 // exec runs op on the server for a move of n, takes the messages it
 // published into flight, and returns its reply. The outcome's before is the
@@ -141,9 +230,10 @@ func (c *checker) exec(x *executor, n *world, o *outcome, label string, op op) a
 	return r.reply
 }
 
-// paths are the rarer paths of the protocol that move m took, which did o
+// paths are the rarer paths of the protocol that the move that did o took
 // (Result.Paths).
-func (c *checker) paths(m move, o *outcome) []string {
+func (c *checker) paths(o *outcome) []string {
+	m := o.move
 	var ps []string
 	add := func(p string, took bool) {
 		if took {
@@ -167,9 +257,11 @@ func (o *outcome) fail(err error) {
 	}
 }
 
-// handedOn notes in o the grant a call's reply says it handed on.
+// handedOn notes in o the grant a call's reply says it handed on, unless
+// the reply came from a replay (resume): it was read before a later reply
+// was lost, and what it claims may be over.
 func (c *checker) handedOn(o *outcome, reply any) {
-	if t := c.p.handedOn(reply); t != "" {
+	if t := c.p.handedOn(reply); t != "" && !o.replayed {
 		o.handed = append(o.handed, t)
 	}
 }
@@ -238,12 +330,16 @@ func (c *checker) forget(n *world, i int) {
 func (c *checker) probe(x *executor, n *world, i int, o *outcome) {
 	cl := &n.clients[i]
 	cl.cycle++
+	if c.cfg.Patience > 0 {
+		cl.giveUpAt = o.at + c.cfg.Patience
+	}
 	owner := n.owner(i)
-	a, err := c.p.readTry(c.run(x, n, o, c.p.probeName(), c.p.probe(owner)), owner)
+	a, err := c.p.readTry(c.send(x, n, o, c.p.probeName(), c.p.probe(owner)), owner)
 	o.short = c.p.kind == Semaphore && a.settle
-	if c.got(n, i, a, err, o) {
+	if granted, _ := c.got(x, n, i, a, err, o); granted {
 		return
 	}
+	// Not granted, or granted late and released: it waits.
 	if !cl.subscribed {
 		cl.subscribed = true
 		c.exec(x, n, o, "", subscribeOp(channel(name(i)), true))
@@ -260,23 +356,23 @@ func (c *checker) try(x *executor, n *world, i int, settle bool, o *outcome) {
 	var err error
 	if settle {
 		owner := n.owner(i)
-		reply := c.run(x, n, o, c.p.settleName(), c.p.settle(owner))
+		reply := c.send(x, n, o, c.p.settleName(), c.p.settle(owner))
 		c.handedOn(o, reply)
 		a, err = c.p.readWait(reply, owner)
 		o.short = a.settle
 	} else {
 		n.clients[i].cycle++
 		owner := n.owner(i)
-		a, err = c.p.readTry(c.run(x, n, o, c.p.probeName(), c.p.try(owner)), owner)
+		a, err = c.p.readTry(c.send(x, n, o, c.p.probeName(), c.p.try(owner)), owner)
 		o.short = c.p.kind == Semaphore && a.settle // code 4; a lock's is a lapsed lease
 		if err == nil && !a.granted && c.p.kind == Efficiency {
 			cmds := c.p.holderRead()
-			get, pttl := c.run(x, n, o, "GET", cmds[0]), c.run(x, n, o, "PTTL", cmds[1])
+			get, pttl := c.query(x, n, o, "GET", cmds[0]), c.query(x, n, o, "PTTL", cmds[1])
 			a, err = c.p.readHolder(get, pttl, owner)
 		}
 	}
-	switch {
-	case c.got(n, i, a, err, o):
+	switch granted, _ := c.got(x, n, i, a, err, o); {
+	case granted:
 	case err == nil && a.settle:
 		n.clients[i].phase = settling
 	default:
@@ -290,27 +386,26 @@ func (c *checker) try(x *executor, n *world, i int, settle bool, o *outcome) {
 // attempts again at once.
 func (c *checker) attempt(x *executor, n *world, i int, o *outcome) {
 	owner := n.owner(i)
-	reply := c.run(x, n, o, c.p.waitName(), c.p.wait(owner, n.clients[i].e))
+	fresh := n.clients[i].e.place == ""
+	reply := c.send(x, n, o, c.p.waitName(), c.p.wait(owner, n.clients[i].e))
 	c.handedOn(o, reply)
 	a, err := c.p.readWait(reply, owner)
-	if c.got(n, i, a, err, o) {
+	granted, late := c.got(x, n, i, a, err, o)
+	cl := &n.clients[i]
+	switch {
+	case granted:
+		return
+	case late:
+		cl.phase = ready // released already: it attempts again at once
 		return
 	}
-	cl := &n.clients[i]
 	if a.place != "" {
 		if a.queued && cl.e.place != "" {
 			cl.e.gen++
 		}
-		cl.e.place, cl.e.server = a.place, a.server
+		cl.e.place, cl.e.server, cl.e.sent = a.place, a.server, o.at
 	}
-	// An attempt that stopped short queued its entry first, if it had a
-	// place.
-	if a.queued || a.kept || a.settle && a.place != "" {
-		cl.queued = true
-		if cl.seq == 0 {
-			cl.seq = n.nextSeq()
-		}
-	}
+	c.seen(n, i, a, fresh)
 	if a.settle {
 		cl.phase, o.short = ready, true
 		return
@@ -319,7 +414,28 @@ func (c *checker) attempt(x *executor, n *world, i int, o *outcome) {
 	if a.holderTTL >= 0 {
 		d = min(a.holderTTL, recheck)
 	}
-	cl.phase, cl.timer = sleeping, n.rs.clock+max(d, 1)
+	cl.phase, cl.timer = sleeping, o.now+max(d, 1)
+}
+
+// seen notes what the checker sees of participant i's attempt, which found
+// a: whether it queued its entry (or found it queued), and if it is the
+// first of its wait to, its place in the order the waiters queue. An
+// attempt that stopped short queued its entry first, if it had a place.
+// One sent without a place (fresh) by a waiter the checker saw queued no
+// more queues anew, behind those queued meanwhile: a waiter that never
+// read its place (its reply was lost, and then its grant came late) does
+// not keep it.
+func (c *checker) seen(n *world, i int, a attempt, fresh bool) {
+	if a.queued || a.kept || a.settle && a.place != "" {
+		cl := &n.clients[i]
+		if fresh && !cl.queued {
+			cl.seq = 0
+		}
+		cl.queued = true
+		if cl.seq == 0 {
+			cl.seq = n.nextSeq()
+		}
+	}
 }
 
 // receive is a sleeping waiter reading message j, the oldest for it in
@@ -334,9 +450,7 @@ func (c *checker) attempt(x *executor, n *world, i int, o *outcome) {
 // still in flight then go to its strays (hear), which release any grant
 // but the one it took. (The participants share one limit: no permit comes
 // under another.)
-func (c *checker) receive(x *executor, n *world, i, j int, o *outcome) {
-	text := n.flight[j].text
-	n.flight = slices.Delete(n.flight, j, j+1)
+func (c *checker) receive(x *executor, n *world, i int, text string, o *outcome) {
 	cl := &n.clients[i]
 	cl.phase = ready
 	g, ok := parseGrant(text)
@@ -344,8 +458,8 @@ func (c *checker) receive(x *executor, n *world, i, j int, o *outcome) {
 		return
 	}
 	value := g.value(n.owner(i))
-	switch start := g.at / 1000; {
-	case n.rs.clock >= start+ttl-drift:
+	switch start := g.start(cl.e, o.at); {
+	case o.at >= start+ttl-drift:
 		c.releaseOp(x, n, i, o, c.p.releaseName()+" (late grant)", c.p.release(value, nil))
 	default:
 		kept := append(slices.Clone(cl.took), took{cycle: cl.cycle, value: value})
@@ -363,9 +477,7 @@ func (c *checker) receive(x *executor, n *world, i, j int, o *outcome) {
 // its that left with a grant a message handed it (strays.heard): a grant
 // other than the one it took, or any once that lease is over, it releases
 // at once by its value.
-func (c *checker) hear(x *executor, n *world, i, j int, o *outcome) {
-	text := n.flight[j].text
-	n.flight = slices.Delete(n.flight, j, j+1)
+func (c *checker) hear(x *executor, n *world, i int, text string, o *outcome) {
 	cl := &n.clients[i]
 	g, ok := parseGrant(text)
 	_, cycle := clientIndex(g.id, len(n.clients))
@@ -373,24 +485,33 @@ func (c *checker) hear(x *executor, n *world, i, j int, o *outcome) {
 	if !ok || !known || c.cfg.deaf {
 		return
 	}
-	if v, pass := g.passOn(g.id, t, cl.over(t, n.rs.clock)); pass {
+	if v, pass := g.passOn(g.id, t, cl.over(t, o.at)); pass {
 		o.passed = c.releaseOp(x, n, i, o, c.p.releaseName()+" (heard)", c.p.release(v, nil))
 	}
 }
 
 // got reads what participant i's acquire found (a, or the error err), and
-// reports whether it was granted: then the participant holds it.
-func (c *checker) got(n *world, i int, a attempt, err error, o *outcome) bool {
-	if err != nil {
+// reports whether it was granted: then the participant holds it. A grant
+// whose reply came after its lease's deadline, measured from the send
+// (a command sent again after its reply was lost), is late: it is released
+// at once (acquire.lease), and the acquire goes on as if not granted.
+func (c *checker) got(x *executor, n *world, i int, a attempt, err error, o *outcome) (granted, late bool) {
+	switch {
+	case err != nil:
 		o.fail(err)
-		return false
-	}
-	if !a.granted {
-		return false
+		return false, false
+	case !a.granted:
+		return false, false
+	case o.now >= o.at+ttl-drift:
+		c.releaseOp(x, n, i, o, c.p.releaseName()+" (late grant)", c.p.release(a.value, nil))
+		// Its turn came, and ended with the grant it could not use: to the
+		// checker it is queued no more, as after a grant message read late.
+		n.clients[i].queued = false
+		return false, true
 	}
 	o.self = a.value
-	n.clients[i] = c.granted(n.clients[i], a.value, n.rs.clock)
-	return true
+	n.clients[i] = c.granted(n.clients[i], a.value, o.at)
+	return true, false
 }
 
 // granted is cl, holding value from start (ms) on.
@@ -410,14 +531,14 @@ func (c *checker) ended(cl client) client {
 // short at dead entries leaves the participant serving the queue on
 // (Core.serveOn).
 func (c *checker) releaseOp(x *executor, n *world, i int, o *outcome, op string, cmd []string) bool {
-	reply := c.run(x, n, o, op, cmd)
+	reply := c.send(x, n, o, op, cmd)
 	c.handedOn(o, reply)
 	held, more, err := c.p.readRelease(reply)
 	if err != nil {
 		o.fail(err)
 	}
 	if more {
-		n.clients[i].serveUntil = n.rs.clock + serveOnFor
+		n.clients[i].serveUntil = o.now + serveOnFor
 		o.short = true
 	}
 	return held
@@ -436,7 +557,7 @@ func (c *checker) holderMove(x *executor, n *world, i int, k moveKind, o *outcom
 	case mAnnounce:
 		c.announce(x, n, i, o)
 	case mRead:
-		got, err := c.p.parseLeader(c.run(x, n, o, "election_leader.lua", c.p.readLeader()))
+		got, err := c.p.parseLeader(c.query(x, n, o, "election_leader.lua", c.p.readLeader()))
 		o.err, o.read = err, &leaderRead{got: got, want: c.p.leader(o.before)}
 	}
 }
@@ -445,7 +566,7 @@ func (c *checker) holderMove(x *executor, n *world, i int, k moveKind, o *outcom
 // after it (election.lead), once it has served the queue on.
 func (c *checker) release(x *executor, n *world, i int, o *outcome) {
 	value := n.clients[i].value
-	o.look = &look{value, c.releaseHeld(x, n, i, o)}
+	o.look = &look{value: value, held: c.releaseHeld(x, n, i, o), release: true}
 	if c.cfg.Kind == Election {
 		c.resign(x, n, i, o, value)
 	}
@@ -492,7 +613,7 @@ func (c *checker) resign(x *executor, n *world, i int, o *outcome, value string)
 		n.clients[i].resign = value
 		return
 	}
-	c.run(x, n, o, "election_resign.lua", c.p.resign(value))
+	c.send(x, n, o, "election_resign.lua", c.p.resign(value))
 }
 
 // serveOn is a releaser's next call after a release that stopped short at
@@ -501,13 +622,8 @@ func (c *checker) resign(x *executor, n *world, i int, o *outcome, value string)
 // takes its entry out (which may serve on again), and a leader resigns.
 func (c *checker) serveOn(x *executor, n *world, i int, o *outcome) {
 	cl := &n.clients[i]
-	if n.rs.clock < cl.serveUntil {
-		reply := c.run(x, n, o, c.p.releaseName()+" (serve on)", c.p.serveOn())
-		c.handedOn(o, reply)
-		if c.p.readServeOn(reply) {
-			o.short = true
-			return
-		}
+	if c.servedOn(x, n, o, cl.serveUntil) {
+		return
 	}
 	value, handed, gen := cl.resign, cl.handed, cl.e.gen
 	cl.serveUntil, cl.resign, cl.handed, cl.e = 0, "", false, entry{}
@@ -519,6 +635,20 @@ func (c *checker) serveOn(x *executor, n *world, i int, o *outcome) {
 	}
 }
 
+// servedOn is a releaser's next call after a release that stopped short
+// at dead entries (Core.serveOn), while its time for it lasts (until, on
+// its clock): it reports whether the reply asks for another.
+func (c *checker) servedOn(x *executor, n *world, o *outcome, until int64) bool {
+	if o.at >= until {
+		return false
+	}
+	reply := c.send(x, n, o, c.p.releaseName()+" (serve on)", c.p.serveOn())
+	c.handedOn(o, reply)
+	more := c.p.readServeOn(reply)
+	o.short = o.short || more
+	return more
+}
+
 // refresh is a holder's refresh, a look at its grant: a holder told it
 // holds it no more stops holding (a leader resigns). A leader's refresh
 // keeps its leader key alive, and one that finds the key without its grant
@@ -526,8 +656,8 @@ func (c *checker) serveOn(x *executor, n *world, i int, o *outcome) {
 func (c *checker) refresh(x *executor, n *world, i int, o *outcome) {
 	cl := &n.clients[i]
 	value, leader := cl.value, cl.office
-	held, restore, err := c.p.readRefresh(c.run(x, n, o, c.p.refreshName(), c.p.refresh(value, leader)), leader)
-	o.look, o.err = &look{value, held}, err
+	held, restore, err := c.p.readRefresh(c.send(x, n, o, c.p.refreshName(), c.p.refresh(value, leader)), leader)
+	o.look, o.err = &look{value: value, held: held}, err
 	switch {
 	case !held:
 		n.clients[i] = c.ended(*cl)
@@ -536,9 +666,9 @@ func (c *checker) refresh(x *executor, n *world, i int, o *outcome) {
 		}
 		return
 	case restore:
-		c.run(x, n, o, "election_announce.lua (restore)", c.p.announce(value))
+		c.send(x, n, o, "election_announce.lua (restore)", c.p.announce(value))
 	}
-	cl.deadline = n.rs.clock + ttl - drift
+	cl.deadline = o.at + ttl - drift
 }
 
 // announce is a candidate holding the election's lock taking office; one
@@ -546,7 +676,7 @@ func (c *checker) refresh(x *executor, n *world, i int, o *outcome) {
 // (election.announce).
 func (c *checker) announce(x *executor, n *world, i int, o *outcome) {
 	cl := &n.clients[i]
-	took, err := c.p.readAnnounce(c.run(x, n, o, "election_announce.lua", c.p.announce(cl.value)))
+	took, err := c.p.readAnnounce(c.send(x, n, o, "election_announce.lua", c.p.announce(cl.value)))
 	o.err = err
 	if took {
 		cl.office, o.office = true, cl.value

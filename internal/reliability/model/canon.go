@@ -123,7 +123,7 @@ func (w *world) encodeAs(p []int) []byte {
 		b = append(b, '>')
 		b = append(b, m...)
 	}
-	return w.tail(b)
+	return w.tail(b, rename)
 }
 
 // encodeAs is st's canonical form with names renamed: sorted sets and the
@@ -176,9 +176,15 @@ func compareNumbers(a, b string) int {
 
 // clientBytes appends participant i's state to b, its names renamed.
 func (w *world) clientBytes(b []byte, i int, rename func(string) string) []byte {
-	c := &w.clients[i]
-	b = append(b, '|', byte(c.phase), bit(c.paused), bit(c.subscribed), bit(c.queued), bit(c.office), bit(c.handed), byte(w.rank(i)))
-	for _, v := range []int64{int64(c.cycle), int64(c.e.gen), c.e.server, c.timer, c.deadline, c.serveUntil} {
+	return w.encodeClient(b, &w.clients[i], rename)
+}
+
+// encodeClient appends c, a participant of w, to b, its names renamed:
+// its place among those the checker saw queue, not its seq; and the
+// command whose reply it lost, with what it needs to send it again.
+func (w *world) encodeClient(b []byte, c *client, rename func(string) string) []byte {
+	b = append(b, '|', byte(c.phase), bit(c.paused), bit(c.subscribed), bit(c.queued), bit(c.office), bit(c.handed), byte(w.rankOf(c.seq)))
+	for _, v := range []int64{int64(c.cycle), int64(c.e.gen), c.e.server, c.e.sent, c.timer, c.deadline, c.serveUntil, c.giveUpAt} {
 		b = strconv.AppendInt(b, v, 10)
 		b = append(b, ' ')
 	}
@@ -193,18 +199,40 @@ func (w *world) clientBytes(b []byte, i int, rename func(string) string) []byte 
 		b = append(b, '=')
 		b = append(b, rename(t.value)...)
 	}
-	return b
+	return w.encodeResend(b, c.pending, rename)
 }
 
-// tail appends what is not a participant's to b.
-func (w *world) tail(b []byte) []byte {
+// encodeResend appends r, a command whose reply was lost, to b (nothing
+// for none), its names renamed: what its move needs to resume.
+func (w *world) encodeResend(b []byte, r *resend, rename func(string) string) []byte {
+	if r == nil {
+		return b
+	}
+	b = append(b, '~', byte(r.move.kind), byte(r.move.lose), bit(r.held))
+	b = strconv.AppendInt(b, r.at, 10)
+	for _, reply := range r.replies {
+		b = append(b, ' ')
+		b = append(b, rename(show(reply))...)
+	}
+	b = append(b, ' ')
+	b = append(b, rename(r.text)...)
+	return w.encodeClient(b, &r.pre, rename)
+}
+
+// tail appends what is not a participant's to b, its names renamed.
+func (w *world) tail(b []byte, rename func(string) string) []byte {
 	l := w.left
-	b = append(b, '!', byte(l.Die), byte(l.Pause), byte(l.Lose), byte(l.Dup), byte(l.Forge), byte(l.Restart), byte(l.GiveUp))
+	b = append(b, '!', byte(l.Die), byte(l.Pause), byte(l.Lose), byte(l.Dup), byte(l.Forge), byte(l.Restart), byte(l.GiveUp), byte(l.Step), byte(l.Resend), byte(l.Break))
 	b = append(b, w.top...)
 	b = append(b, ' ')
 	b = strconv.AppendInt(b, w.freeSince, 10)
 	b = append(b, ' ')
 	b = strconv.AppendInt(b, w.lonely, 10)
 	b = append(b, ' ')
+	b = strconv.AppendInt(b, w.skew, 10)
+	b = append(b, bit(w.back), ' ')
+	b = append(b, rename(w.op.target.owner+":"+w.op.target.token)...)
+	b = strconv.AppendInt(b, w.op.serveUntil, 10)
+	b = w.encodeResend(b, w.op.pending, rename)
 	return append(b, w.term...)
 }

@@ -16,12 +16,19 @@ const (
 	Tokens     = "tokens increase"
 	LeaderRead = "leader read"
 	Replies    = "replies parse"
+	// NoFalseLoss: a release whose first send ended the sender's lease
+	// reports that it did, though its reply was lost and the command sent
+	// again; so does a Break that broke a live lease.
+	NoFalseLoss = "a release that took effect says so"
+	// Breaks: a Break ends only the grant that was live when the operator
+	// first sent it.
+	Breaks = "a break ends the grant it was sent against"
 )
 
 // Violation is an invariant a step broke.
 type Violation struct {
 	// Invariant names it: OneGrant, Looks, FIFO, Entries, Tokens,
-	// LeaderRead or Replies.
+	// LeaderRead, Replies, NoFalseLoss or Breaks.
 	Invariant string
 	// Detail says who broke it, and how.
 	Detail string
@@ -35,8 +42,12 @@ func (v *Violation) Error() string { return v.Invariant + ": " + v.Detail }
 // ends within its bound) are left out when timed is false: on a real server
 // the checker's own delays count.
 func (c *checker) judge(w *world, m move, n *world, o *outcome, timed bool) *Violation {
+	m = o.move // a resend is judged as the move it resumes
 	if o.err != nil {
 		return &Violation{Replies, fmt.Sprintf("%s could not read the reply of %s: %v", who(m), o.op, o.err)}
+	}
+	if v := c.judgeBreak(o); v != nil {
+		return v
 	}
 	if v := c.judgeLook(m, o); v != nil {
 		return v
@@ -62,10 +73,12 @@ func (c *checker) judge(w *world, m move, n *world, o *outcome, timed bool) *Vio
 
 // queueLost notes in n that no entry is queued when the step lost the
 // queue: a restart without persistence, or the queue's expiry (its waiters
-// paused past it). Both lose the order, as documented.
+// paused past it, or the server's clock stepped past it). Each loses the
+// order, as documented.
 func (c *checker) queueLost(m move, n *world, o *outcome) {
 	q := c.p.queue()
-	if m.kind == mRestart || m.kind == mAdvance && o.before.key(q) != nil && o.after.key(q) == nil {
+	expired := (m.kind == mAdvance || m.kind == mStep) && o.before.key(q) != nil && o.after.key(q) == nil
+	if m.kind == mRestart || expired {
 		for i := range n.clients {
 			n.clients[i].queued = false
 		}
@@ -74,21 +87,81 @@ func (c *checker) queueLost(m move, n *world, o *outcome) {
 
 // who names the mover of m.
 func who(m move) string {
-	if m.who < 0 {
+	switch {
+	case m.who == operatorWho:
+		return "the operator"
+	case m.who < 0:
 		return "the environment"
 	}
 	return name(int(m.who))
 }
 
+// judgeBreak: a Break, first sent or sent again after its reply was lost,
+// ends only the grant that was live when the operator first sent it (its
+// target): a grant made after that, such as the one the first send handed
+// to the first waiter, is not the Break's to end, or two holders run at
+// once. And it reports whether it broke a live lease as its first send
+// found it: sent again, it must not say it broke none (NoFalseLoss).
+func (c *checker) judgeBreak(o *outcome) *Violation {
+	if !o.broke {
+		return nil
+	}
+	again := ""
+	if o.replay != nil {
+		again = ", sent again after its reply was lost,"
+	}
+	after := c.p.holders(o.after)
+	for _, g := range c.p.holders(o.before) {
+		if g == o.target || slices.Contains(after, g) {
+			continue
+		}
+		first := "when no live lease held the lock"
+		if o.target != (grant{}) {
+			first = "against " + o.target.String()
+		}
+		s := fmt.Sprintf("the operator's Break%s ended %s's grant, made after the Break was first sent (%s)", again, g, first)
+		if len(after) == 1 {
+			s += fmt.Sprintf(", and handed the lock to %s: %s and %s were both granted it", after[0], g.owner, after[0].owner)
+		}
+		return &Violation{Breaks, s}
+	}
+	if b := o.broken; b != nil {
+		live := o.target != grant{}
+		switch {
+		case live && !*b && o.replay != nil:
+			return &Violation{NoFalseLoss, fmt.Sprintf("the operator's Break%s said it broke no live lease: its first send broke %s's",
+				again, o.target)}
+		case live != *b:
+			return &Violation{Looks, fmt.Sprintf("the operator's Break%s said broken=%v, and a live lease held the lock when it was first sent: %v",
+				again, *b, live)}
+		}
+	}
+	return nil
+}
+
 // judgeLook: a holder's look at its grant (refresh, release) says it holds
 // it exactly when the server held it just before; a grant a participant is
 // told its own command made is on the server just after, and so is a grant
-// a reply says its call handed on.
+// a reply says its call handed on. A look whose reply came before a lost
+// one (a later command's), and a release sent again after its reply was
+// lost, tell what the server held before the move's first send: a release
+// that took effect says so (NoFalseLoss), though the second send finds the
+// lease gone or handed on. (A refresh sent again tells what it finds: the
+// lease as it is now.)
 func (c *checker) judgeLook(m move, o *outcome) *Violation {
 	if l := o.look; l != nil {
-		if held := c.p.heldAs(o.before, l.value); held != l.held {
-			return &Violation{Looks, fmt.Sprintf("%s's %s said held=%v of %s, and the server held it: %v",
-				who(m), o.op, l.held, l.value, held)}
+		held, when := c.p.heldAs(o.before, l.value), "just before"
+		r := o.replay
+		if r != nil && (l.release || r.move.lose > 1) {
+			held, when = r.held, "before its first send"
+		}
+		switch {
+		case r != nil && r.move.lose == 1 && l.release && held && !l.held:
+			return &Violation{NoFalseLoss, fmt.Sprintf("%s's release of %s, sent again after its reply was lost, said it was not held: "+
+				"its first send released it", who(m), l.value)}
+		case held != l.held:
+			return &Violation{Looks, fmt.Sprintf("%s's %s said held=%v of %s, and the server held it %s: %v",
+				who(m), o.op, l.held, l.value, when, held)}
 		}
 	}
 	if o.self != "" && !c.p.heldAs(o.after, o.self) {
@@ -103,10 +176,15 @@ func (c *checker) judgeLook(m move, o *outcome) *Violation {
 	return nil
 }
 
-// judgeGrants checks every grant the step made.
+// judgeGrants checks every grant the step made. A step of the clock makes
+// none: a lapsed lease that a step back brings to life again was granted
+// before, and judged then.
 func (c *checker) judgeGrants(w *world, m move, n *world, o *outcome) *Violation {
+	if m.kind == mStep {
+		return nil
+	}
 	before, after := c.p.holders(o.before), c.p.holders(o.after)
-	if v := c.judgeOneGrant(w, m, before, after); v != nil {
+	if v := c.judgeOneGrant(o.releaser, before, after); v != nil {
 		return v
 	}
 	var fresh []grant
@@ -124,32 +202,19 @@ func (c *checker) judgeGrants(w *world, m move, n *world, o *outcome) *Violation
 }
 
 // judgeOneGrant: a lock holds one grant, and passes from one to another
-// only by the first's release; a semaphore holds at most its limit.
-func (c *checker) judgeOneGrant(w *world, m move, before, after []grant) *Violation {
+// only by the first's release (the step's releaser); a semaphore holds at
+// most its limit.
+func (c *checker) judgeOneGrant(releaser string, before, after []grant) *Violation {
 	if c.p.kind == Semaphore {
 		if len(after) > c.p.limit {
 			return &Violation{OneGrant, fmt.Sprintf("%d live permits of a semaphore of %d: %v", len(after), c.p.limit, after)}
 		}
 		return nil
 	}
-	if len(before) == 1 && len(after) == 1 && before[0] != after[0] && before[0].owner != c.releaser(w, m) {
+	if len(before) == 1 && len(after) == 1 && before[0] != after[0] && before[0].owner != releaser {
 		return &Violation{OneGrant, fmt.Sprintf("%s took %s's live grant", after[0].owner, before[0].owner)}
 	}
 	return nil
-}
-
-// releaser is the owner id whose grant m releases, if it releases one: a
-// holder's release, a waiter's give-up, a late grant's release, a
-// candidate's that could not take office, a Locker's release of a grant
-// handed to a waiter that had left.
-func (c *checker) releaser(w *world, m move) string {
-	switch m.kind {
-	case mRelease, mGiveUp, mReceive, mAnnounce:
-		return w.owner(int(m.who))
-	case mHear:
-		return ticketID(w.flight[m.arg].text)
-	}
-	return ""
 }
 
 // judgeGrant checks one grant g the step made (fresh are all it made): it
@@ -180,11 +245,19 @@ func (c *checker) judgeGrant(w *world, m move, n *world, g grant, fresh []grant)
 	if !c.p.fenced() {
 		return nil
 	}
-	if !above(g.token, w.top) {
+	if !above(g.token, w.top) && !c.unfloored(w) {
 		return &Violation{Tokens, fmt.Sprintf("token %s granted to %s after token %s", g.token, g.owner, w.top)}
 	}
 	n.top = g.token
 	return nil
+}
+
+// unfloored says w's path lost the fence counter (a restart) and stepped
+// the server's clock back: the clock floor then draws tokens below those
+// granted before, as documented (a clock that goes back further than the
+// outage lasted), so tokens and terms are not held to increase.
+func (c *checker) unfloored(w *world) bool {
+	return w.back && w.left.Restart < c.cfg.Faults.Restart
 }
 
 // acquires are the moves by which a participant's own command may grant it
@@ -193,8 +266,9 @@ var acquires = map[moveKind]bool{mProbe: true, mTry: true, mSettle: true, mAttem
 
 // judgeOrder: a grant g to participant i (fresh are all the step made)
 // leaves no live waiter queued before it unserved (but the mover, if its
-// move ended its wait: a waiter that gives up serves those behind it). A
-// waiter keeps its place for its whole wait: one handed a grant it could
+// move ended its wait, or its turn: a waiter that gives up serves those
+// behind it, and so does one that releases a grant whose reply came late).
+// A waiter keeps its place for its whole wait: one handed a grant it could
 // not use (its message came late) queues again there.
 func (c *checker) judgeOrder(w *world, m move, n *world, i int, fresh []grant, g grant) *Violation {
 	mine := 0
@@ -203,8 +277,9 @@ func (c *checker) judgeOrder(w *world, m move, n *world, i int, fresh []grant, g
 	}
 	for k := range w.clients {
 		ck := &w.clients[k]
-		left := k == int(m.who) && !n.clients[k].waiting()
-		if k == i || left || !c.candidate(ck) || mine != 0 && ck.seq > mine || served(w, k, fresh) {
+		nk := &n.clients[k]
+		left := k == int(m.who) && (!nk.waiting() || !nk.queued || nk.leaving())
+		if k == i || left || !c.candidate(w, ck) || mine != 0 && ck.seq > mine || served(w, k, fresh) {
 			continue
 		}
 		return &Violation{FIFO, fmt.Sprintf("%s granted to %s while %s, queued before it, waits", c.p.kind, g.owner, w.owner(k))}
@@ -212,9 +287,12 @@ func (c *checker) judgeOrder(w *world, m move, n *world, i int, fresh []grant, g
 	return nil
 }
 
-// candidate says whether cl is a live waiter queued, as the checker sees it.
-func (c *checker) candidate(cl *client) bool {
-	return cl.phase != dead && cl.waiting() && cl.queued && cl.seq != 0
+// candidate says whether cl, a participant in w, is a live waiter queued,
+// as the checker sees it: one whose deadline has passed by its own clock
+// has given up, even before it acts on it, and one whose give-up went to
+// the server has, even before it reads the reply.
+func (c *checker) candidate(w *world, cl *client) bool {
+	return cl.phase != dead && cl.waiting() && cl.queued && cl.seq != 0 && !cl.timedOut(w.local()) && !cl.leaving()
 }
 
 // served says whether participant k got one of the grants fresh.
@@ -242,7 +320,7 @@ func above(a, b string) bool {
 func (c *checker) judgeElection(n *world, o *outcome) *Violation {
 	if o.office != "" {
 		term := c.p.parseValue(o.office).token
-		if n.term != "" && !above(term, n.term) {
+		if n.term != "" && !above(term, n.term) && !c.unfloored(n) {
 			return &Violation{Tokens, fmt.Sprintf("term %s took office after term %s", term, n.term)}
 		}
 		n.term = term
@@ -254,29 +332,34 @@ func (c *checker) judgeElection(n *world, o *outcome) *Violation {
 }
 
 // judgeWaitingTime: the resource does not stay free for more than a recheck
-// interval while a live waiter that can act is queued.
+// interval while a live waiter that can act is queued (by the waiters'
+// clock: they sleep on their own timers). One that waits to send a command
+// again after its reply was lost cannot act, as a paused one cannot: up to
+// a read timeout passes first.
 func (c *checker) judgeWaitingTime(n *world) *Violation {
 	waiting := false
 	for i := range n.clients {
-		waiting = waiting || c.candidate(&n.clients[i]) && !n.clients[i].paused
+		cl := &n.clients[i]
+		waiting = waiting || c.candidate(n, cl) && !cl.paused && cl.pending == nil
 	}
 	switch {
 	case !waiting || !c.p.free(n.rs):
 		n.freeSince = -1
 	case n.freeSince < 0:
-		n.freeSince = n.rs.clock
-	case n.rs.clock-n.freeSince > recheck:
-		return &Violation{FIFO, fmt.Sprintf("%s free for %d ms with a live waiter queued", c.p.kind, n.rs.clock-n.freeSince)}
+		n.freeSince = n.local()
+	case n.local()-n.freeSince > recheck:
+		return &Violation{FIFO, fmt.Sprintf("%s free for %d ms with a live waiter queued", c.p.kind, n.local()-n.freeSince)}
 	}
 	return nil
 }
 
 // judgeQueueLife: a queue with no live waiter queued is gone within its
-// holder's ttl and the queue's slack.
+// holder's ttl and the queue's slack, by the server's clock (a key expires
+// at a time on it: a step of the clock moves its expiry with it).
 func (c *checker) judgeQueueLife(n *world) *Violation {
 	live := false
 	for i := range n.clients {
-		live = live || c.candidate(&n.clients[i])
+		live = live || c.candidate(n, &n.clients[i])
 	}
 	switch {
 	case live || n.rs.key(c.p.queue()) == nil:
@@ -303,12 +386,16 @@ func (c *checker) judgeLeftovers(w *world, m move, o *outcome) *Violation {
 			continue
 		}
 		cl := &w.clients[i]
-		mine := cycle == cl.cycle && (cl.waiting() || cl.phase == holding && c.p.heldAs(o.before, cl.value))
+		mine := cycle == cl.cycle && (cl.waiting() || cl.pending != nil || cl.phase == holding && c.p.heldAs(o.before, cl.value))
 		if cl.phase == dead || cl.paused || mine {
 			continue
 		}
-		return &Violation{Entries, fmt.Sprintf("the grant handed to %s, whose wait had ended, outlived a round trip: time passed with %s %s",
-			g.owner, w.owner(i), phaseNames[cl.phase])}
+		why := ""
+		if w.back {
+			why = " (the server's clock stepped back: a lease that had lapsed may be live again)"
+		}
+		return &Violation{Entries, fmt.Sprintf("the grant handed to %s, whose wait had ended, outlived a round trip: time passed with %s %s%s",
+			g.owner, w.owner(i), phaseNames[cl.phase], why)}
 	}
 	return nil
 }

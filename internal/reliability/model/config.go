@@ -49,6 +49,21 @@ type Faults struct {
 	// GiveUp ends a waiter's wait (its context ended), as waiter.leave
 	// does.
 	GiveUp int
+	// Step steps the server's clock by one of Config.Steps: TIME in a
+	// script, and the keys' expiries with it (Redis stores an expiry as a
+	// time on its clock), but not the participants' own clocks, on which
+	// they time their leases, sleeps and deadlines.
+	Step int
+	// Resend loses the reply to one of a participant's state-changing
+	// commands (any of them: an acquire's, a wait's, a release's and its
+	// serving on, a refresh's, a give-up's, an election's announce and
+	// resign): the command ran, and the participant sends the same
+	// command again later, as go-redis does, and reads only that reply.
+	Resend int
+	// Break is how many times the operator breaks the lock (Core.Break,
+	// on an election with its leader key): not a semaphore, which has no
+	// Break.
+	Break int
 }
 
 // Config is one check: who contends for what, under which faults, how far.
@@ -76,13 +91,31 @@ type Config struct {
 	// Tries lets a participant begin a lone try (TryObtain, TryAcquire)
 	// as well as an acquire that waits.
 	Tries bool
+	// Steps are the amounts a step of the server's clock (Faults.Step)
+	// moves it by, ms, back when negative; empty: defaultSteps.
+	Steps []int64
+	// Patience gives each acquire that waits a deadline, ms after its
+	// probe: its queue entries carry it (the patience a release judges by
+	// the server's clock, from the entry's place), and the waiter leaves at
+	// it, by its own. 0: none.
+	Patience int64
 	// Scan bounds the queue entries one script call looks at (queue.lua's
 	// scanning); 0 keeps the scripts' bound, a hundred, which no queue of
 	// the checker's reaches. A small one makes calls stop short at dead
 	// entries, as a killed process's hundred waiters would.
 	Scan int
+	// From is where Explore and Walk begin: the state this schedule
+	// (ParseSchedule) reaches from the start, so that a check looks past a
+	// history it names; its moves come first in a trace, and count toward
+	// neither Depth nor a walk's depth. Empty: the start.
+	From Schedule
 	// Depth bounds the moves of a path Explore explores.
 	Depth int
+	// EachInvariant makes Explore go on past the first violation, to
+	// Depth, and report the first it finds of each invariant: a test that
+	// fails lists every invariant a change must mend, each with one of its
+	// shortest counterexamples.
+	EachInvariant bool
 	// Workers is how many goroutines explore, each with a miniredis of its
 	// own; 0: GOMAXPROCS.
 	Workers int
@@ -107,6 +140,10 @@ type Result struct {
 	// to it, replayed.
 	Violation *Violation
 	Trace     *Trace
+	// Counterexamples are the violations Explore found, each with its
+	// trace: the first, or with Config.EachInvariant the first of each
+	// invariant, in the order found (the shortest first).
+	Counterexamples []Counterexample
 	// Paths counts the steps that took each of the protocol's rarer paths
 	// (PathStopShort and the others), so that a test can tell that a check
 	// reaches them.
@@ -115,6 +152,17 @@ type Result struct {
 	Elapsed time.Duration
 	path    Schedule
 }
+
+// Counterexample is a violation and the path to it, replayed: one of the
+// shortest to a violation of its invariant.
+type Counterexample struct {
+	Violation *Violation
+	Trace     *Trace
+	path      Schedule
+}
+
+// Schedule returns the path to the violation, to replay it.
+func (ce Counterexample) Schedule() Schedule { return ce.path }
 
 // The protocol's rarer paths, as Result.Paths counts them.
 const (
@@ -144,17 +192,27 @@ func (r Result) String() string {
 	if r.Violation != nil {
 		s += "; violation: " + r.Violation.Error()
 	}
+	for _, ce := range r.Counterexamples[min(1, len(r.Counterexamples)):] {
+		s += "; violation: " + ce.Violation.Error()
+	}
 	return s
 }
 
 // base is the clock a check starts at, ms since 1970.
 const base = 1_700_000_000_000
 
+// defaultSteps are the steps of the server's clock a check takes when
+// Config.Steps is empty: half a minute forward and back, past every ttl,
+// the ten seconds a marked key lingers, and a waiter's patience.
+var defaultSteps = []int64{30_000, -30_000}
+
 // checker runs one Config.
 type checker struct {
 	cfg   Config
 	p     protocol
 	seeds [2]maphash.Seed
+	steps []int64 // Config.Steps, or defaultSteps
+	start *world  // the world after Config.From (prepare); nil: initial
 }
 
 func newChecker(cfg Config) (*checker, error) {
@@ -163,6 +221,10 @@ func newChecker(cfg Config) (*checker, error) {
 		return nil, errors.New("model: Clients must be 1 to 4")
 	case cfg.Kind == Semaphore && cfg.Limit < 1:
 		return nil, errors.New("model: a semaphore needs a Limit")
+	case cfg.Kind == Semaphore && cfg.Faults.Break > 0:
+		return nil, errors.New("model: a semaphore has no Break")
+	case slices.Contains(cfg.Steps, 0) || cfg.Patience < 0:
+		return nil, errors.New("model: a step of the clock must move it, and Patience may not be negative")
 	}
 	if cfg.Scripts == (Scripts{}) {
 		cfg.Scripts = Leasekit()
@@ -176,8 +238,35 @@ func newChecker(cfg Config) (*checker, error) {
 	if cfg.Workers <= 0 {
 		cfg.Workers = runtime.GOMAXPROCS(0)
 	}
-	return &checker{cfg: cfg, p: protocol{kind: cfg.Kind, limit: cfg.Limit, src: cfg.Scripts},
-		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}, nil
+	steps := cfg.Steps
+	if len(steps) == 0 {
+		steps = defaultSteps
+	}
+	return &checker{cfg: cfg, p: protocol{kind: cfg.Kind, limit: cfg.Limit, src: cfg.Scripts, patience: cfg.Patience},
+		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}, steps: steps}, nil
+}
+
+// prepare plays Config.From on x, to begin exploring where it leads; it
+// fails if a move of it breaks an invariant.
+func (c *checker) prepare(x *executor) error {
+	w := c.initial()
+	for k, m := range c.cfg.From.moves {
+		n, o := c.apply(x, w, m)
+		if v := c.judge(w, m, n, &o, true); v != nil {
+			return fmt.Errorf("model: move %d of Config.From, %v, breaks an invariant: %w", k+1, m, v)
+		}
+		w = n
+	}
+	c.start = w
+	return nil
+}
+
+// origin is the world a check begins from: after Config.From.
+func (c *checker) origin() *world {
+	if c.start != nil {
+		return c.start
+	}
+	return c.initial()
 }
 
 // initial is the world before any move.

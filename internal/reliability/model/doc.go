@@ -28,14 +28,34 @@
 // election also takes office (election_announce.lua), keeps its leader key
 // alive with its refreshes, resigns after its release
 // (election_resign.lua), and anyone reads the leader (election_leader.lua).
+// With Config.Patience an acquire that waits has a deadline: its entries
+// carry it, and it leaves at it by its own clock. An operator breaks the
+// lock (Faults.Break) as Core.Break does, its every client-side step in one
+// function (protocol.breakLock), and serves the queue on as a release does.
+//
+// A reply may be lost (Faults.Resend), as go-redis meets it: the command of
+// any state-changing step ran (a probe, a lone try or its settling, an
+// attempt, a release or its serving on, a refresh, a give-up, an announce,
+// a resign, a Locker's release, a Break), its reply never came, and the
+// sender sends the same command again up to a read timeout later, while
+// others move and time passes, and acts on the second reply only. The move
+// is cut at that command and resumed by the resend from the sender's state
+// before it (resend.go). Its lease is measured from the first send, so a
+// grant that comes too late is released, as acquire.lease does.
 //
 // The lock's value records the lease's expiry with the mark of waiters, and
 // a marked key outlives its lease by ten seconds: a lease lapses at the
 // mark's expiry, which the checker reads (holders), and the clock stops
 // there as at any deadline. The environment advances the clock to the next
 // deadline (a key's or a permit's expiry, a lease's lapse, a waiter's
-// timer, a holder's keeper due to refresh), loses or duplicates a grant
-// message, forges one, or restarts the server without persistence.
+// timer or deadline, a holder's keeper due to refresh, a read timeout),
+// loses or duplicates a grant message, forges one, restarts the server
+// without persistence, or steps the server's clock (Faults.Step) forward or
+// back by one of Config.Steps. A step moves TIME in a script and every
+// key's expiry with it (Redis keeps an expiry as a time on its clock: a key
+// due before the new reading expires, a step back lengthens every ttl),
+// but not the participants' clocks, on which they time their leases,
+// sleeps and deadlines (their monotonic clocks: world.local).
 // Messages are delivered as late as any interleaving makes them, but to
 // each participant in the order they were published (its one subscription
 // connection), and its Locker keeps every one for a waiter, oldest first:
@@ -43,8 +63,9 @@
 // before it reads the next; once it took a grant, the messages left for
 // it go to the strays, none dropped for a later one (notify.Waiter). A
 // participant that is not paused acts when it must (about to attempt or
-// settle, its timer fired, serving a queue on, its Locker with a message
-// for a waiter that left) before time passes. Faults are budgeted per path
+// settle, its timer fired or its deadline passed, serving a queue on, its
+// Locker with a message for a waiter that left, a read timeout after a lost
+// reply) before time passes. Faults are budgeted per path
 // (Faults). Config.Scan makes every script call look at fewer queue
 // entries than a hundred, so that a dead waiter's entry stops it, as a
 // killed process's hundred entries stop a real one.
@@ -66,9 +87,12 @@
 // step) and remembers what each operation did to each server state. Walk
 // goes further on seeded random walks. Result reports the distinct states
 // reached, and how many steps took each of the protocol's rarer paths
-// (Result.Paths), so that a test can tell it reached them. Replay runs a
-// schedule on a real redis-server beside miniredis, and compares them step
-// by step.
+// (Result.Paths), so that a test can tell it reached them. With
+// Config.EachInvariant it goes on past a violation and reports the first
+// of each invariant (Result.Counterexamples); with Config.From it begins
+// where a named schedule leads. Replay runs a schedule on a real
+// redis-server beside miniredis (not a step of its clock), and compares
+// them step by step.
 //
 // # Invariants
 //
@@ -78,18 +102,37 @@
 //
 // Looks: every grant a participant believes it holds is the one the key
 // holds, or the participant learns otherwise at its next look: a refresh
-// or release says "held" exactly when the server held that grant, a grant
-// a participant's own command reports is on the server, and so is a grant
-// a reply says its call handed on to the first live waiter.
+// or release says "held" exactly when the server held that grant (a
+// release sent again, and a look whose reply came before a lost one: when
+// the move first sent), a grant a participant's own command reports is on
+// the server, and so is a grant a reply says its call handed on to the
+// first live waiter. The operator's Break says it broke a live lease
+// exactly when one held the lock as it was first sent.
+//
+// NoFalseLoss: a release whose first send released the sender's live
+// lease, its reply lost and the command sent again, reports that it
+// released it, never "not held" (which Do and Hold turn into a loss of a
+// lease fn had all along); so does a Break that broke a live lease.
+//
+// Breaks: a Break, first sent or sent again, ends only the grant that was
+// live when the operator first sent it; a grant made after (the one its
+// first send handed to the first waiter, say) is not its to end, or two
+// holders run at once.
 //
 // FIFO: a grant goes to the first live waiter queued, first in the order
 // the checker saw the participants queue (not Redis's queue), whether the
 // lock was released or its lease lapsed; a waiter keeps its place for its
-// whole wait. A free resource with a live waiter queued that can act (not
-// paused) is granted within a second (the waiters' longest sleep). A
-// restart without persistence loses the order, as documented
-// (docs/reliability.md), and so does a queue that expires while its
-// waiters are paused.
+// whole wait, and the checker's order follows the server's queue, not the
+// replies (an attempt whose reply was lost has queued). A waiter's patience
+// is its own: a step of the server's clock does not end it, and a waiter
+// is live until its deadline by its own clock (or its give-up reaches the
+// server). A free resource with a live waiter queued that can act (not
+// paused, not waiting to resend) is granted within a second of the
+// waiters' clock (their longest sleep). A restart without persistence
+// loses the order, as documented (docs/reliability.md), and so does a
+// queue that expires while its waiters are paused or the server's clock
+// steps past it; a waiter whose turn came in a grant it could not use
+// and that never learnt its place (its reply lost) queues anew.
 //
 // Entries: no queue entry outlives its waiter by more than the documented
 // bound: a release never hands the lock to a waiter whose wait has ended
@@ -101,7 +144,10 @@
 //
 // Tokens: every fencing token granted is above every token granted before,
 // across restarts (the clock floor); every term that takes office is above
-// the terms before it.
+// the terms before it. A path that both restarts the server and steps its
+// clock back is exempt, as documented (a clock that goes back further than
+// the outage lasted); a step grants nothing (a lapsed lease a step back
+// makes live again was granted before).
 //
 // LeaderRead: a read of an election reports the leader the keys hold: the
 // lock's live grant when the leader key names it, and the leader's value.
@@ -118,9 +164,11 @@
 // release, hold up the participant rather than run beside it);
 // how long a Locker remembers what its waiters took (the model keeps it as
 // long as a message can name it; the Core for a ttl and ten seconds past
-// the lease, 4,096 at most); lost or late replies to commands (go-redis
-// retries); the late-grant limit of three in a row and a lone try's limit
-// of 2,000 settling calls; Replicas (WAIT); the network's and the
-// processes' real timing (the process-level chaos tests in
-// internal/reliability/processes cover those); Redis Cluster.
+// the lease, 4,096 at most); a reply that comes late without being lost
+// (a late grant comes only from a resend), and more than one lost reply in
+// one move (a resend's reply is not lost again); the late-grant limit of
+// three in a row and a lone try's limit of 2,000 settling calls; Replicas
+// (WAIT); the network's and the processes' real timing (the process-level
+// chaos tests in internal/reliability/processes cover those); Redis
+// Cluster; a step of a real server's clock in a replay.
 package model

@@ -35,6 +35,11 @@ func advanceOp(to int64) op {
 	return op{key: "advance " + strconv.FormatInt(to, 10), act: func(b backend) { b.advance(to) }}
 }
 
+// stepOp steps the server's clock by d ms (back when d < 0).
+func stepOp(d int64) op {
+	return op{key: "step " + strconv.FormatInt(d, 10), act: func(b backend) { b.shift(d) }}
+}
+
 func restartOp(gap int64) op {
 	return op{key: "restart", act: func(b backend) { b.restart(gap) }}
 }

@@ -1,21 +1,27 @@
 package model
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"time"
 )
 
-// Explore explores every path of up to cfg.Depth moves from the start, in
-// breadth-first order with states deduplicated, and stops at the first
-// depth where a step breaks an invariant: the violation it returns is one
-// of the shortest.
+// Explore explores every path of up to cfg.Depth moves from the start (or
+// cfg.From), in breadth-first order with states deduplicated, and stops at
+// the first depth where a step breaks an invariant: the violation it
+// returns is one of the shortest. With cfg.EachInvariant it goes on to the
+// bound, and returns the first violation of each invariant it finds, each
+// one of the shortest of its invariant (Result.Counterexamples).
 func Explore(cfg Config) (Result, error) {
 	return check(cfg, func(c *checker, xs []*executor) Result {
 		b := newBFS(c, xs)
 		r := b.run()
-		if r.Violation != nil {
-			r.path.moves = b.path(b.found.parent, b.found.m)
+		for _, f := range b.found {
+			r.Counterexamples = append(r.Counterexamples, Counterexample{Violation: f.v, path: Schedule{b.path(f.parent, f.m)}})
+		}
+		if len(r.Counterexamples) > 0 {
+			r.path = r.Counterexamples[0].path
 		}
 		return r
 	})
@@ -34,6 +40,9 @@ func check(cfg Config, explore func(*checker, []*executor) Result) (Result, erro
 	}
 	defer closeAll(xs)
 	start := time.Now()
+	if err := c.prepare(xs[0]); err != nil {
+		return Result{}, err
+	}
 	r := explore(c, xs)
 	for _, x := range xs {
 		r.Runs += x.runs
@@ -41,6 +50,9 @@ func check(cfg Config, explore func(*checker, []*executor) Result) (Result, erro
 	r.Elapsed = time.Since(start)
 	if r.Violation != nil {
 		r.Trace, err = c.trace(r.path.moves)
+	}
+	for i := 0; i < len(r.Counterexamples) && err == nil; i++ {
+		r.Counterexamples[i].Trace, err = c.trace(r.Counterexamples[i].path.moves)
 	}
 	return r, err
 }
@@ -100,22 +112,34 @@ type bfs struct {
 	visited map[[2]uint64]int32
 	links   []link
 	tally   tally
-	found   *link
-	v       *Violation
+	found   []found // the first violation, or with EachInvariant each invariant's
 }
+
+// found is a violation v, the step m from state parent broke.
+type found struct {
+	link
+	v *Violation
+}
+
+// done says whether the exploration has found what it looks for.
+func (b *bfs) done() bool { return len(b.found) > 0 && !b.c.cfg.EachInvariant }
 
 func newBFS(c *checker, xs []*executor) *bfs {
 	return &bfs{c: c, xs: xs, visited: make(map[[2]uint64]int32)}
 }
 
 func (b *bfs) run() Result {
-	w := b.c.initial()
+	w := b.c.origin()
 	frontier := []node{{w, b.add(b.c.hash(w), link{parent: -1})}}
 	depth := 0
-	for ; depth < b.c.cfg.Depth && len(frontier) > 0 && b.v == nil; depth++ {
+	for ; depth < b.c.cfg.Depth && len(frontier) > 0 && !b.done(); depth++ {
 		frontier = b.level(frontier)
 	}
-	return Result{States: len(b.links), Steps: b.tally.steps, Paths: b.tally.paths, Depth: depth, Violation: b.v}
+	r := Result{States: len(b.links), Steps: b.tally.steps, Paths: b.tally.paths, Depth: depth}
+	if len(b.found) > 0 {
+		r.Violation = b.found[0].v
+	}
+	return r
 }
 
 func (b *bfs) add(h [2]uint64, l link) int32 {
@@ -133,7 +157,7 @@ const batch = 2048
 // level expands the frontier and returns the next one.
 func (b *bfs) level(frontier []node) []node {
 	var next []node
-	for lo := 0; lo < len(frontier) && b.v == nil; lo += batch {
+	for lo := 0; lo < len(frontier) && !b.done(); lo += batch {
 		part := frontier[lo:min(lo+batch, len(frontier))]
 		kids := b.expand(part)
 		next = b.merge(part, kids, next)
@@ -161,31 +185,39 @@ func (b *bfs) expand(part []node) [][]child {
 }
 
 // children are the states w's moves reach that are new, or break an
-// invariant; t counts the moves and the paths they took. (visited is only
-// read while workers run.)
+// invariant, with each move's variants that lose a reply; t counts the
+// moves and the paths they took. (visited is only read while workers run.)
 func (b *bfs) children(x *executor, w *world, t *tally) []child {
 	var out []child
-	for _, m := range b.c.moves(w) {
+	var step func(m move)
+	step = func(m move) {
 		t.steps++
 		n, o := b.c.apply(x, w, m)
 		v := b.c.judge(w, m, n, &o, true)
-		t.note(b.c.paths(m, &o))
+		t.note(b.c.paths(&o))
 		h := b.c.hash(n)
 		if _, seen := b.visited[h]; !seen || v != nil {
 			out = append(out, child{m: m, w: n, h: h, v: v})
 		}
+		for _, v := range b.c.variants(w, m, &o) {
+			step(v)
+		}
+	}
+	for _, m := range b.c.moves(w) {
+		step(m)
 	}
 	return out
 }
 
 // merge adds part's new children to next, in order, and notes the first
-// violation.
+// violation (with EachInvariant, of each invariant). A state that breaks
+// one is not explored further.
 func (b *bfs) merge(part []node, kids [][]child, next []node) []node {
 	for i, cs := range kids {
 		for _, k := range cs {
 			if k.v != nil {
-				if b.v == nil {
-					b.v, b.found = k.v, &link{parent: part[i].id, m: k.m}
+				if !b.done() && !slices.ContainsFunc(b.found, func(f found) bool { return f.v.Invariant == k.v.Invariant }) {
+					b.found = append(b.found, found{link{parent: part[i].id, m: k.m}, k.v})
 				}
 				continue
 			}
@@ -197,16 +229,15 @@ func (b *bfs) merge(part []node, kids [][]child, next []node) []node {
 	return next
 }
 
-// path is the moves from the start to state id, then m.
+// path is the moves from the start to state id, then m: Config.From's
+// first.
 func (b *bfs) path(id int32, m move) []move {
 	var p []move
 	for ; id > 0; id = b.links[id].parent {
 		p = append(p, b.links[id].m)
 	}
-	for i, j := 0, len(p)-1; i < j; i, j = i+1, j-1 {
-		p[i], p[j] = p[j], p[i]
-	}
-	return append(p, m)
+	slices.Reverse(p)
+	return append(append(slices.Clone(b.c.cfg.From.moves), p...), m)
 }
 
 // Schedule is a path of moves from the start: one Explore or Walk found, or

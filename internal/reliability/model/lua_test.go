@@ -8,13 +8,18 @@ import (
 
 // TestLuaRunnerIsMiniredisEval: the checker's interpreter kept across
 // scripts does what miniredis's own EVAL (a fresh interpreter per script)
-// does: on random walks of every kind, with every fault, each step leaves
-// the same state and the same reply on both.
+// does: on random walks of every kind, with every fault (a lost reply, a
+// Break and a step of the clock among them), each step leaves the same
+// state and the same reply on both.
 func TestLuaRunnerIsMiniredisEval(t *testing.T) {
-	faults := Faults{Die: 1, Pause: 1, Lose: 1, Dup: 1, Forge: 1, Restart: 1, GiveUp: 1}
+	faults := Faults{Die: 1, Pause: 1, Lose: 1, Dup: 1, Forge: 1, Restart: 1, GiveUp: 1, Step: 1, Resend: 1, Break: 1}
 	for _, kind := range []Kind{Efficiency, Correctness, Semaphore, Election} {
 		t.Run(kind.String(), func(t *testing.T) {
-			c, ours := testChecker(t, Config{Kind: kind, Clients: 3, Limit: 2, Faults: faults})
+			f := faults
+			if kind == Semaphore {
+				f.Break = 0
+			}
+			c, ours := testChecker(t, Config{Kind: kind, Clients: 3, Limit: 2, Faults: f, Patience: 2000})
 			c.cfg.nativeLua = true
 			_, native := testChecker(t, c.cfg)
 			for seed := range uint64(20) {
@@ -49,7 +54,7 @@ func walkBoth(t *testing.T, c *checker, ours, native *executor, rng *rand.Rand) 
 		if len(ms) == 0 {
 			return
 		}
-		m := ms[rng.IntN(len(ms))]
+		m, _, _ := c.pick(ours, w, ms, rng)
 		a, oa := c.apply(ours, w, m)
 		b, ob := c.apply(native, w, m)
 		id := []int{0, 1, 2}

@@ -32,6 +32,9 @@ type backend interface {
 	// restart makes the server lose every key, as a restart without
 	// persistence does, after gap ms.
 	restart(gap int64)
+	// shift steps the server's clock by d ms (back when d < 0), as an
+	// operator or NTP setting it does.
+	shift(d int64)
 	// subscribe subscribes ch (on) or drops its subscriber.
 	subscribe(ch string, on bool)
 	close()
@@ -230,6 +233,26 @@ func (s *mini) setClock(ms, us int64) {
 func (s *mini) restart(gap int64) {
 	s.m.FlushAll()
 	s.advance(s.clock + gap)
+}
+
+// shift steps the clock by d ms. Redis keeps a key's expiry as a time on
+// its clock, not as a time left: a key due before the clock's new reading
+// expires, and every other key's ttl changes by -d.
+func (s *mini) shift(d int64) {
+	st := s.read()
+	st.clock += d
+	st.micros = st.clock*1000 + 1
+	keys := st.keys[:0:0]
+	for _, k := range st.keys {
+		if k.ttl >= 0 {
+			if k.ttl -= d; k.ttl <= 0 {
+				continue
+			}
+		}
+		keys = append(keys, k)
+	}
+	st.keys = keys
+	s.load(st)
 }
 
 func (s *mini) subscribe(ch string, on bool) {

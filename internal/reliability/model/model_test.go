@@ -45,7 +45,14 @@ func check(t *testing.T, cfg model.Config, depth, walks int, paths ...string) {
 		t.Fatalf("%v\n%v", r.Violation, r.Trace)
 	}
 	reached(t, r, paths...)
-	r, err = model.Walk(cfg, walks, walkDepth, 1)
+	walk(t, cfg, walks)
+}
+
+// walk takes walks random walks of cfg, and fails on any violation,
+// printing its trace.
+func walk(t *testing.T, cfg model.Config, walks int) {
+	t.Helper()
+	r, err := model.Walk(cfg, walks, walkDepth, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

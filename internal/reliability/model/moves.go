@@ -25,7 +25,13 @@ const (
 	mPause                    // stop acting while time passes
 	mResume                   // act again
 	mDie                      // never act again
+	mTimeout                  // a waiter's context ends at its deadline (Config.Patience)
+	mResend                   // send again the command whose reply was lost
+	mBreak                    // the operator breaks the lock (Core.Break)
 )
+
+// operatorWho is the operator's move's who (operator.go).
+const operatorWho int8 = -2
 
 // The environment's moves.
 const (
@@ -34,26 +40,34 @@ const (
 	mDuplicate                      // a message in flight is delivered twice
 	mForge                          // a grant message nobody granted
 	mRestart                        // the server loses every key
+	mStep                           // the server's clock steps by one of Config.Steps
 )
 
 var moveNames = map[moveKind]string{
 	mProbe: "probe", mTry: "try", mSettle: "settle", mAttempt: "attempt", mReceive: "receive",
 	mHear: "hears", mGiveUp: "give up", mRelease: "release", mServeOn: "serve on", mRefresh: "refresh",
 	mAnnounce: "announce", mRead: "read leader", mPause: "pause", mResume: "resume", mDie: "die",
-	mAdvance: "advance", mLose: "lose", mDuplicate: "duplicate", mForge: "forge", mRestart: "restart",
+	mTimeout: "times out", mResend: "resends", mBreak: "break", mAdvance: "advance", mLose: "lose", mDuplicate: "duplicate", mForge: "forge",
+	mRestart: "restart", mStep: "step",
 }
 
-// move is one step: a participant's (who) or the environment's (who -1);
-// arg is a message's index in flight, or the participant a forged message
-// goes to.
+// move is one step: a participant's (who), the environment's (who -1) or
+// the operator's (operatorWho);
+// arg is a message's index in flight, the participant a forged message
+// goes to, or the index in Config.Steps of a step of the clock; lose, when
+// not 0, which of the move's state-changing commands has its reply lost
+// (1 for the first), to be sent again by a resend.
 type move struct {
-	kind     moveKind
-	who, arg int8
+	kind           moveKind
+	who, arg, lose int8
 }
 
 func (m move) String() string {
 	s := moveNames[m.kind]
-	if m.who >= 0 {
+	switch {
+	case m.who == operatorWho:
+		s = "operator " + s
+	case m.who >= 0:
 		s = name(int(m.who)) + " " + s
 	}
 	switch m.kind {
@@ -61,14 +75,26 @@ func (m move) String() string {
 		s += fmt.Sprintf(" #%d", m.arg)
 	case mForge:
 		s += " to " + name(int(m.arg))
+	case mStep:
+		s += fmt.Sprintf(" #%d", m.arg)
+	}
+	switch m.lose {
+	case 0:
+	case 1:
+		s += " (reply lost)"
+	default:
+		s += fmt.Sprintf(" (reply %d lost)", m.lose)
 	}
 	return s
 }
 
 // moves are the moves enabled in w. A participant that is not paused acts
-// at once when it must (a waiter about to attempt, or whose timer fired; a
-// lone try about to settle; a releaser serving the queue on; a Locker with
-// a grant message for a waiter that left): time passes only when none must.
+// at once when it must (a waiter about to attempt, or whose timer fired or
+// deadline passed; a lone try about to settle; a releaser serving the queue
+// on; a Locker with a grant message for a waiter that left; a lost reply's
+// sender a read timeout after it sent): time passes only when none must.
+// The moves that lose a reply are not here: variants makes them from a
+// move's outcome, which tells how many state-changing commands it sent.
 func (c *checker) moves(w *world) []move {
 	var ms []move
 	mustAct := false
@@ -76,6 +102,8 @@ func (c *checker) moves(w *world) []move {
 		ms = c.clientMoves(w, i, ms)
 		mustAct = mustAct || c.due(w, i)
 	}
+	ms, due := c.operatorMoves(w, ms)
+	mustAct = mustAct || due
 	if !mustAct && c.nextDeadline(w) > w.rs.clock {
 		ms = append(ms, move{kind: mAdvance, who: -1})
 	}
@@ -88,7 +116,11 @@ func (c *checker) due(w *world, i int) bool {
 	switch {
 	case cl.paused || cl.phase == dead:
 		return false
-	case cl.serveUntil != 0 || cl.phase == ready || cl.phase == settling || cl.phase == sleeping && cl.timer <= w.rs.clock:
+	case cl.pending != nil:
+		return w.local() >= cl.pending.at+readTimeout
+	case cl.serveUntil != 0 || cl.phase == ready || cl.phase == settling || cl.phase == sleeping && cl.timer <= w.local():
+		return true
+	case cl.waiting() && cl.timedOut(w.local()):
 		return true
 	}
 	for _, m := range w.flight {
@@ -101,7 +133,8 @@ func (c *checker) due(w *world, i int) bool {
 
 // clientMoves appends participant i's moves to ms. A releaser serving the
 // queue on does nothing else until it is done (its Held.Release has not
-// returned).
+// returned), and one whose reply was lost nothing but send the command
+// again.
 func (c *checker) clientMoves(w *world, i int, ms []move) []move {
 	cl := &w.clients[i]
 	add := func(k moveKind) { ms = append(ms, move{kind: k, who: int8(i), arg: -1}) }
@@ -118,6 +151,10 @@ func (c *checker) clientMoves(w *world, i int, ms []move) []move {
 	if w.left.Pause > 0 {
 		add(mPause)
 	}
+	if cl.pending != nil {
+		add(mResend)
+		return ms
+	}
 	if cl.serveUntil != 0 {
 		add(mServeOn)
 		return ms
@@ -129,7 +166,7 @@ func (c *checker) clientMoves(w *world, i int, ms []move) []move {
 	}
 	switch cl.phase {
 	case idle:
-		if (c.cfg.Cycles == 0 || cl.cycle < c.cfg.Cycles) && (!c.cfg.ArriveAtStart || w.rs.clock == base) {
+		if (c.cfg.Cycles == 0 || cl.cycle < c.cfg.Cycles) && (!c.cfg.ArriveAtStart || w.local() == base) {
 			add(mProbe)
 			if c.cfg.Tries {
 				add(mTry)
@@ -154,10 +191,15 @@ func (c *checker) clientMoves(w *world, i int, ms []move) []move {
 
 // waiterMoves appends waiter i's moves to ms: its attempt (at once, or
 // once its timer fired), giving up, reading the oldest message in flight
-// to it (notify.Waiter.Grant: its Locker keeps them all, oldest first).
+// to it (notify.Waiter.Grant: its Locker keeps them all, oldest first); or,
+// once its deadline has passed, only leaving (its context ended: whatever
+// it asks Redis fails, and its sleep ends).
 func (c *checker) waiterMoves(w *world, i int, ms []move) []move {
 	cl := &w.clients[i]
-	if cl.phase == ready || cl.timer <= w.rs.clock {
+	if cl.timedOut(w.local()) {
+		return append(ms, move{kind: mTimeout, who: int8(i), arg: -1})
+	}
+	if cl.phase == ready || cl.timer <= w.local() {
 		ms = append(ms, move{kind: mAttempt, who: int8(i), arg: -1})
 	}
 	if w.left.GiveUp > 0 {
@@ -190,14 +232,20 @@ func (c *checker) faultMoves(w *world, ms []move) []move {
 	if w.left.Restart > 0 {
 		ms = append(ms, move{kind: mRestart, who: -1})
 	}
+	for j := range c.steps {
+		if w.left.Step > 0 {
+			ms = append(ms, move{kind: mStep, who: -1, arg: int8(j)})
+		}
+	}
 	return ms
 }
 
-// nextDeadline is the next time after now when something happens on its
-// own: a key or a permit expires, the timer of a waiter that is not paused
-// fires, or the keeper of a holder that is not paused would refresh (the Go
-// client's refreshes ttl/3 after the last: the holder may, and need not).
-// It is now when nothing will.
+// nextDeadline is the next time after now, on the server's clock, when
+// something happens on its own: a key or a permit expires, the timer of a
+// waiter that is not paused fires, or the keeper of a holder that is not
+// paused would refresh (the Go client's refreshes ttl/3 after the last: the
+// holder may, and need not). It is now when nothing will. The
+// participants' times are on their own clock, skew behind the server's.
 func (c *checker) nextDeadline(w *world) int64 {
 	now := w.rs.clock
 	next := int64(-1)
@@ -206,6 +254,7 @@ func (c *checker) nextDeadline(w *world) int64 {
 			next = t
 		}
 	}
+	atLocal := func(t int64) { at(t + w.skew) }
 	for _, k := range w.rs.keys {
 		if k.ttl > 0 {
 			at(now + k.ttl)
@@ -214,11 +263,19 @@ func (c *checker) nextDeadline(w *world) int64 {
 	for i := range w.clients {
 		switch cl := &w.clients[i]; {
 		case cl.paused:
+		case cl.pending != nil:
+			atLocal(cl.pending.at + readTimeout)
 		case cl.phase == sleeping:
-			at(cl.timer)
+			atLocal(cl.timer)
+			if cl.giveUpAt != 0 {
+				atLocal(cl.giveUpAt)
+			}
 		case cl.phase == holding:
-			at(cl.renew())
+			atLocal(cl.renew())
 		}
+	}
+	if p := w.op.pending; p != nil {
+		atLocal(p.at + readTimeout)
 	}
 	for _, t := range c.p.deadlines(w.rs) {
 		at(t)

@@ -48,9 +48,10 @@ func channel(client string) string { return "m:grants:" + client }
 
 // protocol is how a participant speaks to the resource of one kind.
 type protocol struct {
-	kind  Kind
-	limit int
-	src   Scripts
+	kind     Kind
+	limit    int
+	src      Scripts
+	patience int64 // ms, a waiter's entries' (0: none)
 }
 
 // keys are every key the resource's scripts write: what the checker reads.
@@ -208,16 +209,20 @@ func (p protocol) granted(v, owner string) (attempt, error) {
 
 // entry is a waiter's queue entry as the client keeps it (handoff.go).
 type entry struct {
-	gen    int
-	place  string // "" until an attempt queued it
-	server int64  // µs, the clock at the latest attempt that found it queued or queued it
+	gen   int
+	place string // "" until an attempt queued it
+	// server is the server's clock (µs) when the latest attempt that
+	// found it queued (or queued it) ran, and sent when that attempt was
+	// sent, on the participant's clock (ms).
+	server, sent int64
 }
 
 // entryText is generation gen of owner's entry: owner, ttl, kind, patience
-// (0: none), ticket (the id is the owner id: both are the checker's), channel.
+// (0: none; the waiter's deadline, all of it left as it joins after its
+// probe), ticket (the id is the owner id: both are the checker's), channel.
 func (p protocol) entryText(owner string, gen int) string {
-	return owner + " " + strconv.Itoa(ttl) + " " + p.scriptKind() + " 0 " + owner + "." + strconv.Itoa(gen) +
-		" " + channel(clientName(owner))
+	return owner + " " + strconv.Itoa(ttl) + " " + p.scriptKind() + " " + strconv.FormatInt(p.patience, 10) + " " +
+		owner + "." + strconv.Itoa(gen) + " " + channel(clientName(owner))
 }
 
 // entryID is the id of a queue entry's ticket, "" for none.
@@ -366,6 +371,43 @@ func (p protocol) serveOn() []string { return p.eval(p.releaseSrc(), "", "0", ""
 // as the release's did; anything else (a table, an error) ends it.
 func (p protocol) readServeOn(reply any) bool { return reply == int64(3) || reply == int64(-2) }
 
+// wire is how a client-side step here that sends more than one command,
+// or whose commands the lead may change, talks to the server: send runs a
+// command that may change it (whose reply may be lost, and the command
+// sent again), query one that only reads.
+type wire interface {
+	send(op string, cmd []string) any
+	query(op string, cmd []string) any
+}
+
+// broke is what the operator's Break found: whether it broke a live lease,
+// whether its call stopped short at dead entries (the operator then serves
+// the queue on, as a release does), and the token of the grant it handed
+// the lock on with ("" for none, "-" for an efficiency grant).
+type broke struct {
+	broken, more bool
+	handed       string
+}
+
+// breakLock is the operator's Break, every client-side step of it, as
+// Core.Break does it (operate.go): one call of the release script that
+// ends whatever grant the lock holds (ARGV[2] '2'), with an election's
+// leader key as KEYS[4] (the correctness Locker's Break passes it, an
+// election's or not), read as releaseWith and serveOn read a release: a
+// live lease was broken unless the reply says gone or another owner's.
+// The moves know nothing else of Break: to change what it sends, change
+// this function.
+func (p protocol) breakLock(w wire) (broke, error) {
+	keys := []string{lockKey, queueKey, counterKey}
+	if p.fenced() {
+		keys = append(keys, leaderKey)
+	}
+	cmd := append(append([]string{"EVAL", p.src.Release, strconv.Itoa(len(keys))}, keys...), "", "2", "", "0")
+	reply := w.send("release.lua (break)", cmd)
+	broken, more, err := p.readRelease(reply)
+	return broke{broken: broken, more: more, handed: p.handedOn(reply)}, err
+}
+
 // refresh restarts a grant's ttl (held.refresh); an election's leader keeps
 // its leader key alive with it (KEYS[3], ops.refreshWith).
 func (p protocol) refresh(value string, leader bool) []string {
@@ -412,6 +454,13 @@ func (v lockValue) lapsed(clock int64) bool { return v.marked && v.expiry >= 0 &
 
 // grant is a live grant on the server: its owner id and, fenced, its token.
 type grant struct{ owner, token string }
+
+func (g grant) String() string {
+	if g.token == "" {
+		return g.owner
+	}
+	return g.owner + ":" + g.token
+}
 
 // lease is st's lock value and whether it holds a live lease; nil when the
 // lock holds no value (or another type).
@@ -508,6 +557,20 @@ func parseGrant(msg string) (m grantMsg, ok bool) {
 // attempt.
 func (m grantMsg) accepts(e entry) bool { return m.gen == e.gen && m.at >= e.server }
 
+// start is when the grant m began on the participant's clock, now being
+// its clock as it reads m (message.start): its entry's latest attempt was
+// sent at e.sent and ran at e.server on the server's clock, and the grant
+// came m.at - e.server later; a wait longer than the participant's own, or
+// below zero, says the server's clock stepped, and only the send time is
+// sure.
+func (m grantMsg) start(e entry, now int64) int64 {
+	waited := m.at/1000 - e.server/1000
+	if m.at < e.server || waited > now-e.sent {
+		return e.sent
+	}
+	return e.sent + waited
+}
+
 // value is what the grant m reports stored for owner.
 func (m grantMsg) value(owner string) string {
 	if m.token == "-" {
@@ -557,10 +620,15 @@ func unexpected(reply any) error { return fmt.Errorf("unexpected reply %v", show
 // real one does not: no two scripts read the same µs, so a waiter that
 // queued after another never gets an equal place. (Tokens are left out:
 // two grants within one µs of the clock, the second counting on from the
-// first, are what a real server does.)
+// first, are what a real server does.) A reading past the clock's ms was
+// taken before the clock stepped back, and is left out.
 func (p protocol) now(w *world) int64 {
 	us := w.rs.clock*1000 + 1
-	later := func(v int64) { us = max(us, v+1) }
+	later := func(v int64) {
+		if v < (w.rs.clock+1)*1000 {
+			us = max(us, v+1)
+		}
+	}
 	if q := w.rs.key(p.queue()); q != nil {
 		for i := 1; i < len(q.items); i += 2 {
 			f, _ := strconv.ParseFloat(q.items[i], 64)

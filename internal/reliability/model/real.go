@@ -206,6 +206,9 @@ func (s *real) restart(gap int64) {
 	time.Sleep(time.Duration(gap) * time.Millisecond)
 }
 
+// shift cannot step a real server's clock, which is its host's.
+func (s *real) shift(int64) { panic("model: a replay cannot step redis-server's clock") }
+
 func (s *real) subscribe(ch string, on bool) {
 	if on {
 		ps := s.c.Subscribe(s.ctx, ch)

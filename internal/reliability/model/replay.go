@@ -47,8 +47,7 @@ func (c *checker) schedule(x *executor, depth int, wait int64, rng *rand.Rand) (
 		if len(ms) == 0 {
 			break
 		}
-		m := ms[rng.IntN(len(ms))]
-		n, o := c.apply(x, w, m)
+		m, n, o := c.pick(x, w, ms, rng)
 		if c.judge(w, m, n, &o, true) != nil {
 			return s, false
 		}
@@ -74,15 +73,29 @@ func ParseSchedule(cfg Config, s string) (Schedule, error) {
 	w := c.initial()
 	var out Schedule
 	for _, name := range strings.Split(s, ", ") {
-		ms := c.moves(w)
-		k := slices.IndexFunc(ms, func(m move) bool { return m.String() == name })
-		if k < 0 {
+		m, ok := c.named(xs[0], w, name)
+		if !ok {
 			return Schedule{}, fmt.Errorf("model: move %d, %q, is not enabled: %s", len(out.moves)+1, name, describe(w, base))
 		}
-		w, _ = c.apply(xs[0], w, ms[k])
-		out.moves = append(out.moves, ms[k])
+		w, _ = c.apply(xs[0], w, m)
+		out.moves = append(out.moves, m)
 	}
 	return out, nil
+}
+
+// named is the move called name enabled in w, or one of its variants that
+// lose a reply.
+func (c *checker) named(x *executor, w *world, name string) (move, bool) {
+	for _, m := range c.moves(w) {
+		if m.String() == name {
+			return m, true
+		}
+		_, o := c.apply(x, w, m)
+		if k := slices.IndexFunc(c.variants(w, m, &o), func(v move) bool { return v.String() == name }); k >= 0 {
+			return c.variants(w, m, &o)[k], true
+		}
+	}
+	return move{}, false
 }
 
 // Replay runs schedule s on the real server client is connected to (which
@@ -160,8 +173,8 @@ func (c *checker) sketch(w *world) string {
 	}
 	for i := range w.clients {
 		cl := &w.clients[i]
-		fmt.Fprintf(&b, " | %s %s p%v c%d g%d q%v r%d o%v s%v h%v %s", name(i), phaseNames[cl.phase], cl.paused, cl.cycle,
-			cl.e.gen, cl.queued, w.rank(i), cl.office, cl.serveUntil != 0, cl.handed, c.p.parseValue(cl.value).owner)
+		fmt.Fprintf(&b, " | %s %s p%v c%d g%d q%v r%d o%v s%v h%v l%v %s", name(i), phaseNames[cl.phase], cl.paused, cl.cycle,
+			cl.e.gen, cl.queued, w.rank(i), cl.office, cl.serveUntil != 0, cl.handed, cl.pending != nil, c.p.parseValue(cl.value).owner)
 	}
 	for _, m := range w.flight {
 		ticket, _, _ := strings.Cut(m.text, " ")

@@ -18,7 +18,7 @@ type Trace struct {
 
 // Step is one move of a trace.
 type Step struct {
-	At      int64  // ms since the check's start
+	At      int64  // ms since the check's start, on the participants' clock
 	Move    string // who did what
 	Op      string // the server operation it ran, and its reply; "" for none
 	Keys    []string
@@ -47,7 +47,7 @@ func (c *checker) trace(path []move) (*Trace, error) {
 // step records move m, which did o and led to n; times are counted from
 // origin (ms).
 func (c *checker) step(n *world, origin int64, m move, o *outcome) Step {
-	s := Step{At: n.rs.clock - origin, Move: m.String(), Clients: describe(n, origin)}
+	s := Step{At: n.local() - origin, Move: m.String(), Clients: describe(n, origin)}
 	if o.op != "" {
 		s.Op = o.op + " -> " + show(o.reply)
 	}
@@ -61,6 +61,9 @@ func (c *checker) step(n *world, origin int64, m move, o *outcome) Step {
 // count from origin.
 func describe(w *world, origin int64) string {
 	var parts []string
+	if w.skew != 0 {
+		parts = append(parts, fmt.Sprintf("the server's clock %+d ms", w.skew))
+	}
 	for i := range w.clients {
 		cl := &w.clients[i]
 		s := name(i) + " " + phaseNames[cl.phase]
@@ -69,6 +72,9 @@ func describe(w *world, origin int64) string {
 			s += " " + cl.value
 		case cl.phase == sleeping:
 			s += fmt.Sprintf(" until t=%d", cl.timer-origin)
+		}
+		if cl.waiting() && cl.giveUpAt != 0 {
+			s += fmt.Sprintf(" (gives up at t=%d)", cl.giveUpAt-origin)
 		}
 		if cl.handed {
 			s += fmt.Sprintf(" (handed over to its entry .%d)", cl.e.gen)
@@ -82,8 +88,24 @@ func describe(w *world, origin int64) string {
 		if cl.waiting() && cl.queued {
 			s += fmt.Sprintf(" (queued %d.)", w.rank(i))
 		}
+		if cl.pending != nil {
+			s += " (its reply to " + cl.pending.op + " lost: it sends it again)"
+		}
 		if cl.paused {
 			s += " (paused)"
+		}
+		parts = append(parts, s)
+	}
+	if p := &w.op; p.busy() {
+		s := "the operator breaking the lock, first sent against " + p.target.String()
+		if p.target == (grant{}) {
+			s = "the operator breaking the lock, first sent when no lease held it"
+		}
+		if p.pending != nil {
+			s += " (its reply lost: it sends it again)"
+		}
+		if p.serveUntil != 0 {
+			s += " (serving the queue on)"
 		}
 		parts = append(parts, s)
 	}

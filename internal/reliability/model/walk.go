@@ -2,12 +2,13 @@ package model
 
 import (
 	"math/rand/v2"
+	"slices"
 	"sync"
 )
 
-// Walk takes walks random walks of up to depth moves each from the start,
-// each seeded from seed and its number, and stops at the first violation.
-// States counts the distinct states the walks reached.
+// Walk takes walks random walks of up to depth moves each from the start
+// (or Config.From), each seeded from seed and its number, and stops at the
+// first violation. States counts the distinct states the walks reached.
 func Walk(cfg Config, walks, depth int, seed uint64) (Result, error) {
 	return check(cfg, func(c *checker, xs []*executor) Result {
 		wk := &walker{c: c, seen: make(map[[2]uint64]struct{}), walks: walks}
@@ -50,8 +51,8 @@ func (wk *walker) work(x *executor, depth int, seed uint64) {
 
 // walk takes walk number n.
 func (wk *walker) walk(x *executor, depth, n int, rng *rand.Rand) {
-	w := wk.c.initial()
-	var path []move
+	w := wk.c.origin()
+	path := slices.Clone(wk.c.cfg.From.moves)
 	var hs [][2]uint64
 	var t tally
 	for range depth {
@@ -59,10 +60,9 @@ func (wk *walker) walk(x *executor, depth, n int, rng *rand.Rand) {
 		if len(ms) == 0 {
 			break
 		}
-		m := ms[rng.IntN(len(ms))]
-		next, o := wk.c.apply(x, w, m)
+		m, next, o := wk.c.pick(x, w, ms, rng)
 		path = append(path, m)
-		t.note(wk.c.paths(m, &o))
+		t.note(wk.c.paths(&o))
 		if v := wk.c.judge(w, m, next, &o, true); v != nil {
 			wk.report(v, path, n)
 			return
@@ -72,17 +72,31 @@ func (wk *walker) walk(x *executor, depth, n int, rng *rand.Rand) {
 	}
 	wk.mu.Lock()
 	defer wk.mu.Unlock()
-	t.steps = len(path)
+	t.steps = len(path) - len(wk.c.cfg.From.moves)
 	wk.tally.add(t)
 	for _, h := range hs {
 		wk.seen[h] = struct{}{}
 	}
 }
 
+// pick takes one of the moves ms enabled in w at random, or one of its
+// variants that lose a reply, and returns it and what it did.
+func (c *checker) pick(x *executor, w *world, ms []move, rng *rand.Rand) (move, *world, outcome) {
+	m := ms[rng.IntN(len(ms))]
+	n, o := c.apply(x, w, m)
+	if vs := c.variants(w, m, &o); len(vs) > 0 {
+		if k := rng.IntN(len(vs) + 1); k > 0 {
+			m = vs[k-1]
+			n, o = c.apply(x, w, m)
+		}
+	}
+	return m, n, o
+}
+
 func (wk *walker) report(v *Violation, path []move, n int) {
 	wk.mu.Lock()
 	defer wk.mu.Unlock()
-	wk.tally.steps += len(path)
+	wk.tally.steps += len(path) - len(wk.c.cfg.From.moves)
 	if wk.v == nil || n < wk.vn {
 		wk.v, wk.path, wk.vn = v, path, n
 	}

@@ -26,6 +26,7 @@ type client struct {
 	paused     bool
 	subscribed bool   // its Locker's grant channel (kept once subscribed)
 	cycle      int    // acquires begun: its owner id is its name and cycle
+	giveUpAt   int64  // ready, sleeping: its context's deadline, ms (0: none)
 	e          entry  // ready, sleeping: its queue entry; handed: the entry's generation
 	timer      int64  // sleeping: when its timer fires, ms
 	value      string // holding: the grant's value
@@ -51,10 +52,24 @@ type client struct {
 	// whether its entry is queued as far as the protocol goes.
 	seq    int
 	queued bool
+	// pending is the command whose reply was lost, which the participant
+	// sends again next (resend.go); nil for none. It is in the middle of
+	// the move that sent it: the state above is as that command left it.
+	pending *resend
 }
 
 // waiting says whether the client is in a wait.
 func (c *client) waiting() bool { return c.phase == ready || c.phase == sleeping }
+
+// timedOut says whether a waiter's deadline has passed by now (ms): its
+// context has ended, and its wait with it.
+func (c *client) timedOut(now int64) bool { return c.giveUpAt != 0 && now >= c.giveUpAt }
+
+// leaving says whether the client's give-up went to the server, its reply
+// lost: its wait has ended there, though not yet for it.
+func (c *client) leaving() bool {
+	return c.pending != nil && (c.pending.move.kind == mGiveUp || c.pending.move.kind == mTimeout)
+}
 
 // renew is when a holder's keeper would refresh next: a third of the ttl
 // after its lease began.
@@ -123,7 +138,18 @@ type world struct {
 	freeSince, lonely int64
 	// term is the highest term that took office in an election.
 	term string
+	// skew is how far the server's clock is ahead of the participants'
+	// (ms): they measure their deadlines and timers on clocks of their own
+	// (monotonic), which a step of the server's clock does not move.
+	skew int64
+	back bool // the server's clock has stepped back
+	// op is the operator who breaks the lock (operator.go).
+	op operator
 }
+
+// local is the participants' clock in w (ms): the server's, less the steps
+// it took.
+func (w *world) local() int64 { return w.rs.clock - w.skew }
 
 // clone is a copy of w whose slices the caller may change (a client's took
 // is replaced, never changed in place).
@@ -166,8 +192,11 @@ func bit(v bool) byte {
 
 // rank is client i's place among the clients the checker saw queue (1 is
 // first), or 0.
-func (w *world) rank(i int) int {
-	s := w.clients[i].seq
+func (w *world) rank(i int) int { return w.rankOf(w.clients[i].seq) }
+
+// rankOf is the place of a client whose seq is s among the clients the
+// checker saw queue (1 is first), or 0.
+func (w *world) rankOf(s int) int {
 	if s == 0 {
 		return 0
 	}
