@@ -13,18 +13,29 @@ import (
 // ends (internal/lease's EndedKey names it from the grant's value).
 var markedKeys = append(append([]string(nil), lockKeys...), "lock:ended:g")
 
+// breakKeys are a break's: also the mark of the break call.
+func breakKeys(call string) []string {
+	return append(append([]string(nil), markedKeys...), "lock:ended:"+call)
+}
+
 // TestReleaseMark: a release that names its grant exactly leaves a mark of
 // it; a second send of the same call (a client's retry after a lost reply)
 // finds the grant gone, deleted or handed to the next waiter, replies 1 from
 // the mark, and leaves the next holder's grant be. A break leaves a mark of
 // its own, which the broken holder's release reads as -3, and a second send
-// of the break as 1. Without the mark key, a second release says the key is
-// gone.
+// of the break as 1; a second send of a break never ends a grant, even one
+// of the value it was sent for. Without the mark key, a second release says
+// the key is gone.
 func TestReleaseMark(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
+		// release runs the release script; a break (match "2") is the
+		// break call "n1" (its mark the last key).
 		release := func(keys []string, value, match string) any {
 			t.Helper()
+			if match == "2" {
+				keys = breakKeys("n1")
+			}
 			reply, err := scripts.Release.Run(ctx, b.Client, keys, value, match, "", "0", "", "10000").Result()
 			if err != nil {
 				t.Fatalf("release of %q (ARGV[2] %s): %v", value, match, err)
@@ -71,8 +82,20 @@ func TestReleaseMark(t *testing.T) {
 		want("the lock after it", lockValue(t, b), "next*")
 
 		// A break of a grant the lock no longer holds ends nothing.
-		b.Client.Del(ctx, "lock:ended:g")
+		b.Client.Del(ctx, "lock:ended:g", "lock:ended:n1")
 		want("break of a grant gone", release(markedKeys, "holder", "2"), int64(-1))
 		want("the lock after it", lockValue(t, b), "next*")
+
+		// A break that found its grant gone, sent again once the lock holds
+		// a grant of the same value (an efficiency waiter's next grant is
+		// its owner id again), ends nothing either; another break does.
+		b.Client.Del(ctx, "lock:ended:g", "lock:ended:n1", "lock")
+		want("break of a lock nobody holds", release(markedKeys, "holder", "2"), int64(0))
+		b.Client.Set(ctx, "lock", "holder", time.Minute)
+		want("the same break again", release(markedKeys, "holder", "2"), int64(-1))
+		want("the lock after it", b.Client.Get(ctx, "lock").Val(), "holder")
+		if reply, err := scripts.Release.Run(ctx, b.Client, breakKeys("n2"), "holder", "2", "", "0", "", "10000").Result(); err != nil || reply != int64(1) {
+			t.Fatalf("another break: got %v, %v, want 1", reply, err)
+		}
 	})
 }

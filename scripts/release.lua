@@ -10,15 +10,23 @@
 -- operator's break) leaves a mark of what it did, for ARGV[6] ms: a resend
 -- of the same call (go-redis resends a command whose reply was lost) finds
 -- the grant gone or handed on, and replies what the first send did, from
--- the mark, changing nothing but the mark's expiry.
+-- the mark, changing nothing but the mark's expiry. The grant's mark
+-- (KEYS[4]) is "r" for a holder's release, "b" for a break, which its
+-- holder's release reads. A break also marks its own call (KEYS[5]): "b" it
+-- broke the grant, "x" it found nothing to break; a resend of that call
+-- finds its mark before anything else and does nothing, even if the lock
+-- holds a grant of the same value again (an efficiency waiter's next grant
+-- is its owner id again) or that grant's mark has changed since.
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the lock's wait queue
 -- KEYS[3]  the lock's fence counter key
 -- KEYS[4]  the mark of the grant ARGV[1] (internal/lease's EndedKey),
 --          optional: without it no mark is read or written
--- KEYS[5]  with ARGV[2] = '2', an election's leader key, optional: the
---          broken holder's term is cleared from it, and its observers told
+-- KEYS[5]  with ARGV[2] = '2', the mark of the break call (EndedKey of
+--          "break " and a nonce of the call's), optional
+-- KEYS[6]  with KEYS[5], an election's leader key, optional: the broken
+--          holder's term is cleared from it, and its observers told
 -- ARGV[1]  the value the caller's grant stored; with ARGV[2] = '1', its
 --          "owner:" prefix (a prefix not ending in ':' matches nothing)
 -- ARGV[2]  '1' to match ARGV[1] as a prefix, '2' to break the grant
@@ -27,7 +35,7 @@
 -- ARGV[3]  a queue entry to remove first (a waiter giving up), or ''
 -- ARGV[4]  '1' when grant channels are sharded (Redis Cluster), else '0'
 -- ARGV[5]  another entry to remove with ARGV[3] (its next one), optional
--- ARGV[6]  how long the mark lasts, in ms: optional, with KEYS[4] only
+-- ARGV[6]  how long the marks last, in ms: optional, with KEYS[4] only
 --
 -- Reply:
 --   1   the lock was deleted (or an earlier send of this call ended the
@@ -46,23 +54,34 @@
 --       efficiency grant)
 local breaking = ARGV[2] == '2'
 
--- ended(code) is the reply of a call that found no grant of the caller's to
--- end, which would reply code: what an earlier send of the same call did,
--- from the mark (the grant ended: 1, or 3 when the queue still needs
--- serving on, for -2), or -3 for a holder whose grant an operator broke;
--- else code.
+-- ended(code) is the reply of a holder's release that found no grant of
+-- the caller's to end, which would reply code: what an earlier send of the
+-- same call did, from the mark (the grant ended: 1, or 3 when the queue
+-- still needs serving on, for -2), or -3 for a holder whose grant an
+-- operator broke; else code. A break's reply is code.
 local function ended(code)
-  local did = KEYS[4] and redis.call('GET', KEYS[4])
+  local did = not breaking and KEYS[4] and redis.call('GET', KEYS[4])
   if not did then
     return code
   end
   redis.call('PEXPIRE', KEYS[4], ARGV[6])
-  if did == (breaking and 'b' or 'r') then
+  if did == 'r' then
     return code == -2 and 3 or 1
-  elseif not breaking and (code == 0 or code == -1) then
+  elseif did == 'b' and (code == 0 or code == -1) then
     return -3
   end
   return code
+end
+
+if breaking and KEYS[5] then
+  local did = redis.call('GET', KEYS[5])
+  if did then
+    -- This break ran already: reply what it did, and do nothing more.
+    redis.call('PEXPIRE', KEYS[5], ARGV[6])
+    return did == 'b' and 1 or -1
+  end
+  -- Nothing broken yet: so says the mark, for a resend, until below.
+  redis.call('SET', KEYS[5], 'x', 'PX', ARGV[6])
 end
 
 if ARGV[3] ~= '' then
@@ -92,10 +111,13 @@ elseif ARGV[2] == '1' then
 elseif held ~= ARGV[1] then
   return ended(-1)
 elseif breaking then
-  local colon = KEYS[5] and string.find(held, ':', 1, true)
-  if colon and redis.call('HGET', KEYS[5], 'grant') == held then
-    redis.call('DEL', KEYS[5])
-    redis.call('PUBLISH', KEYS[5], 'vacant ' .. string.sub(held, colon + 1))
+  local colon = KEYS[6] and string.find(held, ':', 1, true)
+  if colon and redis.call('HGET', KEYS[6], 'grant') == held then
+    redis.call('DEL', KEYS[6])
+    redis.call('PUBLISH', KEYS[6], 'vacant ' .. string.sub(held, colon + 1))
+  end
+  if KEYS[5] then
+    redis.call('SET', KEYS[5], 'b', 'PX', ARGV[6])
   end
 end
 if KEYS[4] and not gone then

@@ -192,7 +192,7 @@ func (h *Held) Release(ctx context.Context) error {
 // the script's mark says so), else leaseGone, leaseTaken or leaseBroken
 // (replies.go).
 func (h *Held) release(ctx context.Context) (int64, error) {
-	reply, err := h.core.endGrant(ctx, h.keys, h.value, matchExact, "")
+	reply, err := h.core.endGrant(ctx, h.keys, h.value, nil)
 	if err != nil {
 		return 0, h.core.redisErr(ctx, "release", h.keys, err)
 	}
@@ -289,17 +289,29 @@ func (c *Core) runRelease(ctx context.Context, lk *keySet, value string, leaving
 }
 
 // endGrant ends the grant stored as value on the lock or semaphore at lk,
-// exactly: a holder's release (match matchExact) or an operator's break
-// (matchAny, with leader, an election's leader key, or ""), and leaves the
-// mark of what it did (EndedKey), so that a resend of the call after a lost
-// reply reports what the first send did, and ends nothing else.
-func (c *Core) endGrant(ctx context.Context, lk *keySet, value string, match any, leader string) (any, error) {
-	keys := make([]any, 0, len(lk.keys)+2)
+// exactly, and leaves the mark of what it did (EndedKey), so that a resend
+// of the call after a lost reply reports what the first send did, and ends
+// nothing else: a holder's release, or with brk an operator's break, with
+// leader, an election's leader key, or "".
+func (c *Core) endGrant(ctx context.Context, lk *keySet, value string, brk *breakCall) (any, error) {
+	keys := make([]any, 0, len(lk.keys)+3)
 	keys = append(append(keys, lk.keys...), EndedKey(lk.lock, value))
-	if leader != "" {
-		keys = append(keys, leader)
+	match := matchExact
+	if brk != nil {
+		match = matchAny
+		keys = append(keys, EndedKey(lk.lock, "break "+brk.nonce))
+		if brk.leader != "" {
+			keys = append(keys, brk.leader)
+		}
 	}
 	return c.releaseWith(ctx, lk, keys, []any{value, match, notQueued, c.listen.channels, notQueued, c.markLife})
+}
+
+// breakCall is one call of Break: its nonce, which names the mark of the
+// call, so that its resends tell it from another Break of a grant of the
+// same value (release.lua), and an election's leader key, or "".
+type breakCall struct {
+	nonce, leader string
 }
 
 // releaseWith runs the release script of lk on keys with args, as

@@ -2,7 +2,7 @@ package lease
 
 import (
 	"crypto/sha256"
-	"encoding/base64"
+	"encoding/hex"
 )
 
 // DefaultPrefix is the key prefix of both kinds of lock unless an option sets
@@ -40,8 +40,8 @@ func shardedGrantChannel(lockKey, id string) string { return lockKey + ":grants:
 // digest of the value, which must not show an owner id.
 func EndedKey(key, value string) string {
 	sum := sha256.Sum256([]byte(value))
-	var digest [16]byte // base64.RawURLEncoding.EncodedLen(12)
-	base64.RawURLEncoding.Encode(digest[:], sum[:12])
+	var digest [20]byte
+	hex.Encode(digest[:], sum[:10])
 	return key + ":ended:" + string(digest[:])
 }
 

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"strconv"
 	"strings"
@@ -112,7 +113,7 @@ func (c *Core) Break(ctx context.Context, name, leaderKey string) (broken bool, 
 		return false, c.operationErr(ctx, "break", lk, err)
 	}
 	grant, _, _ := strings.Cut(held, queuedMark)
-	reply, err := c.endGrant(ctx, lk, grant, matchAny, leaderKey)
+	reply, err := c.endGrant(ctx, lk, grant, &breakCall{nonce: rand.Text(), leader: leaderKey})
 	if err != nil {
 		return false, c.operationErr(ctx, "break", lk, err)
 	}
