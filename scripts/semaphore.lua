@@ -31,6 +31,13 @@ local function open(sharded)
   return s
 end
 
+-- prune drops the expired permits (the header, scored below 0, stays):
+-- the server's clock may step back, and an expired permit left in the set
+-- would count again.
+local function prune(s)
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], 0, string.format('%d', s.ms))
+end
+
 -- mark rewrites the header with the given mark (true: a waiter that does
 -- not queue has waited) and expiry.
 local function mark(s, marked, expiry)
@@ -42,11 +49,13 @@ local function mark(s, marked, expiry)
   s.member, s.marked, s.expiry = member, marked, expiry
 end
 
--- enter(limit, sharded) is open for an acquire with limit: it counts the
--- live permits, and returns nil and the error text 'LIMIT n' when they were
--- granted under another limit n. With none live, limit is the semaphore's.
+-- enter(limit, sharded) is open for an acquire with limit: it drops the
+-- expired permits and counts the live ones, and returns nil and the error
+-- text 'LIMIT n' when they were granted under another limit n. With none
+-- live, limit is the semaphore's.
 local function enter(limit, sharded)
   local s = open(sharded)
+  prune(s)
   s.count = redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%d', s.ms), '+inf')
   if s.count == 0 then
     s.limit, s.expiry = limit, 0
@@ -71,10 +80,13 @@ local function admit(s, owner, ttl)
 end
 
 -- renew restarts the caller's permit and reports true, if it holds a live
--- one.
+-- one; an expired one it drops.
 local function renew(s)
   local expiry = redis.call('ZSCORE', KEYS[1], ARGV[1])
-  if not expiry or tonumber(expiry) <= s.ms then
+  if not expiry then
+    return false
+  elseif tonumber(expiry) <= s.ms then
+    redis.call('ZREM', KEYS[1], ARGV[1]) -- expired: never to count again
     return false
   end
   admit(s, ARGV[1], ARGV[2])
@@ -119,7 +131,3 @@ local function first(s)
   return math.max(tonumber(head[2] or s.ms + 1) - s.ms, 1)
 end
 
--- prune drops the expired permits (the header, scored below 0, stays).
-local function prune(s)
-  redis.call('ZREMRANGEBYSCORE', KEYS[1], 0, string.format('%d', s.ms))
-end

@@ -107,3 +107,46 @@ func effLocker(t *testing.T, c *redis.Client) *efficiency.Locker {
 	t.Cleanup(func() { l.Close() })
 	return l
 }
+
+// TestClockStepBackRevivesNoPermit: two permits of a semaphore of 2 expire,
+// a third worker takes one, and the Redis server's clock steps 30 s back,
+// which puts the expired permits' expiry in the future again. They must
+// not count again: the semaphore holds at most 2 live permits, and the
+// expired permits' holders learn they lost them.
+func TestClockStepBackRevivesNoPermit(t *testing.T) {
+	srv, clock := redistest.StartWithClock(t)
+	c := srv.Client(t)
+	ctx := t.Context()
+	s := effLocker(t, c).Semaphore("revived", 2)
+	var expired []*efficiency.Lock
+	for range 2 {
+		l, err := s.TryAcquire(ctx, 200*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		expired = append(expired, l)
+	}
+	permits := lease.PermitsKey(lease.DefaultPrefix, "revived")
+	live := func() int64 {
+		now := time.UnixMilli(c.Time(ctx).Val().UnixMilli())
+		return c.ZCount(ctx, permits, fmt.Sprint(now.UnixMilli()+1), "+inf").Val()
+	}
+	if !waitFor(10*time.Second, func() bool { return live() == 0 }) {
+		t.Fatal("the permits did not expire")
+	}
+	if _, err := s.TryAcquire(ctx, time.Minute); err != nil {
+		t.Fatalf("a third worker: %v", err)
+	}
+	clock.Step(t, -30*time.Second)
+	if n := live(); n > 1 {
+		t.Errorf("after the step back: %d permits look live, want 1 (the expired ones count again)", n)
+	}
+	for i, l := range expired {
+		if err := l.Refresh(ctx, time.Minute); err == nil {
+			t.Errorf("expired permit %d: Refresh succeeded after the step back, want ErrNotHeld", i)
+		}
+	}
+	if info, err := s.Inspect(ctx); err != nil || info.Held > 2 {
+		t.Errorf("Inspect: %+v, %v: want at most 2 permits held", info, err)
+	}
+}
