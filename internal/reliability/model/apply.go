@@ -460,7 +460,7 @@ func (c *checker) receive(x *executor, n *world, i int, text string, o *outcome)
 	value := g.value(n.owner(i))
 	switch start := g.start(cl.e, o.at); {
 	case o.at >= start+ttl-drift:
-		c.releaseOp(x, n, i, o, c.p.releaseName()+" (late grant)", c.p.release(value, nil))
+		c.releaseOp(x, n, i, o, c.p.releaseName()+" (late grant)", c.p.releaseUnmarked(value))
 	default:
 		kept := append(slices.Clone(cl.took), took{cycle: cl.cycle, value: value})
 		if c.cfg.forgetful {
@@ -486,7 +486,7 @@ func (c *checker) hear(x *executor, n *world, i int, text string, o *outcome) {
 		return
 	}
 	if v, pass := g.passOn(g.id, t, cl.over(t, o.at)); pass {
-		o.passed = c.releaseOp(x, n, i, o, c.p.releaseName()+" (heard)", c.p.release(v, nil))
+		o.passed = c.releaseOp(x, n, i, o, c.p.releaseName()+" (heard)", c.p.releaseUnmarked(v))
 	}
 }
 
@@ -503,7 +503,7 @@ func (c *checker) got(x *executor, n *world, i int, a attempt, err error, o *out
 	case !a.granted:
 		return false, false
 	case o.now >= o.at+ttl-drift:
-		c.releaseOp(x, n, i, o, c.p.releaseName()+" (late grant)", c.p.release(a.value, nil))
+		c.releaseOp(x, n, i, o, c.p.releaseName()+" (late grant)", c.p.releaseUnmarked(a.value))
 		// Its turn came, and ended with the grant it could not use: to the
 		// checker it is queued no more, as after a grant message read late.
 		n.clients[i].queued = false

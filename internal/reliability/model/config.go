@@ -281,7 +281,7 @@ func (c *checker) initial() *world {
 func (c *checker) executors(n int, m *memo) ([]*executor, error) {
 	xs := make([]*executor, n)
 	for i := range xs {
-		s, err := newMini(c.p.keys(), base, c.cfg.nativeLua)
+		s, err := newMini(c.p.keys(), c.p.marks(), base, c.cfg.nativeLua)
 		if err != nil {
 			closeAll(xs)
 			return nil, err

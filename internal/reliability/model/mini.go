@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -51,6 +52,7 @@ type mini struct {
 	m      *miniredis.Miniredis
 	lua    *luaRunner // nil: miniredis's own EVAL
 	names  []string   // the keys read
+	marks  string     // and every key whose name starts with it
 	subs   map[string]*miniredis.Subscriber
 	clock  int64 // ms
 	micros int64 // what TIME reads
@@ -58,16 +60,16 @@ type mini struct {
 }
 
 // newMini starts a miniredis with its clock at clock (ms); the checker reads
-// the keys called names. Scripts run in a luaRunner, or with native in
-// miniredis's own EVAL.
-func newMini(names []string, clock int64, native bool) (*mini, error) {
+// the keys called names, and those whose names start with marks. Scripts
+// run in a luaRunner, or with native in miniredis's own EVAL.
+func newMini(names []string, marks string, clock int64, native bool) (*mini, error) {
 	m := miniredis.NewMiniRedis()
 	conn, err := m.Dial() // starts the server without a listener
 	if err != nil {
 		return nil, fmt.Errorf("model: starting miniredis: %w", err)
 	}
 	_ = conn.Close()
-	s := &mini{m: m, names: names, subs: make(map[string]*miniredis.Subscriber)}
+	s := &mini{m: m, names: names, marks: marks, subs: make(map[string]*miniredis.Subscriber)}
 	s.setClock(clock, clock*1000+1)
 	m.Server().SetPreHook(s.capture)
 	if !native {
@@ -120,6 +122,13 @@ func (s *mini) read() redisState {
 	for _, name := range s.names {
 		if k, ok := s.readKey(name); ok {
 			st.keys = append(st.keys, k)
+		}
+	}
+	for _, name := range s.m.Keys() { // sorted
+		if strings.HasPrefix(name, s.marks) {
+			if k, ok := s.readKey(name); ok {
+				st.keys = append(st.keys, k)
+			}
 		}
 	}
 	for ch, sub := range s.subs {

@@ -1,5 +1,7 @@
 package model
 
+import "strconv"
+
 // The operator breaks the lock (Core.Break, as lockrun's and an admin's
 // Break call it), at any time, while Faults.Break lasts: one Break at a
 // time, with its resend when its reply is lost (Faults.Resend), and its
@@ -59,7 +61,9 @@ func (c *checker) operatorMove(x *executor, n *world, o *outcome) {
 		return
 	}
 	o.broke = true
-	b, err := c.p.breakLock(conn{c, x, n, o})
+	// One nonce a Break, the same for its resend: the Breaks of a path
+	// are told apart by how many were left when each began.
+	b, err := c.p.breakLock(conn{c, x, n, o}, strconv.Itoa(int(n.left.Break)))
 	if err != nil {
 		o.fail(err)
 		return

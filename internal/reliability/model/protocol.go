@@ -295,20 +295,54 @@ func (p protocol) handedOn(reply any) string {
 // up (waiter.leave): it releases whatever grant of owner's Redis holds and
 // takes both generations of the entry out of the queue.
 func (p protocol) release(value string, leaving *entry) []string {
-	match, first, second := "0", "", ""
-	if leaving != nil {
-		owner := p.parseValue(value).owner
-		first, second = p.entryText(owner, leaving.gen), p.entryText(owner, leaving.gen+1)
+	if leaving == nil {
+		// A Held's release leaves the mark of its grant (Core.endGrant).
+		return p.endGrant(value, "0", "")
+	}
+	match := "0"
+	owner := p.parseValue(value).owner
+	first, second := p.entryText(owner, leaving.gen), p.entryText(owner, leaving.gen+1)
+	if p.fenced() {
+		value, match = owner+":", "1" // any token: acquire.releaseAny
+	}
+	return p.eval(p.releaseSrc(), value, match, first, "0", second)
+}
+
+// releaseUnmarked ends the grant stored as value exactly, leaving no mark:
+// a grant that no Held was made of (late, or heard of for a waiter that
+// left: acquire.release, runRelease).
+func (p protocol) releaseUnmarked(value string) []string {
+	return p.eval(p.releaseSrc(), value, "0", "", "0")
+}
+
+// markLife is the life of a release's mark in the model, ms: the Core's
+// for go-redis's defaults is longer, which changes nothing but when the
+// mark expires.
+const markLife = "10000"
+
+// endGrant ends the grant stored as value exactly, leaving its mark
+// (Core.endGrant): a holder's release (match "0"), or an operator's break
+// ("2", with an election's leader key after the mark, as the correctness
+// Locker's Break passes it, and the break call's nonce).
+func (p protocol) endGrant(value, match, nonce string) []string {
+	keys := []string{lockKey, queueKey, counterKey}
+	if p.kind == Semaphore {
+		keys = []string{permitsKey, semQueue}
+	}
+	keys = append(keys, lease.EndedKey(keys[0], value))
+	if match == "2" {
+		keys = append(keys, lease.EndedKey(keys[0], "break "+nonce))
 		if p.fenced() {
-			value, match = owner+":", "1" // any token: acquire.releaseAny
+			keys = append(keys, leaderKey)
 		}
 	}
-	args := []string{value, match, first, "0"}
-	if leaving != nil {
-		args = append(args, second)
-	}
-	return p.eval(p.releaseSrc(), args...)
+	cmd := append([]string{"EVAL", p.releaseSrc(), strconv.Itoa(len(keys))}, keys...)
+	return append(cmd, value, match, "", "0", "", markLife)
 }
+
+// marks is the prefix of the marks releases leave on the resource
+// (EndedKey's names): the checker reads them with the resource's keys.
+func (p protocol) marks() string { return p.keys()[0] + ":ended:" }
 
 // unqueue takes both generations of owner's entry gen out of the queue and
 // ends any grant of owner's that a fenced lock holds, whatever its token
@@ -346,7 +380,7 @@ func (p protocol) readRelease(reply any) (held, more bool, err error) {
 		switch {
 		case v == 3 || v == -2 && lock:
 			return v == 3, true, nil
-		case v >= 0 && v <= 2 || v == -1 && lock:
+		case v >= 0 && v <= 2 || (v == -1 || v == -3) && lock:
 			return v > 0, false, nil
 		}
 	case string:
@@ -390,20 +424,21 @@ type broke struct {
 }
 
 // breakLock is the operator's Break, every client-side step of it, as
-// Core.Break does it (operate.go): one call of the release script that
-// ends whatever grant the lock holds (ARGV[2] '2'), with an election's
-// leader key as KEYS[4] (the correctness Locker's Break passes it, an
-// election's or not), read as releaseWith and serveOn read a release: a
-// live lease was broken unless the reply says gone or another owner's.
+// Core.Break does it (operate.go): a GET of the lock's grant, then one call
+// of the release script that ends exactly that grant and leaves its mark
+// (ARGV[2] '2', endGrant), with an election's leader key (the correctness
+// Locker's Break passes it, an election's or not), read as releaseWith and
+// serveOn read a release: a live lease was broken unless the reply says
+// gone or another owner's.
 // The moves know nothing else of Break: to change what it sends, change
 // this function.
-func (p protocol) breakLock(w wire) (broke, error) {
-	keys := []string{lockKey, queueKey, counterKey}
-	if p.fenced() {
-		keys = append(keys, leaderKey)
+func (p protocol) breakLock(w wire, nonce string) (broke, error) {
+	held, ok := w.query("GET (break)", []string{"GET", lockKey}).(string)
+	if !ok {
+		return broke{}, nil // nothing to break
 	}
-	cmd := append(append([]string{"EVAL", p.src.Release, strconv.Itoa(len(keys))}, keys...), "", "2", "", "0")
-	reply := w.send("release.lua (break)", cmd)
+	grant, _, _ := strings.Cut(held, "*")
+	reply := w.send("release.lua (break)", p.endGrant(grant, "2", nonce))
 	broken, more, err := p.readRelease(reply)
 	return broke{broken: broken, more: more, handed: p.handedOn(reply)}, err
 }

@@ -21,6 +21,7 @@ type real struct {
 	ctx   context.Context
 	c     *redis.Client
 	names []string
+	marks string // the prefix of the other keys read: the marks
 	subs  map[string]*redis.PubSub
 	// gap, when set, is how far the clock moves at the next advance, ms:
 	// the replay sets it to miniredis's step (see advance).
@@ -32,19 +33,29 @@ type real struct {
 const wait = 10 * time.Second
 
 // newReal drives the server c is connected to, which it empties first.
-func newReal(ctx context.Context, c *redis.Client, names []string) (*real, error) {
+func newReal(ctx context.Context, c *redis.Client, names []string, marks string) (*real, error) {
 	if err := c.FlushAll(ctx).Err(); err != nil {
 		return nil, fmt.Errorf("model: FLUSHALL: %w", err)
 	}
-	return &real{ctx: ctx, c: c, names: names, subs: make(map[string]*redis.PubSub)}, nil
+	return &real{ctx: ctx, c: c, names: names, marks: marks, subs: make(map[string]*redis.PubSub)}, nil
 }
 
 // snapshot reads the clock and the keys in one step, the same on every
-// server: {seconds, µs, {name, type, pttl, items}...}.
+// server: {seconds, µs, {name, type, pttl, items}...}; the keys are KEYS,
+// then those that match the pattern ARGV[1], sorted.
 var snapshot = redis.NewScript(`
 local t = redis.call('TIME')
 local out = {t[1], t[2]}
+local names = {}
 for _, k in ipairs(KEYS) do
+  names[#names + 1] = k
+end
+local marks = redis.call('KEYS', ARGV[1])
+table.sort(marks)
+for _, k in ipairs(marks) do
+  names[#names + 1] = k
+end
+for _, k in ipairs(names) do
   local typ = redis.call('TYPE', k)['ok']
   local items = {}
   if typ == 'string' then
@@ -68,16 +79,16 @@ func (s *real) step(cmd []string) (before, after redisState, reply any) {
 		args[i] = a
 	}
 	_, _ = s.c.TxPipelined(s.ctx, func(p redis.Pipeliner) error {
-		read1 = snapshot.Eval(s.ctx, p, s.names)
+		read1 = snapshot.Eval(s.ctx, p, s.names, s.marks+"*")
 		run = p.Do(s.ctx, args...)
-		read2 = snapshot.Eval(s.ctx, p, s.names)
+		read2 = snapshot.Eval(s.ctx, p, s.names, s.marks+"*")
 		return nil
 	})
 	return s.parse(read1), s.parse(read2), fromGoRedis(run.Result())
 }
 
 func (s *real) read() redisState {
-	return s.parse(snapshot.Run(s.ctx, s.c, s.names))
+	return s.parse(snapshot.Run(s.ctx, s.c, s.names, s.marks+"*"))
 }
 
 // parse reads a snapshot; a failed one panics: a replay cannot go on.
@@ -93,12 +104,21 @@ func (s *real) parse(cmd *redis.Cmd) redisState {
 	for _, e := range r[2:] {
 		st.keys = append(st.keys, parseKey(e.([]any)))
 	}
-	slices.SortFunc(st.keys, func(a, b rkey) int { return slices.Index(s.names, a.name) - slices.Index(s.names, b.name) })
+	slices.SortStableFunc(st.keys, func(a, b rkey) int { return s.order(a.name) - s.order(b.name) })
 	for ch := range s.subs {
 		st.subs = append(st.subs, ch)
 	}
 	slices.Sort(st.subs)
 	return st
+}
+
+// order is where the key called name comes in a state: names first, in
+// their order, then the marks (sorted by the snapshot already).
+func (s *real) order(name string) int {
+	if i := slices.Index(s.names, name); i >= 0 {
+		return i
+	}
+	return len(s.names)
 }
 
 func parseKey(e []any) rkey {

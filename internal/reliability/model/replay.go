@@ -116,7 +116,7 @@ func Replay(ctx context.Context, cfg Config, s Schedule, client *redis.Client) (
 		return nil, err
 	}
 	defer closeAll(xs)
-	r, err := newReal(ctx, client, c.p.keys())
+	r, err := newReal(ctx, client, c.p.keys(), c.p.marks())
 	if err != nil {
 		return nil, err
 	}
