@@ -134,38 +134,59 @@ func (n *Notifier) run(cn *conn) {
 	})
 }
 
+// receive is cn's receive loop, which also runs its health check
+// (health.go).
 func (n *Notifier) receive(cn *conn) {
 	defer n.loops.Done()
 	pause := retryPause()
+	h := health{heard: time.Now()}
 	for {
-		msg, err := cn.ps.Receive(context.Background())
-		if err != nil {
-			if n.ended(cn) {
+		msg, err := cn.ps.ReceiveTimeout(context.Background(), h.deadline())
+		if quietRead(err) {
+			reopened, pingErr := n.check(cn, &h)
+			if reopened {
 				return
 			}
-			if n.refused(cn, err) {
+			if pingErr == nil {
+				continue
+			}
+			err = pingErr // the connection broke under the PING
+		} else if answer(err) {
+			h.hear(time.Now())
+		}
+		if err == nil || refusedPing(err) {
+			pause.Reset()
+			if n.handle(cn, msg) {
 				return // reopened
-			}
-			if !pause.Sleep(context.Background(), n.done) {
-				return
 			}
 			continue
 		}
-		pause.Reset()
-		switch m := msg.(type) {
-		case *redis.Subscription:
-			switch m.Kind {
-			case "subscribe", "ssubscribe":
-				n.confirm(cn, m.Channel)
-			case "sunsubscribe":
-				if n.unsubscribed(cn, m.Channel) {
-					return // reopened
-				}
-			}
-		case *redis.Message:
-			n.deliver(m)
+		if n.ended(cn) {
+			return
+		}
+		if n.refused(cn, err) {
+			return // reopened
+		}
+		if !pause.Sleep(context.Background(), n.done) {
+			return
 		}
 	}
+}
+
+// handle acts on what cn received, and reports whether it reopened cn.
+func (n *Notifier) handle(cn *conn, msg any) bool {
+	switch m := msg.(type) {
+	case *redis.Subscription:
+		switch m.Kind {
+		case "subscribe", "ssubscribe":
+			n.confirm(cn, m.Channel)
+		case "sunsubscribe":
+			return n.unsubscribed(cn, m.Channel)
+		}
+	case *redis.Message:
+		n.deliver(m)
+	}
+	return false
 }
 
 // deliver hands a message to the channel's waiters: a wake-up to the first
