@@ -36,9 +36,10 @@ type conn struct {
 	ps       *redis.PubSub
 	sharded  bool // SSUBSCRIBE, on a slot's master
 	channels int  // channelSubs on it; under Notifier.mu
-	// reopens paces this connection's first SSUBSCRIBE: it replaces one
-	// that lost its slot, or was refused with MOVED (conn.go's reopen), and
-	// the pause grows while that repeats. Under Notifier.mu.
+	// reopens paces the first subscription of a connection that replaces
+	// another (reopen): one that lost its slot, was refused with MOVED, or
+	// was found dead; the pause grows while that repeats, and a confirmed
+	// subscription resets it. Under Notifier.mu.
 	reopens backoff.Backoff
 	once    sync.Once
 	err     error // why it could not be opened (a Ring without a shard up)
@@ -64,27 +65,33 @@ func (n *Notifier) connKey(channel, id string) string {
 // registered. Called with n.mu held.
 func (n *Notifier) open(key, channel string) *conn {
 	cn := &conn{key: key}
+	cn.ps, cn.sharded, cn.err = n.pubsub(key, channel)
+	if cn.err == nil {
+		n.conns[key] = cn
+	}
+	return cn
+}
+
+// pubsub makes the go-redis subscription for the connection with key, one
+// of whose channels is channel, and says whether it is sharded (SSUBSCRIBE,
+// on a slot's master). It fails only on a Ring without a shard up.
+func (n *Notifier) pubsub(key, channel string) (ps *redis.PubSub, sharded bool, err error) {
 	switch c := n.client.(type) {
 	case *redis.ClusterClient:
 		if key != plainKey {
-			cn.ps, cn.sharded = c.SSubscribe(context.Background()), true
-			break
+			return c.SSubscribe(context.Background()), true, nil
 		}
-		cn.ps = c.Subscribe(context.Background())
+		return c.Subscribe(context.Background()), false, nil
 	case *redis.Ring:
 		// The shard of the channel's hash tag, which is the lock's: the
 		// release script runs and PUBLISHes there.
 		shard, err := c.GetShardClientForKey(channel)
 		if err != nil {
-			cn.err = err
-			return cn
+			return nil, false, err
 		}
-		cn.ps = shard.Subscribe(context.Background())
-	default:
-		cn.ps = n.client.Subscribe(context.Background())
+		return shard.Subscribe(context.Background()), false, nil
 	}
-	n.conns[key] = cn
-	return cn
+	return n.client.Subscribe(context.Background()), false, nil
 }
 
 // subscribe sends SUBSCRIBE, or SSUBSCRIBE on a sharded connection.
@@ -127,38 +134,59 @@ func (n *Notifier) run(cn *conn) {
 	})
 }
 
+// receive is cn's receive loop, which also runs its health check
+// (health.go).
 func (n *Notifier) receive(cn *conn) {
 	defer n.loops.Done()
 	pause := retryPause()
+	h := health{heard: time.Now()}
 	for {
-		msg, err := cn.ps.Receive(context.Background())
-		if err != nil {
-			if n.ended(cn) {
+		msg, err := cn.ps.ReceiveTimeout(context.Background(), h.deadline())
+		if quietRead(err) {
+			reopened, pingErr := n.check(cn, &h)
+			if reopened {
 				return
 			}
-			if n.refused(cn, err) {
+			if pingErr == nil {
+				continue
+			}
+			err = pingErr // the connection broke under the PING
+		} else if answer(err) {
+			h.hear(time.Now())
+		}
+		if err == nil || refusedPing(err) {
+			pause.Reset()
+			if n.handle(cn, msg) {
 				return // reopened
-			}
-			if !pause.Sleep(context.Background(), n.done) {
-				return
 			}
 			continue
 		}
-		pause.Reset()
-		switch m := msg.(type) {
-		case *redis.Subscription:
-			switch m.Kind {
-			case "subscribe", "ssubscribe":
-				n.confirm(cn, m.Channel)
-			case "sunsubscribe":
-				if n.unsubscribed(cn, m.Channel) {
-					return // reopened
-				}
-			}
-		case *redis.Message:
-			n.deliver(m)
+		if n.ended(cn) {
+			return
+		}
+		if n.refused(cn, err) {
+			return // reopened
+		}
+		if !pause.Sleep(context.Background(), n.done) {
+			return
 		}
 	}
+}
+
+// handle acts on what cn received, and reports whether it reopened cn.
+func (n *Notifier) handle(cn *conn, msg any) bool {
+	switch m := msg.(type) {
+	case *redis.Subscription:
+		switch m.Kind {
+		case "subscribe", "ssubscribe":
+			n.confirm(cn, m.Channel)
+		case "sunsubscribe":
+			return n.unsubscribed(cn, m.Channel)
+		}
+	case *redis.Message:
+		n.deliver(m)
+	}
+	return false
 }
 
 // deliver hands a message to the channel's waiters: a wake-up to the first
@@ -298,64 +326,93 @@ func (n *Notifier) unsubscribed(cn *conn, channel string) bool {
 	return n.reopen(cn)
 }
 
-// reopen replaces the sharded connection cn, which lost its slot or was
-// refused by the node go-redis dialled, with a new one, dialled after a
-// backoff (and a reload of the cluster's slot map) on the slot's master of
-// the moment, and subscribes its channels there. Their waiters check their
-// locks again: releases meanwhile found no subscriber and skipped them.
+// reopen replaces cn with a new connection, and subscribes its channels
+// there: a sharded one that lost its slot or was refused by the node
+// go-redis dialled, dialled after a backoff (and a reload of the cluster's
+// slot map) on the slot's master of the moment; or any that the health
+// check found dead (health.go). Their waiters check their locks again:
+// releases meanwhile found no subscriber and skipped them, and messages
+// sent to cn are lost. It reports whether cn was replaced (or, serving no
+// channel, closed); it is not on a Ring whose shard is down, where cn
+// stays.
 func (n *Notifier) reopen(cn *conn) bool {
 	n.mu.Lock()
 	if n.closed || n.conns[cn.key] != cn {
 		n.mu.Unlock()
 		return false
 	}
-	next := &conn{key: cn.key, sharded: true, reopens: cn.reopens}
+	var moved []*channelSub
+	for _, sub := range n.subs {
+		if sub.conn == cn {
+			moved = append(moved, sub)
+		}
+	}
+	if len(moved) == 0 {
+		// Nothing to serve (its channels left while it failed): dialled
+		// without a channel, a sharded one would go to a random node.
+		delete(n.conns, cn.key)
+		n.mu.Unlock()
+		_ = cn.ps.Close()
+		return true
+	}
+	ps, sharded, err := n.pubsub(cn.key, moved[0].channel)
+	if err != nil {
+		n.mu.Unlock()
+		return false
+	}
+	next := &conn{key: cn.key, ps: ps, sharded: sharded, reopens: cn.reopens}
 	if next.reopens == (backoff.Backoff{}) {
 		next.reopens = retryPause()
 	}
 	pause := next.reopens.Next()
-	cluster := n.client.(*redis.ClusterClient)
-	next.ps = cluster.SSubscribe(context.Background())
 	n.conns[cn.key] = next
-	var channels []string // all of one slot: one SSUBSCRIBE
-	for channel, sub := range n.subs {
-		if sub.conn != cn {
-			continue
-		}
+	for _, sub := range moved {
 		sub.conn = next
 		next.channels++
-		channels = append(channels, channel)
-		delete(n.counts, channel)
+		delete(n.counts, sub.channel)
 		if !sub.confirmed {
 			sub.confirmed = true
 			close(sub.ready)
 		}
 		sub.signalAll()
 	}
-	if len(channels) == 0 {
-		// Nothing to serve (its channels left while it failed): dialled
-		// without a channel, it would go to a random node.
-		delete(n.conns, cn.key)
-	}
 	n.mu.Unlock()
 	_ = cn.ps.Close()
-	if len(channels) == 0 {
-		_ = next.ps.Close()
-		return true
-	}
 	n.loops.Add(1)
 	go func() {
 		defer n.loops.Done()
-		cluster.ReloadState(context.Background()) // lazily: during the backoff
-		if !n.sleep(pause) || !n.locate(cluster, channels[0]) {
+		cluster, _ := n.client.(*redis.ClusterClient)
+		if sharded {
+			cluster.ReloadState(context.Background()) // lazily: during the backoff
+		}
+		if !n.sleep(pause) || sharded && !n.locate(cluster, moved[0].channel) {
 			return
 		}
 		n.send.Lock()
-		_ = next.subscribe(context.Background(), channels...)
+		if channels := n.still(next, moved); len(channels) > 0 {
+			// Of one slot when sharded: one SSUBSCRIBE.
+			_ = next.subscribe(context.Background(), channels...)
+		}
 		n.send.Unlock()
 		n.run(next)
 	}()
 	return true
+}
+
+// still returns the channels of the subscriptions moved to cn that are
+// still subscribed: one whose last waiter left meanwhile is not subscribed
+// again, nor one subscribed anew, whose Join sent its own SUBSCRIBE. Called
+// with n.send held.
+func (n *Notifier) still(cn *conn, moved []*channelSub) []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var channels []string
+	for _, sub := range moved {
+		if n.subs[sub.channel] == sub && sub.conn == cn {
+			channels = append(channels, sub.channel)
+		}
+	}
+	return channels
 }
 
 // sleep pauses for d, and reports false if the Notifier was closed meanwhile.

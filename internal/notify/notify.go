@@ -19,6 +19,11 @@
 // reconnect, wakes every watcher of the channel, which reads the truth from
 // the keys. It is subscribed while it has watchers.
 //
+// A connection that serves waiters or watchers is health-checked
+// (health.go): one that has gone silent while the server answers others, as
+// a half-open one does, is replaced, and its waiters are woken to ask Redis
+// again, as after a reconnect.
+//
 // A lock's wake-up channel is subscribed while it has waiters. A grant
 // channel (one whose waiters have ids) stays subscribed once subscribed, so
 // that every later wait is spared the SUBSCRIBE round trip and waiters queue
@@ -71,6 +76,9 @@ type Notifier struct {
 	idle   int // kept sharded channels without waiters
 	closed bool
 	done   chan struct{} // closed by Close
+	// ctx is cancelled by Close: it ends the health check's probes.
+	ctx    context.Context
+	cancel context.CancelFunc
 	loops  sync.WaitGroup
 }
 
@@ -120,7 +128,7 @@ func New(client redis.UniversalClient, stray func(msg string)) *Notifier {
 	if stray == nil {
 		stray = func(string) {}
 	}
-	return &Notifier{
+	n := &Notifier{
 		client: client,
 		stray:  stray,
 		conns:  make(map[string]*conn),
@@ -129,6 +137,8 @@ func New(client redis.UniversalClient, stray func(msg string)) *Notifier {
 		unsubs: make(map[string]int),
 		done:   make(chan struct{}),
 	}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	return n
 }
 
 // Waiter is one goroutine's place in the queue of a channel.
@@ -472,6 +482,7 @@ func (n *Notifier) Close() error {
 	}
 	n.closed = true
 	close(n.done)
+	n.cancel()
 	conns := make([]*conn, 0, len(n.conns))
 	for _, cn := range n.conns {
 		conns = append(conns, cn)

@@ -25,7 +25,7 @@ func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 // leastPrivilege is the README's ACL line, less the password.
 const leastPrivilege = "ACL SETUSER leasekit on >PASSWORD resetkeys ~leasekit:* resetchannels &leasekit:* " +
 	"-@all +set +get +del +pttl +pexpire +incr +time +hget +hset +hmget " +
-	"+zadd +zrem +zpopmin +zscore +zrange +zcard +zcount +zremrangebyscore +persist +publish +pubsub|numsub +subscribe +unsubscribe +spublish +pubsub|shardnumsub +ssubscribe +sunsubscribe +evalsha +eval +wait +config|get +info"
+	"+zadd +zrem +zpopmin +zscore +zrange +zcard +zcount +zremrangebyscore +persist +publish +pubsub|numsub +subscribe +unsubscribe +spublish +pubsub|shardnumsub +ssubscribe +sunsubscribe +ping +evalsha +eval +wait +config|get +info"
 
 func TestREADMEDocumentsTheACL(t *testing.T) {
 	readme, err := os.ReadFile("../../../README.md")

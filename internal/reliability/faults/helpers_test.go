@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -51,23 +50,7 @@ func startServer(t *testing.T, args ...string) (*redistest.Server, *redis.Client
 
 // setCalls is how many SET commands srv has run, in scripts too: the acquire
 // of either kind of lock is the only operation that sets the lock key.
-func setCalls(t *testing.T, direct *redis.Client) int {
-	t.Helper()
-	info, err := direct.Info(t.Context(), "commandstats").Result()
-	if err != nil {
-		t.Fatalf("INFO commandstats: %v", err)
-	}
-	_, after, found := strings.Cut(info, "cmdstat_set:calls=")
-	if !found {
-		return 0
-	}
-	digits, _, _ := strings.Cut(after, ",")
-	n, err := strconv.Atoi(digits)
-	if err != nil {
-		t.Fatalf("INFO commandstats: cmdstat_set:calls=%s: %v", digits, err)
-	}
-	return n
-}
+func setCalls(t *testing.T, direct *redis.Client) int { return redistest.Calls(t, direct, "set") }
 
 // newProxy starts a fault proxy to target, closed when the test ends.
 func newProxy(t *testing.T, target string) *faultproxy.Proxy {

@@ -3,12 +3,14 @@
 // requests, cut connections, and the ambiguous reply (a request that reached
 // the server and was executed, but whose reply never reached the client).
 //
-// The controls apply at once to every connection, open or yet to come. The
-// proxy works in chunks: a chunk is what one read from a socket returned. It
-// parses nothing. That is good enough for RESP between go-redis and
-// redis-server on loopback, where a command, or a pipeline of commands, is
-// written at once and arrives in one read; a large request can still arrive in
-// several chunks, and one chunk can hold several pipelined commands.
+// The controls apply at once to every connection, open or yet to come, but
+// for CutAll and HalfOpenSubscriptions, which act once on the connections
+// open at the time. The proxy works in chunks: a chunk is what one read from
+// a socket returned. It parses nothing. That is good enough for RESP between
+// go-redis and redis-server on loopback, where a command, or a pipeline of
+// commands, is written at once and arrives in one read; a large request can
+// still arrive in several chunks, and one chunk can hold several pipelined
+// commands.
 package faultproxy
 
 import (
@@ -59,6 +61,10 @@ type link struct {
 
 	// subscriber is set once the client has sent a SUBSCRIBE or SSUBSCRIBE.
 	subscriber atomic.Bool
+	// halfOpen is set, before the server side is closed, by
+	// HalfOpenSubscriptions: from then on the client's chunks are dropped
+	// and the client side stays open until the client or the proxy closes it.
+	halfOpen atomic.Bool
 	// held are the server's chunks kept back by HoldSubscriptions, oldest
 	// first; writes to the client happen under writeMu, so that they keep
 	// their order whoever sends them.
@@ -185,6 +191,37 @@ func (p *Proxy) CutAfterRequest(match func([]byte) bool) {
 		return
 	}
 	p.cut = &cutRule{match: match}
+}
+
+// HalfOpenSubscriptions half-opens every subscription connection open now
+// (one whose client has sent SUBSCRIBE or SSUBSCRIBE), as a NAT or load
+// balancer does when it drops a flow: the server side is closed, so the
+// server forgets the subscriptions (PUBSUB NUMSUB counts them no more),
+// while the client side stays open and silent. What the client sends there
+// is read and dropped, nothing is written back (what HoldSubscriptions kept
+// back is dropped too), and the client's TCP stack sees every segment
+// acknowledged, so neither a write nor a keepalive ever fails. It lasts
+// until the client or the proxy closes the connection. Connections that
+// subscribe afterwards work as usual.
+func (p *Proxy) HalfOpenSubscriptions() {
+	p.mu.Lock()
+	links := p.snapshot()
+	p.mu.Unlock()
+	for _, l := range links {
+		if !l.subscriber.Load() {
+			continue
+		}
+		l.writeMu.Lock()
+		l.held = nil
+		l.halfOpen.Store(true)
+		l.writeMu.Unlock()
+		l.mu.Lock()
+		server := l.server
+		l.mu.Unlock()
+		if server != nil {
+			_ = server.Close()
+		}
+	}
 }
 
 // HoldSubscriptions keeps back what the server sends on every subscription
@@ -373,7 +410,7 @@ func (p *Proxy) forwardRequest(l *link, chunk []byte) bool {
 	p.mu.Lock()
 	drop, rule := p.blackhole, p.cut
 	p.mu.Unlock()
-	if drop {
+	if drop || l.halfOpen.Load() {
 		return true
 	}
 	if !l.subscriber.Load() && isSubscribe(chunk) {
@@ -384,7 +421,8 @@ func (p *Proxy) forwardRequest(l *link, chunk []byte) bool {
 		return false
 	}
 	_, err := l.server.Write(chunk)
-	return err == nil
+	// A write that lost the race with HalfOpenSubscriptions is dropped.
+	return err == nil || l.halfOpen.Load()
 }
 
 // disarm takes rule off the proxy, reporting whether this caller did (two
@@ -415,15 +453,20 @@ func (p *Proxy) cutAfter(l *link, chunk []byte) {
 	l.close()
 }
 
-// forwardReplies copies server chunks to the client until either side ends.
+// forwardReplies copies server chunks to the client until either side ends;
+// a half-open link's client side is left to forwardRequests.
 func (p *Proxy) forwardReplies(l *link) {
 	defer p.wg.Done()
-	defer p.forget(l)
+	defer func() {
+		if !l.halfOpen.Load() {
+			p.forget(l)
+		}
+	}()
 	buf := make([]byte, chunkSize)
 	for {
 		n, err := l.server.Read(buf)
 		read := time.Now()
-		if n > 0 {
+		if n > 0 && !l.halfOpen.Load() {
 			if l.cutReplied() {
 				return
 			}
@@ -448,6 +491,9 @@ func (p *Proxy) deliver(l *link, chunk []byte) error {
 	p.mu.Unlock()
 	l.writeMu.Lock()
 	defer l.writeMu.Unlock()
+	if l.halfOpen.Load() {
+		return nil
+	}
 	if holding && l.subscriber.Load() {
 		l.held = append(l.held, bytes.Clone(chunk))
 

@@ -276,12 +276,19 @@ func TestCloseEndsEverything(t *testing.T) {
 	}
 }
 
-func TestHoldSubscriptions(t *testing.T) {
-	p, b, sub, subServer := rig(t)
-	cmd, cmdServer := connect(t, p, b)
-	const subscribe = "*2\r\n$9\r\nsubscribe\r\n$4\r\nchan\r\n"
+// subscribedRig is rig with a second connection, cmd, and the first made a
+// subscription connection by sending it subscribe, a RESP command.
+func subscribedRig(t *testing.T, subscribe string) (p *faultproxy.Proxy, b *backend, sub, subServer, cmd, cmdServer net.Conn) {
+	t.Helper()
+	p, b, sub, subServer = rig(t)
+	cmd, cmdServer = connect(t, p, b)
 	send(t, sub, subscribe)
 	expect(t, subServer, subscribe)
+	return p, b, sub, subServer, cmd, cmdServer
+}
+
+func TestHoldSubscriptions(t *testing.T) {
+	p, _, sub, subServer, cmd, cmdServer := subscribedRig(t, "*2\r\n$9\r\nsubscribe\r\n$4\r\nchan\r\n")
 	// A command that only mentions the word is no subscription.
 	const eval = "*3\r\n$4\r\neval\r\n$21\r\n-- not a subscribe...\r\n$1\r\n0\r\n"
 	send(t, cmd, eval)
@@ -307,4 +314,37 @@ func TestHoldSubscriptions(t *testing.T) {
 	if p.ReleaseOne() {
 		t.Fatal("ReleaseOne with nothing held: got true")
 	}
+}
+
+func TestHalfOpenSubscriptions(t *testing.T) {
+	const subscribe = "*2\r\n$10\r\nssubscribe\r\n$4\r\nchan\r\n"
+	p, b, sub, subServer, cmd, cmdServer := subscribedRig(t, subscribe)
+	p.HoldSubscriptions()
+	send(t, subServer, "held") // dropped by the half-open below
+	for p.Held() < 1 {
+		time.Sleep(time.Millisecond)
+	}
+	p.HalfOpenSubscriptions()
+	expectClosed(t, subServer, "the subscription's server side")
+	if got := p.Held(); got != 0 {
+		t.Fatalf("held chunks after the half-open: got %d, want 0", got)
+	}
+	p.ReleaseHeld()
+	send(t, sub, "*1\r\n$4\r\nping\r\n") // read and dropped: the write succeeds
+	expectQuiet(t, sub, "the half-open subscription's client side")
+	// Not a subscription connection: it flows.
+	send(t, cmd, "GET k")
+	expect(t, cmdServer, "GET k")
+	send(t, cmdServer, "$1 v")
+	expect(t, cmd, "$1 v")
+	// A connection that subscribes afterwards works as usual.
+	later, laterServer := connect(t, p, b)
+	send(t, later, subscribe)
+	expect(t, laterServer, subscribe)
+	send(t, laterServer, "message")
+	expect(t, later, "message")
+	// The half-open client side stays open until the client or the proxy
+	// closes it.
+	p.CutAll()
+	expectClosed(t, sub, "the half-open client side after CutAll")
 }

@@ -3,6 +3,7 @@ package redistest
 import (
 	"context"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -209,4 +210,24 @@ func (h *Counter) await(t testing.TB, name string, n int, count func() int) {
 			t.Fatalf("waited 30s for %d %q round trips, saw %d", n, name, got)
 		}
 	}
+}
+
+// Calls is how many times the server of c has run command (lowercase, as
+// INFO commandstats names it: "set", "ping"), in scripts too; 0 if never.
+func Calls(t testing.TB, c *redis.Client, command string) int {
+	t.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatalf("redistest: INFO commandstats: %v", err)
+	}
+	_, after, found := strings.Cut(info, "cmdstat_"+command+":calls=")
+	if !found {
+		return 0
+	}
+	digits, _, _ := strings.Cut(after, ",")
+	n, err := strconv.Atoi(digits)
+	if err != nil {
+		t.Fatalf("redistest: INFO commandstats: cmdstat_%s:calls=%s: %v", command, digits, err)
+	}
+	return n
 }
