@@ -18,6 +18,7 @@ func TestMain(m *testing.M) {
 		"line":     lineChild,
 		"features": featuresChild,
 		"frozen":   frozenChild,
+		"seams":    seamsChild,
 	})
 	os.Exit(redistest.Main(m))
 }
