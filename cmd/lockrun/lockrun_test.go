@@ -357,10 +357,12 @@ func TestExitStatus(t *testing.T) {
 	t.Cleanup(func() { h.wantNoFile("ran") })
 }
 
-// closedPort returns a loopback address nothing listens on.
+// closedPort returns a loopback address nothing listens on: on 127.0.0.2,
+// where no test's server binds (they bind 127.0.0.1), so that a port freed
+// here is not taken by a server another package starts meanwhile.
 func closedPort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	l, err := net.Listen("tcp", "127.0.0.2:0")
 	if err != nil {
 		t.Fatal(err)
 	}
