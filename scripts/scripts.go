@@ -28,7 +28,9 @@
 //
 // Every script is idempotent under a client retry: go-redis resends a
 // command whose reply was lost, and the same owner acquiring again gets the
-// same grant (and, for fenced locks, the same token) back.
+// same grant (and, for fenced locks, the same token) back; a release or a
+// break that took effect leaves a mark that its resend reports from
+// (release.lua). docs/reliability.md, "Commands sent again", has each.
 package scripts
 
 import (

@@ -95,9 +95,8 @@ type Config struct {
 	// moves it by, ms, back when negative; empty: defaultSteps.
 	Steps []int64
 	// Patience gives each acquire that waits a deadline, ms after its
-	// probe: its queue entries carry it (the patience a release judges by
-	// the server's clock, from the entry's place), and the waiter leaves at
-	// it, by its own. 0: none.
+	// probe, by its own clock: it gives up then (its entries carry patience
+	// 0, as the Go client's do, and no script judges it). 0: none.
 	Patience int64
 	// Scan bounds the queue entries one script call looks at (queue.lua's
 	// scanning); 0 keeps the scripts' bound, a hundred, which no queue of
@@ -242,7 +241,7 @@ func newChecker(cfg Config) (*checker, error) {
 	if len(steps) == 0 {
 		steps = defaultSteps
 	}
-	return &checker{cfg: cfg, p: protocol{kind: cfg.Kind, limit: cfg.Limit, src: cfg.Scripts, patience: cfg.Patience},
+	return &checker{cfg: cfg, p: protocol{kind: cfg.Kind, limit: cfg.Limit, src: cfg.Scripts},
 		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}, steps: steps}, nil
 }
 

@@ -48,10 +48,9 @@ func channel(client string) string { return "m:grants:" + client }
 
 // protocol is how a participant speaks to the resource of one kind.
 type protocol struct {
-	kind     Kind
-	limit    int
-	src      Scripts
-	patience int64 // ms, a waiter's entries' (0: none)
+	kind  Kind
+	limit int
+	src   Scripts
 }
 
 // keys are every key the resource's scripts write: what the checker reads.
@@ -218,10 +217,10 @@ type entry struct {
 }
 
 // entryText is generation gen of owner's entry: owner, ttl, kind, patience
-// (0: none; the waiter's deadline, all of it left as it joins after its
-// probe), ticket (the id is the owner id: both are the checker's), channel.
+// (0, as the Go client writes it), ticket (the id is the owner id: both are
+// the checker's), channel.
 func (p protocol) entryText(owner string, gen int) string {
-	return owner + " " + strconv.Itoa(ttl) + " " + p.scriptKind() + " " + strconv.FormatInt(p.patience, 10) + " " +
+	return owner + " " + strconv.Itoa(ttl) + " " + p.scriptKind() + " 0 " +
 		owner + "." + strconv.Itoa(gen) + " " + channel(clientName(owner))
 }
 
