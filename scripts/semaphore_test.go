@@ -60,7 +60,7 @@ func (s *semaphore) release(owner, leaving string) int64 {
 // set's members scored at or above 0 (the header is scored below).
 func (s *semaphore) permits() []string {
 	s.t.Helper()
-	return s.b.Client.ZRangeByScore(s.t.Context(), "sem", &redis.ZRangeBy{Min: "0", Max: "+inf"}).Val()
+	return s.b.Client.ZRangeArgs(s.t.Context(), redis.ZRangeArgs{Key: "sem", ByScore: true, Start: "0", Stop: "+inf"}).Val()
 }
 
 // granted checks that reply grants owner a permit, with code.

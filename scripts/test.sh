@@ -7,6 +7,7 @@
 # module, so it is named). The passes:
 #   vet       go vet ./... ./bench/...
 #   gofmt     gofmt -l . lists nothing
+#   staticcheck  honnef.co/go/tools' staticcheck, pinned, on both modules
 #   race      every test with the race detector, on miniredis and on real
 #             redis-server processes that the tests start themselves on free
 #             loopback ports (and stop), LEASEKIT_REQUIRE_REDIS=1
@@ -90,6 +91,8 @@ packages=(./... ./bench/...)
 
 pass vet go vet "${packages[@]}"
 pass gofmt check_gofmt
+# Pinned: a newer staticcheck may add checks that fail a green tree.
+pass staticcheck go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 "${packages[@]}"
 pass race env -u LEASEKIT_NO_REDIS LEASEKIT_REQUIRE_REDIS=1 go test -race -count=1 "$@" "${packages[@]}"
 # CONTRIBUTING.md promises that `go test ./...` passes on a machine with only
 # Go. This machine has redis-server, so hide it from the harness and prove it.

@@ -49,7 +49,7 @@ func TestSemaphoreRuns(t *testing.T) {
 	}
 	// The permits' owners: the members scored at or above 0 (the header
 	// is below).
-	owners := h.client.ZRangeByScore(ctx, lease.PermitsKey(lease.DefaultPrefix, "pool"), &redis.ZRangeBy{Min: "0", Max: "+inf"}).Val()
+	owners := h.client.ZRangeArgs(ctx, redis.ZRangeArgs{Key: lease.PermitsKey(lease.DefaultPrefix, "pool"), ByScore: true, Start: "0", Stop: "+inf"}).Val()
 	for _, owner := range owners {
 		if strings.Contains(r.stdout+r.stderr, owner[:8]) {
 			t.Errorf("-status shows an owner id:\n%s%s", r.stdout, r.stderr)

@@ -36,13 +36,13 @@ type Violation struct {
 
 func (v *Violation) Error() string { return v.Invariant + ": " + v.Detail }
 
-// judge checks the step m from w to n, which did o, against the invariants,
+// judge checks the step from w to n, which did o, against the invariants,
 // and updates what the checker tracks in n. Time-bound invariants (a free
 // resource goes to a waiter within a second; a queue without live waiters
 // ends within its bound) are left out when timed is false: on a real server
 // the checker's own delays count.
-func (c *checker) judge(w *world, m move, n *world, o *outcome, timed bool) *Violation {
-	m = o.move // a resend is judged as the move it resumes
+func (c *checker) judge(w *world, _ move, n *world, o *outcome, timed bool) *Violation {
+	m := o.move // a resend is judged as the move it resumes
 	if o.err != nil {
 		return &Violation{Replies, fmt.Sprintf("%s could not read the reply of %s: %v", who(m), o.op, o.err)}
 	}

@@ -1,7 +1,6 @@
 package model
 
 import (
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -33,24 +32,6 @@ func (st redisState) key(name string) *rkey {
 		}
 	}
 	return nil
-}
-
-// subscribed says whether ch has a subscriber.
-func (st redisState) subscribed(ch string) bool {
-	_, ok := slices.BinarySearch(st.subs, ch)
-	return ok
-}
-
-// withSubs is st with ch subscribed or not.
-func (st redisState) withSubs(ch string, on bool) redisState {
-	i, ok := slices.BinarySearch(st.subs, ch)
-	switch {
-	case on && !ok:
-		st.subs = slices.Insert(slices.Clone(st.subs), i, ch)
-	case !on && ok:
-		st.subs = slices.Delete(slices.Clone(st.subs), i, i+1)
-	}
-	return st
 }
 
 // encode appends st's canonical form to b.
