@@ -17,7 +17,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/leasekit/leasekit/correctness"
-	"github.com/leasekit/leasekit/internal/lease"
+	"github.com/leasekit/leasekit/scripts"
 )
 
 // election: three candidate processes (the bench re-executed) campaign in
@@ -110,8 +110,8 @@ func (b *bench) election(ctx context.Context) []row {
 		e.clock = startMiniClock(b.target.mini)
 		defer e.clock.stop()
 	}
-	e.lock = lease.LockKey(lease.DefaultPrefix, e.name)
-	e.queue = lease.QueueKey(e.lock)
+	e.lock = scripts.LockKey(scripts.DefaultPrefix, e.name)
+	e.queue = scripts.QueueKey(e.lock)
 	defer e.stop()
 	if err := e.start(ctx); err != nil {
 		e.res.failures++
@@ -213,7 +213,7 @@ func (e *electionRun) killRound(ctx context.Context) error {
 	}
 	// A key with waiters queued outlives its lease (its mark says by how
 	// much): the lease is what the next leader waits for.
-	p, _ := lease.ParseValue(value.Val(), true)
+	p, _ := scripts.ParseValue(value.Val(), true)
 	if left = p.LeaseLeft(left); left > 0 {
 		expiry = expiry.Add(left)
 	}

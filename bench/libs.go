@@ -14,7 +14,7 @@ import (
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/leasekit/leasekit/correctness"
 	"github.com/leasekit/leasekit/efficiency"
-	"github.com/leasekit/leasekit/internal/lease"
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 	"github.com/redis/rueidis/rueidislock"
@@ -117,7 +117,7 @@ var libraries = []library{
 // leasekitQueue is the wait queue of leasekit's lock called name, under the
 // default prefix that both Lockers run with.
 func leasekitQueue(name string) string {
-	return lease.QueueKey(lease.LockKey(lease.DefaultPrefix, name))
+	return scripts.QueueKey(scripts.LockKey(scripts.DefaultPrefix, name))
 }
 
 // openRueidislock opens a rueidislock Locker on a rueidis client of its own,

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -368,7 +369,7 @@ type arrival struct{ node, place int }
 
 // readQueue waits until the wait queue at key holds n entries (or 5 s have
 // passed) and returns the owner ids of its entries, first in line first. An
-// entry starts with its owner id (internal/lease/handoff.go).
+// entry starts with its owner id (scripts/wire.go).
 func readQueue(ctx context.Context, client redis.UniversalClient, key string, n int) ([]string, error) {
 	var entries []string
 	var err error
@@ -380,7 +381,7 @@ func readQueue(ctx context.Context, client redis.UniversalClient, key string, n 
 	}
 	owners := make([]string, len(entries))
 	for i, e := range entries {
-		owners[i], _, _ = strings.Cut(e, " ")
+		owners[i] = scripts.EntryOwner(e)
 	}
 	return owners, err
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/leasekit/leasekit/efficiency"
-	"github.com/leasekit/leasekit/internal/lease"
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -224,14 +224,14 @@ type grantWatch struct {
 // have queued (queued).
 func (b *bench) watchGrants(ctx context.Context, name string) (*grantWatch, error) {
 	w := &grantWatch{b: b, name: name, synced: make(chan struct{}, 1), done: make(chan struct{})}
-	permits := lease.PermitsKey(lease.DefaultPrefix, name)
+	permits := scripts.PermitsKey(scripts.DefaultPrefix, name)
 	c, ok := b.client.(*redis.Client)
 	if !ok {
 		w.sharded, w.sync = true, permits+":grants:bench"
 		return w, nil
 	}
-	w.sync = lease.DefaultPrefix + "grants:bench-" + b.id
-	w.ps = c.PSubscribe(ctx, lease.DefaultPrefix+"grants:*")
+	w.sync = scripts.GrantChannel(scripts.DefaultPrefix, "bench-"+b.id)
+	w.ps = c.PSubscribe(ctx, scripts.GrantChannel(scripts.DefaultPrefix, "*"))
 	if _, err := w.ps.Receive(ctx); err != nil {
 		_ = w.ps.Close()
 		return nil, err
@@ -243,14 +243,14 @@ func (b *bench) watchGrants(ctx context.Context, name string) (*grantWatch, erro
 // queued reads the queue's order, once every contender has queued; in a
 // cluster, it subscribes to their grant channels then.
 func (w *grantWatch) queued(ctx context.Context) error {
-	queue := lease.QueueKey(lease.PermitsKey(lease.DefaultPrefix, w.name))
+	queue := scripts.QueueKey(scripts.PermitsKey(scripts.DefaultPrefix, w.name))
 	entries, err := w.b.client.ZRange(ctx, queue, 0, -1).Result()
 	if err != nil {
 		return err
 	}
 	channels := []string{w.sync}
 	for _, e := range entries {
-		if id, channel, ok := lease.EntryTicket(e); ok {
+		if id, channel, ok := scripts.EntryTicket(e); ok {
 			w.order = append(w.order, id)
 			if !slices.Contains(channels, channel) {
 				channels = append(channels, channel)
@@ -277,7 +277,8 @@ func (w *grantWatch) read() {
 			w.synced <- struct{}{}
 			continue
 		}
-		if id, ok := lease.GrantTicket(m.Payload); ok {
+		if g, ok := scripts.ParseMessage(m.Payload); ok {
+			id := g.ID
 			w.mu.Lock()
 			w.granted = append(w.granted, id)
 			w.mu.Unlock()

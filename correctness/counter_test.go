@@ -12,6 +12,7 @@ import (
 	"github.com/leasekit/leasekit/correctness"
 	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
+	"github.com/leasekit/leasekit/scripts"
 )
 
 // corruptions are values a fence counter can be left holding by hand or by
@@ -50,7 +51,7 @@ func TestCorruptCounter(t *testing.T) {
 			l := newLocker(t, b, append(opts, correctness.WithAudit(false))...)
 			for _, c := range corruptions {
 				name := fmt.Sprintf("corrupt-%s-%s", mode, c.name)
-				fence := lease.CounterKey(lease.DefaultPrefix, name)
+				fence := scripts.CounterKey(scripts.LockKey(lease.DefaultPrefix, name))
 				if c.list {
 					b.Client.RPush(ctx, fence, "x")
 				} else {
@@ -60,7 +61,7 @@ func TestCorruptCounter(t *testing.T) {
 				if !errors.Is(err, correctness.ErrInvalidToken) || !strings.Contains(err.Error(), fence) || !strings.Contains(err.Error(), c.says) {
 					t.Errorf("%s, %s: TryAcquire: got %v, want ErrInvalidToken naming %s and saying %s", mode, c.name, err, fence, c.says)
 				}
-				if n := b.Client.Exists(ctx, lease.LockKey(lease.DefaultPrefix, name)).Val(); n != 0 {
+				if n := b.Client.Exists(ctx, scripts.LockKey(lease.DefaultPrefix, name)).Val(); n != 0 {
 					t.Errorf("%s, %s: the lock was granted over a corrupt counter", mode, c.name)
 				}
 				if !c.list {
@@ -82,7 +83,7 @@ func TestReleaseWithCorruptCounter(t *testing.T) {
 		ctx := t.Context()
 		for _, c := range corruptions {
 			name := "handoff-" + strings.ReplaceAll(c.name, " ", "-")
-			fence := lease.CounterKey(lease.DefaultPrefix, name)
+			fence := scripts.CounterKey(scripts.LockKey(lease.DefaultPrefix, name))
 			count := redistest.Count(b.Client)
 			l := newLocker(t, b, correctness.WithAudit(false))
 			holder, err := l.TryAcquire(ctx, name, time.Hour)
@@ -109,7 +110,7 @@ func TestReleaseWithCorruptCounter(t *testing.T) {
 			if err := <-waited; !errors.Is(err, correctness.ErrInvalidToken) || !strings.Contains(err.Error(), fence) {
 				t.Errorf("%s: the waiter: got %v, want ErrInvalidToken naming %s", c.name, err, fence)
 			}
-			if n := b.Client.Exists(ctx, lease.LockKey(lease.DefaultPrefix, name), lease.QueueKey(lease.LockKey(lease.DefaultPrefix, name))).Val(); n != 0 {
+			if n := b.Client.Exists(ctx, scripts.LockKey(lease.DefaultPrefix, name), scripts.QueueKey(scripts.LockKey(lease.DefaultPrefix, name))).Val(); n != 0 {
 				t.Errorf("%s: the lock or its queue is left behind", c.name)
 			}
 		}
@@ -125,7 +126,7 @@ func TestExpiringCounter(t *testing.T) {
 		ctx := t.Context()
 		l := newLocker(t, b, correctness.WithExpiringCounter(true), correctness.WithAudit(false))
 		const ttl = 200 * time.Millisecond
-		fence := lease.CounterKey(lease.DefaultPrefix, "order-1")
+		fence := scripts.CounterKey(scripts.LockKey(lease.DefaultPrefix, "order-1"))
 		var last uint64
 		for i := range 2 {
 			lease, err := l.TryAcquire(ctx, "order-1", ttl)
@@ -166,7 +167,7 @@ func TestExpiringCounterFollowsRefreshes(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
 		l := newLocker(t, b, correctness.WithExpiringCounter(true), correctness.WithAudit(false))
-		fence := lease.CounterKey(lease.DefaultPrefix, "refreshed")
+		fence := scripts.CounterKey(scripts.LockKey(lease.DefaultPrefix, "refreshed"))
 		held, err := l.TryAcquire(ctx, "refreshed", 300*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
@@ -196,7 +197,7 @@ func TestCounterAheadOfTheClock(t *testing.T) {
 		for mode, opts := range drawModes {
 			l := newLocker(t, b, append(opts, correctness.WithAudit(false))...)
 			name := "ahead-" + strings.ReplaceAll(mode, " ", "-")
-			fence := lease.CounterKey(lease.DefaultPrefix, name)
+			fence := scripts.CounterKey(scripts.LockKey(lease.DefaultPrefix, name))
 			b.Client.Set(ctx, fence, ahead, 0)
 			lease, err := l.TryAcquire(ctx, name, time.Minute)
 			if mode == "counter" {

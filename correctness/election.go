@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
@@ -34,14 +33,6 @@ var (
 	announceScript = lease.NewScript(scripts.ElectionAnnounce)
 	leaderScript   = lease.NewScript(scripts.ElectionLeader)
 	resignScript   = lease.NewScript(scripts.ElectionResign)
-)
-
-// The reply codes of election_announce.lua, election_proclaim.lua and
-// election_resign.lua, as their headers list them (one code a line, see
-// scripts/scripts.go); TestReplyCodesMatchTheScripts holds them there.
-const (
-	electionDone    int64 = 1 // took office, changed the value, told the vacancy
-	electionUnmoved int64 = 0 // the grant or term is not in office: nothing changed
 )
 
 // cleanupTimeout bounds the round trips that end a term, which run even when
@@ -129,8 +120,8 @@ type election struct {
 }
 
 func (l *Locker) election(name string) election {
-	lock := lease.LockKey(l.opts.prefix, name)
-	leader := lease.LeaderKey(lock)
+	lock := scripts.LockKey(l.opts.prefix, name)
+	leader := scripts.LeaderKey(lock)
 	return election{l: l, name: name, keys: []any{lock, leader}, channel: leader}
 }
 
@@ -150,8 +141,12 @@ func (l *Locker) electionOf(op, name string) (election, error) {
 // lease ended first, or Redis failed), the lease is released and the
 // error says why.
 func (e election) announce(ctx context.Context, h *lease.Held, value []byte) error {
-	n, err := announceScript.Run(ctx, e.l.client, e.keys, h.Value(), value, e.channel).Int64()
-	if err == nil && n == electionDone {
+	reply, err := announceScript.Run(ctx, e.l.client, e.keys, h.Value(), value, e.channel).Result()
+	var done bool
+	if err == nil {
+		done, err = scripts.ReadDone(reply)
+	}
+	if done {
 		return nil
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
@@ -220,57 +215,27 @@ type sighting struct {
 	ttl    time.Duration // the lock's remaining ttl, unless free; negative: no expiry
 }
 
-// state is an election's state, as election_leader.lua reports it: the
-// first element of its reply (TestReplyCodesMatchTheScripts holds these to
-// the script's header).
-type state int64
+// state is an election's state, as election_leader.lua reports it.
+type state = scripts.Office
 
 const (
-	free    state = iota // nobody holds the lock
-	waiting              // its holder has not taken office
-	leading              // its holder is the leader
+	free    = scripts.OfficeFree    // nobody holds the lock
+	waiting = scripts.OfficeWaiting // its holder has not taken office
+	leading = scripts.OfficeLeading // its holder is the leader
 )
 
 // read reads the election's leader, with its lock.
 func (e election) read(ctx context.Context) (sighting, error) {
-	reply, err := leaderScript.Run(ctx, e.l.client, e.keys, "1").Slice()
+	reply, err := leaderScript.Run(ctx, e.l.client, e.keys, "1").Result()
 	if err == nil {
-		var s sighting
-		if s, err = parseSighting(reply); err == nil {
+		var got scripts.Sighting
+		if got, err = scripts.ReadLeader(reply, true); err == nil {
+			s := sighting{state: got.Office, ttl: time.Duration(got.TTL) * time.Millisecond}
+			if got.Office == leading {
+				s.leader = Leader{Value: []byte(got.Value), Term: got.Term}
+			}
 			return s, nil
 		}
 	}
 	return sighting{}, lease.WrapRedis("correctness", "read the leader of election", e.name, lease.KeyErr(e.channel, err))
-}
-
-// parseSighting parses election_leader.lua's reply.
-func parseSighting(reply []any) (sighting, error) {
-	bad := fmt.Errorf("unexpected reply of %d elements", len(reply))
-	if len(reply) == 0 {
-		return sighting{}, bad
-	}
-	code, _ := reply[0].(int64)
-	switch {
-	case reply[0] == int64(free) && len(reply) == 1:
-		return sighting{state: free}, nil
-	case code == int64(waiting) && len(reply) == 2, code == int64(leading) && len(reply) == 4:
-	default:
-		return sighting{}, bad
-	}
-	ms, ok := reply[1].(int64)
-	if !ok {
-		return sighting{}, bad
-	}
-	s := sighting{state: state(code), ttl: time.Duration(ms) * time.Millisecond}
-	if s.state == waiting {
-		return s, nil
-	}
-	digits, ok1 := reply[2].(string)
-	value, ok2 := reply[3].(string)
-	term, err := strconv.ParseUint(digits, 10, 64)
-	if !ok1 || !ok2 || err != nil || term == 0 {
-		return sighting{}, bad
-	}
-	s.leader = Leader{Value: []byte(value), Term: term}
-	return s, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/leasekit/leasekit/correctness"
 	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
+	"github.com/leasekit/leasekit/scripts"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -78,7 +79,7 @@ func TestElectionTelemetry(t *testing.T) {
 
 	err = l.Campaign(ctx, "gauge", 3*time.Second, nil, func(ctx context.Context, tm uint64) error {
 		awaitLeading(t, reader, 1)
-		b.Client.Set(ctx, lease.LockKey(lease.DefaultPrefix, "gauge"), "usurper:1", time.Minute)
+		b.Client.Set(ctx, scripts.LockKey(lease.DefaultPrefix, "gauge"), "usurper:1", time.Minute)
 		<-ctx.Done()
 		awaitLeading(t, reader, 0) // fn has not returned
 		return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/leasekit/leasekit/correctness"
 	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -251,7 +252,7 @@ func TestDeposedLeaderIsCancelled(t *testing.T) {
 		l := newLocker(t, b, correctness.WithAudit(false))
 		c := campaign(ctx, l, "deposed", 3*time.Second, "a")
 		term := c.term(t)
-		lockKey := lease.LockKey(lease.DefaultPrefix, "deposed")
+		lockKey := scripts.LockKey(lease.DefaultPrefix, "deposed")
 		if err := b.Client.Set(ctx, lockKey, "usurper:"+fmt.Sprint(term+1), time.Minute).Err(); err != nil {
 			t.Fatal(err)
 		}
@@ -293,7 +294,7 @@ func TestCandidateLateToOfficeLosesItsTerm(t *testing.T) {
 		if !errors.Is(err, correctness.ErrLockLost) || ran {
 			t.Fatalf("Campaign: got %v with fn run: %v, want ErrLockLost and fn not run", err, ran)
 		}
-		if n := b.Client.Exists(ctx, lease.LockKey(lease.DefaultPrefix, "late")).Val(); n != 0 {
+		if n := b.Client.Exists(ctx, scripts.LockKey(lease.DefaultPrefix, "late")).Val(); n != 0 {
 			t.Fatal("the late candidate left its lock held")
 		}
 		if _, err := l.Leader(ctx, "late"); !errors.Is(err, correctness.ErrNoLeader) {

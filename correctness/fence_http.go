@@ -17,6 +17,7 @@ import (
 
 	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/telemetry"
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/metric"
 )
@@ -406,7 +407,7 @@ func (p *FencingProxy) check(ctx context.Context, f *fence, resource string, tok
 		if err = checkFence(resource, token); err != nil {
 			return http.StatusBadRequest, err
 		}
-		key := lease.LockKey(p.store.prefix, resource) + ":proxy"
+		key := scripts.LockKey(p.store.prefix, resource) + ":proxy"
 		_, err = p.store.fence(ctx, registerClaim, "fencing proxy claim of", key, resource, token, p.store.check, p.keep.Milliseconds())
 	}
 	switch rejection(err) {

@@ -2,6 +2,7 @@ package correctness
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -67,7 +68,7 @@ func (r *Register) Write(ctx context.Context, resource string, token uint64, val
 	if err := checkFence(resource, token); err != nil {
 		return err
 	}
-	key := lease.RegisterKey(r.prefix, resource)
+	key := scripts.RegisterKey(r.prefix, resource)
 	_, err := r.fence(ctx, registerWrite, "register write of", key, resource, token, value, r.check)
 	return r.counted(ctx, err)
 }
@@ -83,22 +84,12 @@ func (r *Register) Claim(ctx context.Context, resource string, token uint64) (va
 	if err := checkFence(resource, token); err != nil {
 		return nil, 0, err
 	}
-	key := lease.RegisterKey(r.prefix, resource)
-	items, err := r.fence(ctx, registerClaim, "register claim of", key, resource, token, r.check)
+	key := scripts.RegisterKey(r.prefix, resource)
+	got, err := r.fence(ctx, registerClaim, "register claim of", key, resource, token, r.check)
 	if err != nil {
 		return nil, 0, r.counted(ctx, err)
 	}
-	if len(items) != 2 {
-		return nil, 0, fmt.Errorf("correctness: register claim of %s: unexpected reply %v", lease.Quote(resource), items)
-	}
-	w, _ := items[0].(string)
-	if writer, err = strconv.ParseUint(w, 10, 64); err != nil {
-		return nil, 0, fmt.Errorf("%w: register of %s (key %s) holds token %q", ErrInvalidToken, lease.Quote(resource), lease.Quote(key), w)
-	}
-	if v, ok := items[1].(string); ok {
-		value = []byte(v)
-	}
-	return value, writer, nil
+	return got.Value, got.Writer, nil
 }
 
 var (
@@ -121,51 +112,38 @@ func checkFence(resource string, token uint64) error {
 // register_fence.lua's hour, in microseconds.
 const ceilingAhead = 3600 * 1_000_000
 
-// registerStored is register_write.lua's reply when it stored the value, as
-// its header lists it (TestReplyCodesMatchTheScripts holds it there).
-const registerStored int64 = 1
-
 // fence runs script, register_write or register_claim, for token on the
 // register at key, and returns the items of its reply after 'ok' (none for
 // a write's 1), or the refusal: a *StaleTokenError, ErrStaleToken for a
 // token below the clock floor of a register that keeps no token, an
 // *aheadError, or ErrInvalidToken for a register field that holds no token.
-func (r *Register) fence(ctx context.Context, script lease.Script, op, key, resource string, token uint64, args ...any) ([]any, error) {
+func (r *Register) fence(ctx context.Context, script lease.Script, op, key, resource string, token uint64, args ...any) (scripts.Fenced, error) {
 	args = append([]any{strconv.FormatUint(token, 10)}, args...)
 	reply, err := script.Run(ctx, r.client, []any{key}, args...).Result()
 	if err != nil {
-		return nil, lease.WrapRedis("correctness", op, resource, lease.KeyErr(key, err))
+		return scripts.Fenced{}, lease.WrapRedis("correctness", op, resource, lease.KeyErr(key, err))
 	}
-	if n, ok := reply.(int64); ok && n == registerStored {
-		return nil, nil
-	}
-	items, _ := reply.([]any)
-	var word string
-	if len(items) > 0 {
-		word, _ = items[0].(string)
-	}
+	f, err := scripts.ReadFence(reply)
+	var bad *scripts.BadTokenError
 	switch {
-	case word == "ok":
-		return items[1:], nil
-	case word == "corrupt" && len(items) == 3:
-		return nil, fmt.Errorf("%w: fence of %s (key %s): field %v holds %q, not a fencing token; repair or delete it",
-			ErrInvalidToken, lease.Quote(resource), lease.Quote(key), items[1], items[2])
-	case (word == "stale" || word == "floor" || word == "ahead") && len(items) == 2:
-		s, _ := items[1].(string)
-		bound, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			return nil, fmt.Errorf("%w: fence of %s (key %s) holds token %q", ErrInvalidToken, lease.Quote(resource), lease.Quote(key), s)
-		}
-		switch word {
-		case "stale":
-			return nil, &StaleTokenError{Token: token, Highest: bound}
-		case "floor":
-			return nil, fmt.Errorf("%w %d: below %d, the clock floor of %s (key %s), which keeps no token: no request reached it within the retention (see WithProxyRetention), or none ever did",
-				ErrStaleToken, token, bound, lease.Quote(resource), lease.Quote(key))
-		}
-		return nil, &aheadError{token: token, clock: bound - min(bound, ceilingAhead)}
+	case errors.As(err, &bad):
+		return f, fmt.Errorf("%w: fence of %s (key %s) holds token %q", ErrInvalidToken, lease.Quote(resource), lease.Quote(key), bad.Text)
+	case err != nil:
+		return f, fmt.Errorf("correctness: %s %s: %w", op, lease.Quote(resource), err)
 	}
-	return nil, fmt.Errorf("correctness: %s %s: unexpected reply %v", op, lease.Quote(resource), reply)
+	switch f.Refused {
+	case scripts.RefusedCorrupt:
+		return f, fmt.Errorf("%w: fence of %s (key %s): field %s holds %q, not a fencing token; repair or delete it",
+			ErrInvalidToken, lease.Quote(resource), lease.Quote(key), f.Field, f.Text)
+	case scripts.RefusedStale:
+		return f, &StaleTokenError{Token: token, Highest: f.Bound}
+	case scripts.RefusedFloor:
+		return f, fmt.Errorf("%w %d: below %d, the clock floor of %s (key %s), which keeps no token: no request reached it within the retention (see WithProxyRetention), or none ever did",
+			ErrStaleToken, token, f.Bound, lease.Quote(resource), lease.Quote(key))
+	case scripts.RefusedAhead:
+		return f, &aheadError{token: token, clock: f.Bound - min(f.Bound, ceilingAhead)}
+	}
+	return f, nil
 }
 
 // counted counts err in leasekit.fence.rejections if it is a refusal, and
@@ -185,19 +163,15 @@ func (r *Register) Read(ctx context.Context, resource string) (value []byte, tok
 	if err := lease.CheckName(ErrInvalidKey, resource); err != nil {
 		return nil, 0, err
 	}
-	key := lease.RegisterKey(r.prefix, resource)
+	key := scripts.RegisterKey(r.prefix, resource)
 	vals, err := r.client.HMGet(ctx, key, "value", "token").Result()
 	if err != nil {
 		return nil, 0, lease.WrapRedis("correctness", "register read of", resource, lease.KeyErr(key, err))
 	}
-	if vals[0] == nil || vals[1] == nil {
-		return nil, 0, nil
+	value, token, err = scripts.ReadRegister(vals)
+	var bad *scripts.BadTokenError
+	if errors.As(err, &bad) {
+		return nil, 0, fmt.Errorf("%w: register of %s (key %s) holds token %q", ErrInvalidToken, lease.Quote(resource), lease.Quote(key), bad.Text)
 	}
-	v, _ := vals[0].(string)
-	t, _ := vals[1].(string)
-	token, err = strconv.ParseUint(t, 10, 64)
-	if err != nil {
-		return nil, 0, fmt.Errorf("%w: register of %s (key %s) holds token %q", ErrInvalidToken, lease.Quote(resource), lease.Quote(key), t)
-	}
-	return []byte(v), token, nil
+	return value, token, err
 }

@@ -276,7 +276,7 @@ func BenchmarkRegisterServerTime(b *testing.B) {
 	claimByEval := func(b *testing.B) {
 		b.StopTimer()
 		token++
-		err := scripts.RegisterClaim.Eval(ctx, be.Client, []string{"leasekit:{bench}:register"}, strconv.FormatUint(token, 10), "c").Err()
+		err := redistest.Script(scripts.RegisterClaim).Eval(ctx, be.Client, []string{"leasekit:{bench}:register"}, strconv.FormatUint(token, 10), "c").Err()
 		if err != nil {
 			b.Fatal(err)
 		}

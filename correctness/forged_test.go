@@ -11,6 +11,7 @@ import (
 	"github.com/leasekit/leasekit/correctness"
 	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
+	"github.com/leasekit/leasekit/scripts"
 )
 
 // TestForgedGrantMessageCostsNoTTL: a grant message forged for a queued
@@ -46,7 +47,7 @@ func TestForgedGrantMessageCostsNoTTL(t *testing.T) {
 		next := wait(newLocker(t, b, correctness.WithAudit(false)))
 		count.Await(t, "wait", 2)
 
-		queue := lease.QueueKey(lease.LockKey(lease.DefaultPrefix, "forged-grant"))
+		queue := scripts.QueueKey(scripts.LockKey(lease.DefaultPrefix, "forged-grant"))
 		first := b.Client.ZRange(ctx, queue, 0, 0).Val()
 		f := strings.Fields(first[0])
 		now := b.Client.Time(ctx).Val()

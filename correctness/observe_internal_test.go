@@ -2,34 +2,7 @@ package correctness
 
 import (
 	"testing"
-	"time"
 )
-
-func TestParseSighting(t *testing.T) {
-	cases := []struct {
-		reply []any
-		want  sighting
-		ok    bool
-	}{
-		{[]any{int64(0)}, sighting{state: free}, true},
-		{[]any{int64(1), int64(250)}, sighting{state: waiting, ttl: 250 * time.Millisecond}, true},
-		{[]any{int64(2), int64(-1), "42", "v"}, sighting{state: leading, ttl: -time.Millisecond, leader: Leader{Value: []byte("v"), Term: 42}}, true},
-		{[]any{int64(2), int64(250), "0", "v"}, sighting{}, false},
-		{[]any{int64(2), int64(250), "x", "v"}, sighting{}, false},
-		{[]any{int64(2), int64(250)}, sighting{}, false},
-		{[]any{int64(1)}, sighting{}, false},
-		{[]any{int64(3)}, sighting{}, false},
-		{[]any{"0"}, sighting{}, false},
-		{[]any{}, sighting{}, false},
-	}
-	for _, tc := range cases {
-		got, err := parseSighting(tc.reply)
-		if (err == nil) != tc.ok || tc.ok && (got.state != tc.want.state || got.ttl != tc.want.ttl ||
-			got.leader.Term != tc.want.leader.Term || string(got.leader.Value) != string(tc.want.leader.Value)) {
-			t.Errorf("parseSighting(%v): got %+v, %v, want %+v (ok %v)", tc.reply, got, err, tc.want, tc.ok)
-		}
-	}
-}
 
 // TestToldKeepsTermOrder: whatever order reads find leaders in, an
 // observer sends the first read whatever it found, then leaders in rising

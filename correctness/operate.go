@@ -38,7 +38,7 @@ func (l *Locker) Inspect(ctx context.Context, name string) (Info, error) {
 // of the break at its next refresh, as a Do or Hold does. Errors as
 // Inspect's.
 func (l *Locker) Break(ctx context.Context, name string) (broken bool, err error) {
-	return l.core.Break(ctx, name, lease.LeaderKey(lease.LockKey(l.opts.prefix, name)))
+	return l.core.Break(ctx, name, scripts.LeaderKey(scripts.LockKey(l.opts.prefix, name)))
 }
 
 var proclaimScript = lease.NewScript(scripts.ElectionProclaim)
@@ -61,11 +61,15 @@ func (l *Locker) Proclaim(ctx context.Context, name string, term uint64, value [
 	case term == 0:
 		return fmt.Errorf("%w: election %s: term 0 is no grant's", ErrLockLost, lease.Quote(name))
 	}
-	n, err := proclaimScript.Run(ctx, l.client, e.keys, strconv.FormatUint(term, 10), value, e.channel).Int64()
+	reply, err := proclaimScript.Run(ctx, l.client, e.keys, strconv.FormatUint(term, 10), value, e.channel).Result()
+	var done bool
+	if err == nil {
+		done, err = scripts.ReadDone(reply)
+	}
 	if err != nil {
 		return lease.WrapRedis("correctness", "proclaim in election", name, lease.KeyErr(e.channel, err))
 	}
-	if n != electionDone {
+	if !done {
 		return fmt.Errorf("%w: election %s: term %d is not in office", ErrLockLost, lease.Quote(name), term)
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"github.com/leasekit/leasekit/correctness"
 	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
+	"github.com/leasekit/leasekit/scripts"
 )
 
 // TestInspectAndBreak: Inspect reads the holder's token, and the last token
@@ -50,7 +51,7 @@ func TestInspectAndBreak(t *testing.T) {
 		if err := old.Release(ctx); !errors.Is(err, correctness.ErrNotHeld) {
 			t.Fatalf("the broken holder's Release: got %v, want ErrNotHeld", err)
 		}
-		b.Client.Set(ctx, lease.CounterKey(lease.DefaultPrefix, "corrupt"), "garbage", 0)
+		b.Client.Set(ctx, scripts.CounterKey(scripts.LockKey(lease.DefaultPrefix, "corrupt")), "garbage", 0)
 		if _, err := l.Inspect(ctx, "corrupt"); !errors.Is(err, correctness.ErrInvalidToken) || !strings.Contains(err.Error(), "leasekit:{corrupt}:fence") {
 			t.Fatalf("a corrupt counter: got %v, want ErrInvalidToken naming it", err)
 		}

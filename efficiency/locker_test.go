@@ -13,6 +13,7 @@ import (
 	"github.com/leasekit/leasekit/efficiency"
 	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -319,7 +320,7 @@ func TestHandoffSkipsAVanishedWaiter(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		queue := lease.QueueKey(lease.LockKey(lease.DefaultPrefix, "ghost"))
+		queue := scripts.QueueKey(scripts.LockKey(lease.DefaultPrefix, "ghost"))
 		ghost := "ghostghostghostghostgh 3600000 e ticket " + lease.DefaultPrefix + "grants:gone"
 		if err := b.Client.ZAdd(ctx, queue, redis.Z{Score: 1, Member: ghost}).Err(); err != nil {
 			t.Fatal(err)
@@ -356,7 +357,7 @@ func TestWaiterThatGivesUpLeavesTheQueue(t *testing.T) {
 			got <- err
 		}()
 		count.Await(t, "wait", 1)
-		queue := lease.QueueKey(lease.LockKey(lease.DefaultPrefix, "leave"))
+		queue := scripts.QueueKey(scripts.LockKey(lease.DefaultPrefix, "leave"))
 		if n := b.Client.ZCard(ctx, queue).Val(); n != 1 {
 			t.Fatalf("queue while waiting: got %d entries, want 1", n)
 		}
@@ -370,7 +371,7 @@ func TestWaiterThatGivesUpLeavesTheQueue(t *testing.T) {
 		if err := holder.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if n := b.Client.Exists(ctx, lease.LockKey(lease.DefaultPrefix, "leave")).Val(); n != 0 {
+		if n := b.Client.Exists(ctx, scripts.LockKey(lease.DefaultPrefix, "leave")).Val(); n != 0 {
 			t.Fatal("the release handed the lock to the waiter that had left")
 		}
 	})

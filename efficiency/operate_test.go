@@ -13,6 +13,7 @@ import (
 	"github.com/leasekit/leasekit/efficiency"
 	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
+	"github.com/leasekit/leasekit/scripts"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -57,7 +58,7 @@ func TestInspect(t *testing.T) {
 		if err != nil || !info.Held || info.TTL <= 50*time.Second || info.TTL > time.Minute || info.Waiters != 0 {
 			t.Fatalf("a held lock: got %+v, %v, want held, about a minute left, no waiters", info, err)
 		}
-		before, _ := b.Client.Get(ctx, lease.LockKey(lease.DefaultPrefix, "inspected")).Result()
+		before, _ := b.Client.Get(ctx, scripts.LockKey(lease.DefaultPrefix, "inspected")).Result()
 		gone, _ := queueWaiter(t, b, ctx, "inspected", count, 1)
 		_, live := queueWaiter(t, b, ctx, "inspected", count, 2)
 		if info, err := l.Inspect(ctx, "inspected"); err != nil || !info.Held || info.Waiters != 2 {
@@ -75,7 +76,7 @@ func TestInspect(t *testing.T) {
 				t.Fatalf("one waiter's Locker closed: got %+v, %v, want 1 live waiter", info, err)
 			}
 		}
-		if after, _ := b.Client.Get(ctx, lease.LockKey(lease.DefaultPrefix, "inspected")).Result(); !strings.HasPrefix(after, before) {
+		if after, _ := b.Client.Get(ctx, scripts.LockKey(lease.DefaultPrefix, "inspected")).Result(); !strings.HasPrefix(after, before) {
 			t.Fatalf("Inspect changed the lock's value")
 		}
 		if err := lock.Release(ctx); err != nil {
@@ -85,7 +86,7 @@ func TestInspect(t *testing.T) {
 			t.Fatalf("the live waiter: %v", err)
 		}
 
-		b.Client.RPush(ctx, lease.LockKey(lease.DefaultPrefix, "listed"), "x")
+		b.Client.RPush(ctx, scripts.LockKey(lease.DefaultPrefix, "listed"), "x")
 		if _, err := l.Inspect(ctx, "listed"); err == nil || !strings.Contains(err.Error(), `key "leasekit:{listed}"`) {
 			t.Fatalf("a list at the lock's key: got %v, want an error naming the key", err)
 		}

@@ -212,7 +212,7 @@ func TestQueuedWaiterWithALostReplyLeavesNoEntry(t *testing.T) {
 		}
 		// Loaded first, so that the spoiled reply is the script's own and
 		// not the NOSCRIPT that would stop it from running.
-		if err := scripts.Wait.Load(ctx, b.Client).Err(); err != nil {
+		if err := redistest.Script(scripts.Wait).Load(ctx, b.Client).Err(); err != nil {
 			t.Fatal(err)
 		}
 		// The waiter gives up (its context ends) as its second try's reply
@@ -233,7 +233,7 @@ func TestQueuedWaiterWithALostReplyLeavesNoEntry(t *testing.T) {
 		if !errors.Is(err, io.ErrUnexpectedEOF) || !errors.Is(err, efficiency.ErrNotObtained) || !errors.Is(err, context.Canceled) {
 			t.Fatalf("Obtain: got %v, want the lost reply's error, ErrNotObtained and the context's end", err)
 		}
-		queue := lease.QueueKey(lease.LockKey(lease.DefaultPrefix, "lost"))
+		queue := scripts.QueueKey(scripts.LockKey(lease.DefaultPrefix, "lost"))
 		if n := b.Client.ZCard(ctx, queue).Val(); n != 0 {
 			t.Fatalf("queue: got %d entries, want the failed waiter's gone", n)
 		}

@@ -24,7 +24,7 @@ import (
 )
 
 // permitsKey is the key of the permits of the semaphore called name.
-func permitsKey(name string) string { return lease.PermitsKey(lease.DefaultPrefix, name) }
+func permitsKey(name string) string { return scripts.PermitsKey(lease.DefaultPrefix, name) }
 
 func TestSemaphoreBadInput(t *testing.T) {
 	b := redistest.Mini(t)
@@ -76,8 +76,8 @@ func TestSemaphoreBadInput(t *testing.T) {
 func TestSemaphoreErrorsNameTheCorruptKey(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		l := newLocker(t, b)
-		for _, key := range []string{lease.QueueKey(permitsKey("corrupt")), permitsKey("corrupt")} {
-			b.Client.Del(t.Context(), lease.QueueKey(permitsKey("corrupt")), permitsKey("corrupt"))
+		for _, key := range []string{scripts.QueueKey(permitsKey("corrupt")), permitsKey("corrupt")} {
+			b.Client.Del(t.Context(), scripts.QueueKey(permitsKey("corrupt")), permitsKey("corrupt"))
 			b.Client.RPush(t.Context(), key, "x")
 			holder, err := l.Semaphore("corrupt", 1).TryAcquire(t.Context(), time.Minute)
 			if err == nil {
@@ -289,7 +289,7 @@ func TestSemaphoreWaiterHandedAnotherLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 		waited := obtainPermitInBackground(ctx, one) // nil: it got a permit
-		permits, queue := permitsKey("limits"), lease.QueueKey(permitsKey("limits"))
+		permits, queue := permitsKey("limits"), scripts.QueueKey(permitsKey("limits"))
 		for b.Client.ZCard(ctx, queue).Val() != 1 {
 			time.Sleep(time.Millisecond)
 		}
@@ -455,7 +455,7 @@ func TestSemaphoreWaitersGiveUpAndClose(t *testing.T) {
 		if err := <-gaveUp; !errors.Is(err, efficiency.ErrNotObtained) || !errors.Is(err, context.Canceled) {
 			t.Fatalf("got %v, want ErrNotObtained and Canceled", err)
 		}
-		queue := lease.QueueKey(permitsKey("leave"))
+		queue := scripts.QueueKey(permitsKey("leave"))
 		if n := b.Client.ZCard(ctx, queue).Val(); n != 0 {
 			t.Fatalf("queue after the waiter gave up: %d entries, want 0", n)
 		}
@@ -655,7 +655,7 @@ func TestSemaphoreStrayIsReleasedAtOnce(t *testing.T) {
 		if err := <-gaveUp; !errors.Is(err, context.Canceled) {
 			t.Fatalf("the stray: got %v, want Canceled", err)
 		}
-		queue := lease.QueueKey(permitsKey("stray"))
+		queue := scripts.QueueKey(permitsKey("stray"))
 		if n := b.Client.ZCard(ctx, queue).Val(); n != 1 {
 			t.Fatalf("queue after the stray gave up: %d entries, want its entry left behind", n)
 		}

@@ -36,7 +36,6 @@ import (
 	"io"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -174,19 +173,18 @@ func (e *Env) Now() time.Time {
 // their timer, at most a second), and the first of them still alive gets it,
 // as after a holder died. It reports whether the lock was held.
 func (e *Env) Expire(name string) bool {
-	key := lease.LockKey(e.prefix, name)
+	key := scripts.LockKey(e.prefix, name)
 	v, _, held := e.lease(key)
 	if !held {
 		return false
 	}
-	owner, _, queued := strings.Cut(v, "*")
-	if !queued {
+	if p, _ := scripts.ParseValue(v, false); !p.Queued {
 		return e.Server.Del(key)
 	}
-	// The mark with the lease's expiry (internal/lease/handoff.go), now:
-	// the key outlives it, so that the queue is served first.
+	// The mark with the lease's expiry (scripts/wire.go), now: the key
+	// outlives it, so that the queue is served first.
 	ttl := e.Server.TTL(key)
-	if err := e.Server.Set(key, owner+"*"+strconv.FormatInt(e.Now().UnixMilli(), 10)); err != nil {
+	if err := e.Server.Set(key, scripts.Marked(scripts.Grant(v), e.Now().UnixMilli())); err != nil {
 		return false
 	}
 	e.Server.SetTTL(key, max(ttl, time.Millisecond))
@@ -200,7 +198,7 @@ func (e *Env) lease(key string) (value string, left time.Duration, held bool) {
 	if err != nil {
 		return "", 0, false
 	}
-	p, _ := lease.ParseValue(v, false)
+	p, _ := scripts.ParseValue(v, false)
 	left = e.Server.TTL(key)
 	if p.Expiry >= 0 {
 		left = time.Duration(p.Expiry-e.Now().UnixMilli()) * time.Millisecond
@@ -220,8 +218,8 @@ const thief = "leasetest-thief"
 // owner (and token 0). The new grant keeps the old holder's remaining ttl, or
 // a minute if it had none.
 func (e *Env) Steal(name string) (uint64, error) {
-	key := lease.LockKey(e.prefix, name)
-	fence := lease.CounterKey(e.prefix, name)
+	key := scripts.LockKey(e.prefix, name)
+	fence := scripts.CounterKey(scripts.LockKey(e.prefix, name))
 	_, ttl, _ := e.lease(key)
 	if ttl <= 0 {
 		ttl = time.Minute
@@ -233,11 +231,22 @@ func (e *Env) Steal(name string) (uint64, error) {
 	}
 	// The counter alone, without the clock floor: counter + 1 is newer than
 	// every token granted so far.
-	token, err := fencedAcquire.Run(ctx, e.Client, []any{key, lease.QueueKey(key), fence}, thief, lease.Millis(ttl), "f").Text()
+	reply, err := fencedAcquire.Run(ctx, e.Client, []any{key, scripts.QueueKey(key), fence}, thief, lease.Millis(ttl), "f").Result()
+	var got scripts.Attempt
+	if err == nil {
+		got, err = scripts.ReadFencedAcquire(reply, thief)
+	}
+	if err == nil && !got.Granted() {
+		err = fmt.Errorf("the lock is held again")
+	}
+	var p scripts.Value
+	if err == nil {
+		p, err = scripts.ParseValue(got.Value, true)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("leasetest: steal lock %q: %w", name, err)
 	}
-	return strconv.ParseUint(token, 10, 64)
+	return p.Token, nil
 }
 
 var fencedAcquire = lease.NewScript(scripts.FencedAcquire)
@@ -256,12 +265,12 @@ type Holding struct {
 // Holder reports whether the lock called name is held, for how long, and
 // with which token.
 func (e *Env) Holder(name string) Holding {
-	v, left, held := e.lease(lease.LockKey(e.prefix, name))
+	v, left, held := e.lease(scripts.LockKey(e.prefix, name))
 	if !held {
 		return Holding{}
 	}
 	h := Holding{Held: true, TTL: left}
-	if p, err := lease.ParseValue(v, true); err == nil {
+	if p, err := scripts.ParseValue(v, true); err == nil {
 		h.Token = p.Token
 	}
 	return h
@@ -283,7 +292,7 @@ type Permits struct {
 // Permits reports the live permits of the semaphore called name and its
 // queue.
 func (e *Env) Permits(name string) Permits {
-	key := lease.PermitsKey(e.prefix, name)
+	key := scripts.PermitsKey(e.prefix, name)
 	var p Permits
 	for _, left := range e.livePermits(key) {
 		p.TTLs = append(p.TTLs, left.ttl)
@@ -291,12 +300,12 @@ func (e *Env) Permits(name string) Permits {
 	if len(p.TTLs) > 0 {
 		members, _ := e.Server.SortedSet(key)
 		for member, score := range members {
-			if score < 0 { // the header (internal/lease/handoff.go)
-				p.Limit, _ = lease.HeaderLimit(member)
+			if score < 0 { // the header (scripts/wire.go)
+				p.Limit, _ = scripts.HeaderLimit(member)
 			}
 		}
 	}
-	queue, _ := e.Server.ZMembers(lease.QueueKey(key))
+	queue, _ := e.Server.ZMembers(scripts.QueueKey(key))
 	p.Queued = len(queue)
 	return p
 }
@@ -308,7 +317,7 @@ func (e *Env) Permits(name string) Permits {
 // the permits free at their next attempt (within their timer, at most a
 // second), as after a holder died.
 func (e *Env) ExpirePermits(name string) int {
-	key := lease.PermitsKey(e.prefix, name)
+	key := scripts.PermitsKey(e.prefix, name)
 	live := e.livePermits(key)
 	for _, p := range live {
 		e.Server.ZRem(key, p.owner)
@@ -321,7 +330,7 @@ func (e *Env) ExpirePermits(name string) int {
 // past its ttl and someone else had taken its place. It reports whether a
 // permit was live. The holder is not told, as with ExpirePermits.
 func (e *Env) StealPermit(name string) bool {
-	key := lease.PermitsKey(e.prefix, name)
+	key := scripts.PermitsKey(e.prefix, name)
 	live := e.livePermits(key)
 	if len(live) == 0 {
 		return false

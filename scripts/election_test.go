@@ -32,9 +32,9 @@ func newElection(t *testing.T, b *redistest.Backend) *election {
 	return &election{t: t, b: b, keys: []string{"lock", "lock:leader"}, sub: sub}
 }
 
-func (e *election) run(s *redis.Script, args ...any) any {
+func (e *election) run(s *scripts.Script, args ...any) any {
 	e.t.Helper()
-	reply, err := s.Run(e.t.Context(), e.b.Client, e.keys, args...).Result()
+	reply, err := redistest.Script(s).Run(e.t.Context(), e.b.Client, e.keys, args...).Result()
 	if err != nil {
 		e.t.Fatalf("%v", err)
 	}

@@ -27,7 +27,7 @@ func entryOf(owner, kind string, patience, gen int, channel string) string {
 // previous entry's place and text, and returns its reply.
 func waitReply(t *testing.T, b *redistest.Backend, owner, kind, queue, place, prev string) []any {
 	t.Helper()
-	reply, err := scripts.Wait.Run(t.Context(), b.Client, lockKeys, owner, 60000, kind, queue, place, prev).Slice()
+	reply, err := redistest.Script(scripts.Wait).Run(t.Context(), b.Client, lockKeys, owner, 60000, kind, queue, place, prev).Slice()
 	if err != nil {
 		t.Fatalf("wait by %s: %v", owner, err)
 	}
@@ -119,7 +119,7 @@ func testHandoff(t *testing.T, b *redistest.Backend, fenced, sharded bool) {
 	entry := func(owner string, gen int) string { return entryOf(owner, kind, 0, gen, "chan-"+owner) }
 	release := func(v, leaving string) any {
 		t.Helper()
-		reply, err := scripts.Release.Run(ctx, b.Client, lockKeys, v, "0", leaving, shardedArg).Result()
+		reply, err := redistest.Script(scripts.Release).Run(ctx, b.Client, lockKeys, v, "0", leaving, shardedArg).Result()
 		if err != nil {
 			t.Fatalf("release of %q: %v", v, err)
 		}
@@ -283,7 +283,7 @@ func TestHandoffGrantsTheWaitersKind(t *testing.T) {
 			release, want string
 			reply         any
 		}{{"holder", "fenced:7*", "7"}, {"fenced:7", "plain*", int64(2)}} {
-			if reply, err := scripts.Release.Run(ctx, b.Client, lockKeys, step.release, "0", "", "0").Result(); err != nil || reply != step.reply {
+			if reply, err := redistest.Script(scripts.Release).Run(ctx, b.Client, lockKeys, step.release, "0", "", "0").Result(); err != nil || reply != step.reply {
 				t.Fatalf("release of %s: got %v, %v, want %v", step.release, reply, err, step.reply)
 			}
 			if v := lockValue(t, b); v != step.want {
@@ -293,7 +293,7 @@ func TestHandoffGrantsTheWaitersKind(t *testing.T) {
 		// A clock-floor waiter gets the server clock at the release as its
 		// token, and the counter follows.
 		before := serverMicros(t, b.Client)
-		reply, err := scripts.Release.Run(ctx, b.Client, lockKeys, "plain", "0", "", "0").Text()
+		reply, err := redistest.Script(scripts.Release).Run(ctx, b.Client, lockKeys, "plain", "0", "", "0").Text()
 		after := serverMicros(t, b.Client)
 		token, perr := strconv.ParseInt(reply, 10, 64)
 		if err != nil || perr != nil || token < before || token > after {
@@ -384,7 +384,7 @@ func TestHandoffDropsMalformedEntries(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := serverMicros(t, b.Client)
-		if reply, err := scripts.Release.Run(ctx, b.Client, lockKeys, "holder", "0", "", "0").Result(); err != nil || reply != int64(2) {
+		if reply, err := redistest.Script(scripts.Release).Run(ctx, b.Client, lockKeys, "holder", "0", "", "0").Result(); err != nil || reply != int64(2) {
 			t.Fatalf("release: got %v, %v, want 2, handed to the one well-formed entry", reply, err)
 		}
 		if v := lockValue(t, b); v != "good*" {
@@ -418,7 +418,7 @@ func TestHandoffJudgesNoPatience(t *testing.T) {
 		).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if reply, err := scripts.Release.Run(ctx, b.Client, lockKeys, "holder", "0", "", "0").Result(); err != nil || reply != "6" {
+		if reply, err := redistest.Script(scripts.Release).Run(ctx, b.Client, lockKeys, "holder", "0", "", "0").Result(); err != nil || reply != "6" {
 			t.Fatalf("release: got %v, %v, want token 6, handed to the first waiter", reply, err)
 		}
 		if v := lockValue(t, b); v != "first:6*" {
@@ -493,7 +493,7 @@ func TestQueuedMark(t *testing.T) {
 		ctx := t.Context()
 		release := func(value string) any {
 			t.Helper()
-			reply, err := scripts.Release.Run(ctx, b.Client, lockKeys, value, "0", "", "0").Result()
+			reply, err := redistest.Script(scripts.Release).Run(ctx, b.Client, lockKeys, value, "0", "", "0").Result()
 			if err != nil {
 				t.Fatalf("release of %s: %v", value, err)
 			}
@@ -517,10 +517,10 @@ func TestQueuedMark(t *testing.T) {
 		if v := lockValue(t, b); v != "holder*" {
 			t.Fatalf("after a waiter queued: the lock holds %q, want %q", v, "holder*")
 		}
-		if got, err := scripts.Refresh.Run(ctx, b.Client, []string{"lock"}, "holder", 60000).Int64(); err != nil || got != 1 {
+		if got, err := redistest.Script(scripts.Refresh).Run(ctx, b.Client, []string{"lock"}, "holder", 60000).Int64(); err != nil || got != 1 {
 			t.Fatalf("the holder's refresh of a marked lock: got %d, %v, want 1", got, err)
 		}
-		if got, err := scripts.PTTL.Run(ctx, b.Client, []string{"lock"}, "holder").Int64(); err != nil || got <= 0 {
+		if got, err := redistest.Script(scripts.PTTL).Run(ctx, b.Client, []string{"lock"}, "holder").Int64(); err != nil || got <= 0 {
 			t.Fatalf("the holder's ttl of a marked lock: got %d, %v, want its ttl", got, err)
 		}
 		if got := release("holder"); got != int64(2) {
@@ -537,14 +537,14 @@ func TestRefreshKeepsAnExpiringCounter(t *testing.T) {
 		ctx := t.Context()
 		b.Client.Set(ctx, "lock", "o:5", time.Second)
 		b.Client.Set(ctx, "lock:fence", "5", time.Second)
-		if got, err := scripts.Refresh.Run(ctx, b.Client, []string{"lock", "lock:fence"}, "o:5", 60000, "t").Int64(); err != nil || got != 1 {
+		if got, err := redistest.Script(scripts.Refresh).Run(ctx, b.Client, []string{"lock", "lock:fence"}, "o:5", 60000, "t").Int64(); err != nil || got != 1 {
 			t.Fatalf("refresh: got %d, %v, want 1", got, err)
 		}
 		if ttl := b.Client.PTTL(ctx, "lock:fence").Val(); ttl <= 59*time.Second {
 			t.Fatalf("counter ttl after the refresh: got %v, want the lease's minute", ttl)
 		}
 		b.Client.Set(ctx, "lock:fence", "5", time.Hour)
-		scripts.Refresh.Run(ctx, b.Client, []string{"lock", "lock:fence"}, "o:5", 60000, "t")
+		redistest.Script(scripts.Refresh).Run(ctx, b.Client, []string{"lock", "lock:fence"}, "o:5", 60000, "t")
 		if ttl := b.Client.PTTL(ctx, "lock:fence").Val(); ttl <= 59*time.Minute {
 			t.Fatalf("a longer counter ttl after the refresh: got %v, want it kept at an hour", ttl)
 		}

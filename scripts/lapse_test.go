@@ -53,10 +53,10 @@ func TestLapsedLeaseGoesToTheFirstLiveWaiter(t *testing.T) {
 				if ok := b.Client.SetNX(ctx, "lock", "newcomer", time.Minute).Val(); ok {
 					t.Fatalf("a newcomer's SET NX took the lock whose lease lapsed with waiters queued")
 				}
-				if n, err := scripts.Refresh.Run(ctx, b.Client, []string{"lock"}, holder, 60000).Int64(); err != nil || n != 0 {
+				if n, err := redistest.Script(scripts.Refresh).Run(ctx, b.Client, []string{"lock"}, holder, 60000).Int64(); err != nil || n != 0 {
 					t.Fatalf("the holder's refresh after its lease lapsed: got %d, %v, want 0 (gone)", n, err)
 				}
-				if n, err := scripts.PTTL.Run(ctx, b.Client, []string{"lock"}, holder).Int64(); err != nil || n != -2 {
+				if n, err := redistest.Script(scripts.PTTL).Run(ctx, b.Client, []string{"lock"}, holder).Int64(); err != nil || n != -2 {
 					t.Fatalf("the holder's ttl after its lease lapsed: got %d, %v, want -2 (gone)", n, err)
 				}
 
@@ -87,7 +87,7 @@ func TestLapsedLeaseWithoutLiveWaiters(t *testing.T) {
 		b.Client.Set(ctx, "lock:fence", "7", 0)
 		b.Client.ZAdd(ctx, "lock:queue", redis.Z{Score: 1, Member: entryOf("dead", "f", 0, 0, "nobody")})
 		lapse(t, b, "holder:7")
-		if n, err := scripts.FencedAcquire.Run(ctx, b.Client, lockKeys, "lone", 60000, "f").Int64(); err != nil || n != 0 {
+		if n, err := redistest.Script(scripts.FencedAcquire).Run(ctx, b.Client, lockKeys, "lone", 60000, "f").Int64(); err != nil || n != 0 {
 			t.Fatalf("fenced acquire of a lapsed lease: got %d, %v, want 0 (serve the queue first)", n, err)
 		}
 		if got := waitReply(t, b, "lone", "f", "", "", ""); got[0] != int64(1) || got[1] != "lone:8" {
@@ -127,7 +127,7 @@ func TestDeadEntriesAreServedInShortCalls(t *testing.T) {
 		listen := deadEntries(t, b, "lock:queue", "e", 1000)
 		release := func(value string) any {
 			t.Helper()
-			reply, err := scripts.Release.Run(ctx, b.Client, lockKeys, value, "0", "", "0").Result()
+			reply, err := redistest.Script(scripts.Release).Run(ctx, b.Client, lockKeys, value, "0", "", "0").Result()
 			if err != nil {
 				t.Fatalf("release of %q: %v", value, err)
 			}
@@ -212,14 +212,14 @@ func TestRefreshKeepsTheLeaderKey(t *testing.T) {
 		b.Client.Set(ctx, "lock", "owner-a:5", time.Minute)
 		b.Client.HSet(ctx, "lock:leader", "grant", "owner-a:5", "value", "v")
 		b.Client.PExpire(ctx, "lock:leader", time.Second)
-		if n, err := scripts.Refresh.Run(ctx, b.Client, keys, "owner-a:5", 60000, "").Int64(); err != nil || n != 1 {
+		if n, err := redistest.Script(scripts.Refresh).Run(ctx, b.Client, keys, "owner-a:5", 60000, "").Int64(); err != nil || n != 1 {
 			t.Fatalf("refresh: got %d, %v, want 1", n, err)
 		}
 		if ttl := b.Client.PTTL(ctx, "lock:leader").Val(); ttl < 59*time.Second {
 			t.Fatalf("leader key ttl after the refresh: %v, want the lease's minute", ttl)
 		}
 		b.Client.Del(ctx, "lock:leader")
-		if n, err := scripts.Refresh.Run(ctx, b.Client, keys, "owner-a:5", 60000, "").Int64(); err != nil || n != 2 {
+		if n, err := redistest.Script(scripts.Refresh).Run(ctx, b.Client, keys, "owner-a:5", 60000, "").Int64(); err != nil || n != 2 {
 			t.Fatalf("refresh with the leader key deleted: got %d, %v, want 2 (write it back)", n, err)
 		}
 		if ttl := b.Client.PTTL(ctx, "lock").Val(); ttl < 59*time.Second {

@@ -1,32 +1,39 @@
-// Package scripts holds the Lua scripts that leasekit runs on Redis, one .lua
-// file per operation, and the shell commands its README runs (test.sh,
-// bench.sh).
+// Package scripts is leasekit's wire protocol, and the only code that speaks
+// it: the Lua scripts leasekit runs on Redis (one .lua file per operation),
+// the key layout (keys.go), every string the scripts store or publish
+// (wire.go: values, queue entries, grant messages, headers), and a typed
+// reader for every script's reply (replies.go). The engine
+// (internal/lease), the faces, the tools and the tests call these; none of
+// them reads a reply code or parses a value itself.
 //
-// Each .lua file's header comment names its KEYS, ARGV and reply. A reply code
-// (a number that says what the call did, rather than a ttl or a token) stands
-// on a line of its own, indented two spaces past the prose, alone or as the
-// first element of a table: "--   -1  another owner holds it"; a test holds
-// the engine's constants for the codes it reads (internal/lease/replies.go)
-// against those lines. The three that grant a lock (fenced_acquire, wait,
-// release) have grant.lua, the function they share, prepended; the ones that
-// queue waiters or hand a grant to one (wait, release and the semaphore's),
-// and inspect, queue.lua; the semaphore's (sem_*, but sem_pttl), semaphore.lua
+// A Script is its name, its source and its keys/args contract: the package
+// sends nothing and ties leasekit to no Redis client. A runner in the engine
+// sends a script with EVALSHA, and EVAL when the server has not cached it.
+//
+// What is public API (CONTRIBUTING, "Public API"): the key layout and the
+// wire format's Value, which an operator's repair script may read. The
+// Script values, the readers and their types follow the protocol, which may
+// change in any release: they are exported for leasekit's own packages.
+//
+// Each .lua file's header comment names its KEYS, ARGV and reply. A reply
+// code (a number that says what the call did, rather than a ttl or a token)
+// stands on a line of its own, indented two spaces past the prose, alone or
+// as the first element of a table: "--   -1  another owner holds it";
+// TestReplyCodesMatchTheScripts holds the readers' codes against those
+// lines. The scripts that grant a lock (fenced_acquire, wait, release) have
+// grant.lua, the function they share, prepended; the ones that queue
+// waiters or hand a grant to one (wait, release and the semaphore's), and
+// inspect, queue.lua; the semaphore's (sem_*, but sem_pttl), semaphore.lua
 // after it; the two of a register (register_write, register_claim),
 // register_fence.lua; and the election's and inspect, which read a lock's
-// lease without holding it, lease.lua. The scripts are embedded at build time
-// and exported as *redis.Script values, for leasekit's packages and for tools
-// that must speak the same protocol on the same keys (a test, a repair
-// script); leasekit runs them with EVALSHA, and EVAL when the server does not
-// have one cached (internal/lease's Script.Run). The handoff's wire format,
-// which wait.lua and release.lua read and write, is specified in
-// internal/lease/handoff.go.
+// lease without holding it, lease.lua.
 //
 // Not every command leasekit sends is a script: the efficiency acquire is a
 // plain SET NX PX, a Register's read an HMGET, the correctness audit CONFIG
-// GET and INFO, lockrun's -status PTTL and GET. Those live with the code that
-// sends them.
+// GET and INFO. Those live with the code that sends them, and read what
+// they get with this package's readers.
 //
-// Every script is idempotent under a client retry: go-redis resends a
+// Every script is idempotent under a client retry: a client resends a
 // command whose reply was lost, and the same owner acquiring again gets the
 // same grant (and, for fenced locks, the same token) back; a release or a
 // break that took effect leaves a mark that its resend reports from
@@ -34,10 +41,51 @@
 package scripts
 
 import (
+	"crypto/sha1"
 	_ "embed"
-
-	"github.com/redis/go-redis/v9"
+	"encoding/hex"
+	"regexp"
+	"strings"
 )
+
+// Script is one script of the protocol.
+type Script struct {
+	// Name is the script's file name without ".lua": "release".
+	Name string
+	// Source is the text sent to Redis: the preludes the script needs,
+	// then the script.
+	Source string
+	// Keys and Args say what each of KEYS and ARGV holds, in order, as the
+	// script's header lists them.
+	Keys, Args []string
+	hash       string
+}
+
+// Hash is the hex SHA1 digest of the source, as EVALSHA takes it.
+func (s *Script) Hash() string { return s.hash }
+
+// header matches a line of a script's header that says what one of KEYS
+// or ARGV holds, "-- KEYS[2]  the lock's wait queue", or what all of KEYS
+// hold, "-- KEYS     the permits and the wait queue".
+var header = regexp.MustCompile(`(?m)^-- (KEYS|ARGV)(?:\[(\d+)\])?\s+(.*)$`)
+
+// newScript is the script whose source is parts, the last of them the
+// script's own file, whose header lists its keys and arguments.
+func newScript(parts ...string) *Script {
+	own := parts[len(parts)-1]
+	name, _, _ := strings.Cut(strings.TrimPrefix(own, "-- "), ":")
+	src := strings.Join(parts, "")
+	sum := sha1.Sum([]byte(src))
+	s := &Script{Name: name, Source: src, hash: hex.EncodeToString(sum[:])}
+	for _, m := range header.FindAllStringSubmatch(own, -1) {
+		if m[1] == "KEYS" {
+			s.Keys = append(s.Keys, m[3])
+		} else {
+			s.Args = append(s.Args, m[3])
+		}
+	}
+	return s
+}
 
 var (
 	//go:embed grant.lua
@@ -94,79 +142,87 @@ var (
 	// Release ends a grant the caller holds: it hands the lock to the first
 	// live waiter in the lock's queue, or deletes it and publishes a wake-up.
 	// See release.lua.
-	Release = redis.NewScript(grantSrc + queueSrc + releaseSrc)
+	Release = newScript(grantSrc, queueSrc, releaseSrc)
 
 	// Wait is a waiter's attempt: it takes a free lock or joins the lock's
 	// queue. See wait.lua.
-	Wait = redis.NewScript(grantSrc + queueSrc + waitSrc)
+	Wait = newScript(grantSrc, queueSrc, waitSrc)
 
 	// Refresh restarts the ttl of a lock the caller holds. See refresh.lua.
-	Refresh = redis.NewScript(refreshSrc)
+	Refresh = newScript(refreshSrc)
 
 	// PTTL reports the remaining ttl of a lock the caller holds. See pttl.lua.
-	PTTL = redis.NewScript(pttlSrc)
+	PTTL = newScript(pttlSrc)
 
 	// FencedAcquire takes a free correctness lock with a new fencing token, or
 	// replies with the holder's remaining ttl. See fenced_acquire.lua.
-	FencedAcquire = redis.NewScript(grantSrc + fencedAcquireSrc)
+	FencedAcquire = newScript(grantSrc, fencedAcquireSrc)
 
 	// RegisterWrite stores a value in a fenced register if the writer's token
 	// is at least the highest one that claimed or wrote it. See
 	// register_write.lua.
-	RegisterWrite = redis.NewScript(registerFenceSrc + registerWriteSrc)
+	RegisterWrite = newScript(registerFenceSrc, registerWriteSrc)
 
 	// RegisterClaim raises a fenced register's fence to the claimer's token,
 	// if no newer token claimed or wrote it, and returns its value; given a
 	// retention (the proxy store's), it restarts the key's expiry, and holds
 	// a missing register to the clock floor. See register_claim.lua.
-	RegisterClaim = redis.NewScript(registerFenceSrc + registerClaimSrc)
+	RegisterClaim = newScript(registerFenceSrc, registerClaimSrc)
 
 	// ElectionAnnounce makes the holder of an election's lock its leader: it
 	// stores the leader's value and tells the observers. See
 	// election_announce.lua.
-	ElectionAnnounce = redis.NewScript(leaseSrc + electionAnnounceSrc)
+	ElectionAnnounce = newScript(leaseSrc, electionAnnounceSrc)
 
 	// ElectionLeader reads an election's leader with its lock. See
 	// election_leader.lua.
-	ElectionLeader = redis.NewScript(leaseSrc + electionLeaderSrc)
+	ElectionLeader = newScript(leaseSrc, electionLeaderSrc)
 
 	// ElectionResign clears the leader key of a term that has ended, and
 	// tells the observers when nobody holds the lock. See
 	// election_resign.lua.
-	ElectionResign = redis.NewScript(leaseSrc + electionResignSrc)
+	ElectionResign = newScript(leaseSrc, electionResignSrc)
 
 	// Inspect reads whether a lock is held, for how long, by which token,
 	// and how many live waiters queue for it, changing nothing. See
 	// inspect.lua.
-	Inspect = redis.NewScript(leaseSrc + queueSrc + inspectSrc)
+	Inspect = newScript(leaseSrc, queueSrc, inspectSrc)
 
 	// SemInspect reads a semaphore's limit, live permits and live waiters,
 	// changing nothing. See sem_inspect.lua.
-	SemInspect = redis.NewScript(queueSrc + semaphoreSrc + semInspectSrc)
+	SemInspect = newScript(queueSrc, semaphoreSrc, semInspectSrc)
 
 	// ElectionProclaim changes the value the election reports for the
 	// leader of a term, while it is in office. See election_proclaim.lua.
-	ElectionProclaim = redis.NewScript(leaseSrc + electionProclaimSrc)
+	ElectionProclaim = newScript(leaseSrc, electionProclaimSrc)
 
 	// SemAcquire takes a permit of a semaphore if one is free once the
 	// waiters queued first are served, or replies with the ms until the
 	// first live permit expires. See sem_acquire.lua.
-	SemAcquire = redis.NewScript(queueSrc + semaphoreSrc + semAcquireSrc)
+	SemAcquire = newScript(queueSrc, semaphoreSrc, semAcquireSrc)
 
 	// SemWait is a waiter's attempt for a permit: it keeps its place in the
 	// semaphore's queue and hands free permits out in queue order. See
 	// sem_wait.lua.
-	SemWait = redis.NewScript(queueSrc + semaphoreSrc + semWaitSrc)
+	SemWait = newScript(queueSrc, semaphoreSrc, semWaitSrc)
 
 	// SemRelease ends a permit the caller holds and hands free permits to
 	// the first live waiters. See sem_release.lua.
-	SemRelease = redis.NewScript(queueSrc + semaphoreSrc + semReleaseSrc)
+	SemRelease = newScript(queueSrc, semaphoreSrc, semReleaseSrc)
 
 	// SemRefresh restarts the ttl of a permit the caller holds. See
 	// sem_refresh.lua.
-	SemRefresh = redis.NewScript(queueSrc + semaphoreSrc + semRefreshSrc)
+	SemRefresh = newScript(queueSrc, semaphoreSrc, semRefreshSrc)
 
 	// SemPTTL reports the remaining ttl of a permit the caller holds. See
 	// sem_pttl.lua.
-	SemPTTL = redis.NewScript(semPTTLSrc)
+	SemPTTL = newScript(semPTTLSrc)
 )
+
+// All is every script of the protocol, for tools that name or count what
+// leasekit sends.
+var All = []*Script{
+	Release, Wait, Refresh, PTTL, FencedAcquire, RegisterWrite, RegisterClaim,
+	ElectionAnnounce, ElectionLeader, ElectionResign, ElectionProclaim,
+	Inspect, SemInspect, SemAcquire, SemWait, SemRelease, SemRefresh, SemPTTL,
+}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
 	"github.com/leasekit/leasekit/scripts"
-	"github.com/redis/go-redis/v9"
 )
 
 // The scripts run on gopher-lua in miniredis and on Lua 5.1 in Redis, which
@@ -26,10 +25,14 @@ func TestCompareAndChange(t *testing.T) {
 			run         func(owner string) (int64, error)
 			other, gone int64 // the replies when another owner holds it, and when the key is gone
 		}{
-			{"refresh", func(o string) (int64, error) { return scripts.Refresh.Run(ctx, b.Client, keys, o, 3600000).Int64() }, -1, 0},
-			{"pttl", func(o string) (int64, error) { return scripts.PTTL.Run(ctx, b.Client, keys, o).Int64() }, -3, -2},
+			{"refresh", func(o string) (int64, error) {
+				return redistest.Script(scripts.Refresh).Run(ctx, b.Client, keys, o, 3600000).Int64()
+			}, -1, 0},
+			{"pttl", func(o string) (int64, error) {
+				return redistest.Script(scripts.PTTL).Run(ctx, b.Client, keys, o).Int64()
+			}, -3, -2},
 			{"release", func(o string) (int64, error) {
-				return scripts.Release.Run(ctx, b.Client, releaseKeys, o, "0", "", "0").Int64()
+				return redistest.Script(scripts.Release).Run(ctx, b.Client, releaseKeys, o, "0", "", "0").Int64()
 			}, -1, 0},
 		}
 		for _, tc := range cases {
@@ -41,23 +44,23 @@ func TestCompareAndChange(t *testing.T) {
 				t.Fatalf("%s by a non-owner changed the ttl to %v", tc.name, ttl)
 			}
 		}
-		if got, _ := scripts.Refresh.Run(ctx, b.Client, keys, "owner-a", 3600000).Int64(); got != 1 {
+		if got, _ := redistest.Script(scripts.Refresh).Run(ctx, b.Client, keys, "owner-a", 3600000).Int64(); got != 1 {
 			t.Errorf("refresh by the owner: got %d, want 1", got)
 		}
-		if got, _ := scripts.PTTL.Run(ctx, b.Client, keys, "owner-a").Int64(); got <= 60000 {
+		if got, _ := redistest.Script(scripts.PTTL).Run(ctx, b.Client, keys, "owner-a").Int64(); got <= 60000 {
 			t.Errorf("pttl by the owner after refresh: got %d, want over 60000", got)
 		}
 		for _, prefix := range []string{"owner-b:", "owner-", "", ":"} {
-			if got, _ := scripts.Release.Run(ctx, b.Client, releaseKeys, prefix, "1", "", "0").Int64(); got != -1 {
+			if got, _ := redistest.Script(scripts.Release).Run(ctx, b.Client, releaseKeys, prefix, "1", "", "0").Int64(); got != -1 {
 				t.Errorf("release by prefix %q of %q: got %d, want -1", prefix, "owner-a", got)
 			}
 		}
 		b.Client.Set(ctx, "lock", ":33", time.Minute)
-		if got, _ := scripts.Release.Run(ctx, b.Client, releaseKeys, ":", "1", "", "0").Int64(); got != -1 {
+		if got, _ := redistest.Script(scripts.Release).Run(ctx, b.Client, releaseKeys, ":", "1", "", "0").Int64(); got != -1 {
 			t.Errorf("release by the empty owner prefix %q of %q: got %d, want -1", ":", ":33", got)
 		}
 		b.Client.Set(ctx, "lock", "owner-a:33", time.Minute)
-		if got, _ := scripts.Release.Run(ctx, b.Client, releaseKeys, "owner-a:", "1", "", "0").Int64(); got != 1 {
+		if got, _ := redistest.Script(scripts.Release).Run(ctx, b.Client, releaseKeys, "owner-a:", "1", "", "0").Int64(); got != 1 {
 			t.Errorf("release by a matching prefix: got %d, want 1", got)
 		}
 		if b.Client.Exists(ctx, "lock").Val() != 0 {
@@ -73,7 +76,7 @@ func TestCompareAndChange(t *testing.T) {
 
 func fencedAcquire(t *testing.T, b *redistest.Backend, owner, kind string) any {
 	t.Helper()
-	reply, err := scripts.FencedAcquire.Run(t.Context(), b.Client, []string{"lock", "lock:queue", "lock:fence"}, owner, 60000, kind).Result()
+	reply, err := redistest.Script(scripts.FencedAcquire).Run(t.Context(), b.Client, []string{"lock", "lock:queue", "lock:fence"}, owner, 60000, kind).Result()
 	if err != nil {
 		t.Fatalf("fenced acquire: %v", err)
 	}
@@ -151,7 +154,7 @@ func TestFencedAcquireRefusesACounterAheadOfTheClock(t *testing.T) {
 			redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 				ctx := t.Context()
 				b.Client.Set(ctx, "lock:fence", ahead, 0)
-				_, err := scripts.FencedAcquire.Run(ctx, b.Client, lockKeys, "owner-a", 60000, kind).Result()
+				_, err := redistest.Script(scripts.FencedAcquire).Run(ctx, b.Client, lockKeys, "owner-a", 60000, kind).Result()
 				if err == nil || !strings.HasPrefix(err.Error(), "BADFENCE") || !strings.Contains(err.Error(), "more than an hour ahead") ||
 					!strings.Contains(err.Error(), "repair or delete it") {
 					t.Fatalf("acquire with the counter 2 h ahead: got %v, want BADFENCE saying it is more than an hour ahead", err)
@@ -167,7 +170,7 @@ func TestFencedAcquireRefusesACounterAheadOfTheClock(t *testing.T) {
 	}
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		b.Client.Set(t.Context(), "lock:fence", ahead, 0)
-		token, err := scripts.FencedAcquire.Run(t.Context(), b.Client, lockKeys, "owner-a", 60000, "f").Text()
+		token, err := redistest.Script(scripts.FencedAcquire).Run(t.Context(), b.Client, lockKeys, "owner-a", 60000, "f").Text()
 		if n, _ := strconv.ParseInt(ahead, 10, 64); err != nil || token != strconv.FormatInt(n+1, 10) {
 			t.Fatalf("acquire without the clock floor: got %q, %v, want the counter + 1", token, err)
 		}
@@ -183,10 +186,10 @@ func TestRegisterFence(t *testing.T) {
 		now := b.Client.Time(ctx).Val().UnixMicro()
 		tok := func(d time.Duration) string { return strconv.FormatInt(now+d.Microseconds(), 10) }
 		write := func(token, check string) any {
-			return scripts.RegisterWrite.Run(ctx, b.Client, []string{"reg"}, token, "v"+token, check).Val()
+			return redistest.Script(scripts.RegisterWrite).Run(ctx, b.Client, []string{"reg"}, token, "v"+token, check).Val()
 		}
 		claim := func(token, check string) any {
-			return scripts.RegisterClaim.Run(ctx, b.Client, []string{"reg"}, token, check).Val()
+			return redistest.Script(scripts.RegisterClaim).Run(ctx, b.Client, []string{"reg"}, token, check).Val()
 		}
 		type reply = []any
 		steps := []struct {
@@ -251,7 +254,7 @@ func TestRegisterFenceReadsTheOldLayout(t *testing.T) {
 		ctx := t.Context()
 		b.Client.HSet(ctx, "reg", "token", "1795974129470712", "value", "old")
 		for _, tc := range []struct {
-			s    *redis.Script
+			s    *scripts.Script
 			args []any
 			want string
 		}{
@@ -259,7 +262,7 @@ func TestRegisterFenceReadsTheOldLayout(t *testing.T) {
 			{scripts.RegisterClaim, []any{"1795974129470711", ""}, "[stale 1795974129470712]"},
 			{scripts.RegisterClaim, []any{"1795974129470712", ""}, "[ok 1795974129470712 old]"},
 		} {
-			if got := fmt.Sprint(tc.s.Run(ctx, b.Client, []string{"reg"}, tc.args...).Val()); got != tc.want {
+			if got := fmt.Sprint(redistest.Script(tc.s).Run(ctx, b.Client, []string{"reg"}, tc.args...).Val()); got != tc.want {
 				t.Fatalf("%v: got %s, want %s", tc.args, got, tc.want)
 			}
 		}
@@ -282,8 +285,12 @@ func TestRegisterFenceRefusesCorruptFields(t *testing.T) {
 						name string
 						run  func() any
 					}{
-						{"write", func() any { return scripts.RegisterWrite.Run(ctx, b.Client, []string{"reg"}, token, "v", "c").Val() }},
-						{"claim", func() any { return scripts.RegisterClaim.Run(ctx, b.Client, []string{"reg"}, token, "c").Val() }},
+						{"write", func() any {
+							return redistest.Script(scripts.RegisterWrite).Run(ctx, b.Client, []string{"reg"}, token, "v", "c").Val()
+						}},
+						{"claim", func() any {
+							return redistest.Script(scripts.RegisterClaim).Run(ctx, b.Client, []string{"reg"}, token, "c").Val()
+						}},
 					} {
 						b.Client.Del(ctx, "reg")
 						b.Client.HSet(ctx, "reg", field, text, "value", "old")
@@ -315,7 +322,7 @@ func TestRegisterClaimRetention(t *testing.T) {
 		floor := now - keep.Microseconds() + (time.Hour + time.Second).Microseconds()
 		tok := func(us int64) string { return strconv.FormatInt(us, 10) }
 		claim := func(key, token string, args ...any) string {
-			return fmt.Sprint(scripts.RegisterClaim.Run(ctx, b.Client, []string{key}, append([]any{token}, args...)...).Val())
+			return fmt.Sprint(redistest.Script(scripts.RegisterClaim).Run(ctx, b.Client, []string{key}, append([]any{token}, args...)...).Val())
 		}
 
 		for _, token := range []string{"5", tok(floor - time.Minute.Microseconds())} {
@@ -367,7 +374,7 @@ func TestRegisterClaimRetention(t *testing.T) {
 func TestFencedAcquireRefusesAKeyOfAnotherType(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		b.Client.HSet(t.Context(), "lock", "f", "v")
-		_, err := scripts.FencedAcquire.Run(t.Context(), b.Client, []string{"lock", "lock:queue", "lock:fence"}, "owner-a", 60000, "c").Result()
+		_, err := redistest.Script(scripts.FencedAcquire).Run(t.Context(), b.Client, []string{"lock", "lock:queue", "lock:fence"}, "owner-a", 60000, "c").Result()
 		if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 			t.Fatalf("got %v, want WRONGTYPE: a hash must not be taken for a free lock", err)
 		}
@@ -381,7 +388,7 @@ func TestFencedAcquireRefusesACounterOfAnotherType(t *testing.T) {
 	for _, kind := range []string{"f", "c", "t"} {
 		redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 			b.Client.HSet(t.Context(), "lock:fence", "f", "v")
-			_, err := scripts.FencedAcquire.Run(t.Context(), b.Client, []string{"lock", "lock:queue", "lock:fence"}, "owner-a", 60000, kind).Result()
+			_, err := redistest.Script(scripts.FencedAcquire).Run(t.Context(), b.Client, []string{"lock", "lock:queue", "lock:fence"}, "owner-a", 60000, kind).Result()
 			if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 				t.Fatalf("kind %s: got %v, want WRONGTYPE: a hash must not be overwritten as a counter", kind, err)
 			}
@@ -409,7 +416,7 @@ func TestReleaseWakesOnlyMarkedLocks(t *testing.T) {
 			b.Client.Set(ctx, "lock", "owner-a", time.Minute)
 			if marked {
 				// A waiter that does not queue (entry '') marks the lock.
-				reply, err := scripts.Wait.Run(ctx, b.Client, keys, "owner-b", 60000, "e", "", "", "").Slice()
+				reply, err := redistest.Script(scripts.Wait).Run(ctx, b.Client, keys, "owner-b", 60000, "e", "", "", "").Slice()
 				if err != nil || len(reply) != 4 || reply[0] != int64(0) || reply[2] != "" {
 					t.Fatalf("wait without an entry: got %v, %v, want [0 ttl '' ''] (not queued)", reply, err)
 				}
@@ -420,7 +427,7 @@ func TestReleaseWakesOnlyMarkedLocks(t *testing.T) {
 					t.Fatalf("the waiter without an entry made a queue")
 				}
 			}
-			if n, err := scripts.Release.Run(ctx, b.Client, keys, "owner-a", "0", "", "0").Int64(); err != nil || n != 1 {
+			if n, err := redistest.Script(scripts.Release).Run(ctx, b.Client, keys, "owner-a", "0", "", "0").Int64(); err != nil || n != 1 {
 				t.Fatalf("release (marked %v): got %d, %v, want 1", marked, n, err)
 			}
 			if b.Client.Exists(ctx, "lock").Val() != 0 {

@@ -28,7 +28,7 @@ func newSemaphore(t *testing.T, b *redistest.Backend) *semaphore {
 // try runs sem_acquire for owner with limit and returns its reply.
 func (s *semaphore) try(owner, limit string) []any {
 	s.t.Helper()
-	reply, err := scripts.SemAcquire.Run(s.t.Context(), s.b.Client, semKeys, owner, 60000, limit, s.sharded).Slice()
+	reply, err := redistest.Script(scripts.SemAcquire).Run(s.t.Context(), s.b.Client, semKeys, owner, 60000, limit, s.sharded).Slice()
 	if err != nil {
 		s.t.Fatalf("sem_acquire by %s: %v", owner, err)
 	}
@@ -39,7 +39,7 @@ func (s *semaphore) try(owner, limit string) []any {
 // previous one's place and text.
 func (s *semaphore) wait(owner, limit, queue, place, prev string) []any {
 	s.t.Helper()
-	reply, err := scripts.SemWait.Run(s.t.Context(), s.b.Client, semKeys, owner, 60000, limit, queue, place, prev, s.sharded).Slice()
+	reply, err := redistest.Script(scripts.SemWait).Run(s.t.Context(), s.b.Client, semKeys, owner, 60000, limit, queue, place, prev, s.sharded).Slice()
 	if err != nil {
 		s.t.Fatalf("sem_wait by %s: %v", owner, err)
 	}
@@ -49,7 +49,7 @@ func (s *semaphore) wait(owner, limit, queue, place, prev string) []any {
 // release runs sem_release for owner, taking leaving out of the queue first.
 func (s *semaphore) release(owner, leaving string) int64 {
 	s.t.Helper()
-	n, err := scripts.SemRelease.Run(s.t.Context(), s.b.Client, semKeys, owner, "0", leaving, s.sharded).Int64()
+	n, err := redistest.Script(scripts.SemRelease).Run(s.t.Context(), s.b.Client, semKeys, owner, "0", leaving, s.sharded).Int64()
 	if err != nil {
 		s.t.Fatalf("sem_release by %s: %v", owner, err)
 	}
@@ -170,9 +170,11 @@ func TestSemaphoreLimitConflict(t *testing.T) {
 		s := newSemaphore(t, b)
 		granted(t, s.try("a", "2"), 1, "a")
 		for _, run := range []func() error{
-			func() error { return scripts.SemAcquire.Run(ctx, b.Client, semKeys, "b", 60000, "3", "0").Err() },
 			func() error {
-				return scripts.SemWait.Run(ctx, b.Client, semKeys, "b", 60000, "3", entryOf("b", "e", 0, 0, "chan"), "", "", "0").Err()
+				return redistest.Script(scripts.SemAcquire).Run(ctx, b.Client, semKeys, "b", 60000, "3", "0").Err()
+			},
+			func() error {
+				return redistest.Script(scripts.SemWait).Run(ctx, b.Client, semKeys, "b", 60000, "3", entryOf("b", "e", 0, 0, "chan"), "", "", "0").Err()
 			},
 		} {
 			if err := run(); err == nil || err.Error() != "LIMIT 2" {
@@ -183,7 +185,7 @@ func TestSemaphoreLimitConflict(t *testing.T) {
 			t.Fatalf("the refused waiter left %d entries in the queue", n)
 		}
 		s.release("a", "")
-		if err := scripts.SemAcquire.Run(ctx, b.Client, semKeys, "b", 50, "3", "0").Err(); err != nil {
+		if err := redistest.Script(scripts.SemAcquire).Run(ctx, b.Client, semKeys, "b", 50, "3", "0").Err(); err != nil {
 			t.Fatalf("limit 3 once no permit is live: %v", err)
 		}
 		if got := limitOf(t, b); got != "3" {
@@ -200,25 +202,25 @@ func TestSemaphoreLimitConflict(t *testing.T) {
 func TestSemaphoreExpiry(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
-		if err := scripts.SemAcquire.Run(ctx, b.Client, semKeys, "short", 60000, "1", "0").Err(); err != nil {
+		if err := redistest.Script(scripts.SemAcquire).Run(ctx, b.Client, semKeys, "short", 60000, "1", "0").Err(); err != nil {
 			t.Fatal(err)
 		}
 		refused(t, newSemaphore(t, b).try("next", "1"))
-		if ms, err := scripts.SemPTTL.Run(ctx, b.Client, semKeys, "short").Int64(); err != nil || ms <= 0 || ms > 60000 {
+		if ms, err := redistest.Script(scripts.SemPTTL).Run(ctx, b.Client, semKeys, "short").Int64(); err != nil || ms <= 0 || ms > 60000 {
 			t.Fatalf("sem_pttl: got %d, %v, want within (0, 60000]", ms, err)
 		}
 		expirePermit(t, b, "short")
-		if ms, err := scripts.SemPTTL.Run(ctx, b.Client, semKeys, "short").Int64(); err != nil || ms != -2 {
+		if ms, err := redistest.Script(scripts.SemPTTL).Run(ctx, b.Client, semKeys, "short").Int64(); err != nil || ms != -2 {
 			t.Fatalf("sem_pttl after the ttl: got %d, %v, want -2", ms, err)
 		}
-		if n, err := scripts.SemRefresh.Run(ctx, b.Client, semKeys, "short", 60000).Int64(); err != nil || n != 0 {
+		if n, err := redistest.Script(scripts.SemRefresh).Run(ctx, b.Client, semKeys, "short", 60000).Int64(); err != nil || n != 0 {
 			t.Fatalf("sem_refresh after the ttl: got %d, %v, want 0", n, err)
 		}
 		granted(t, newSemaphore(t, b).try("next", "1"), 1, "next")
-		if n, err := scripts.SemRefresh.Run(ctx, b.Client, semKeys, "next", 120000).Int64(); err != nil || n != 1 {
+		if n, err := redistest.Script(scripts.SemRefresh).Run(ctx, b.Client, semKeys, "next", 120000).Int64(); err != nil || n != 1 {
 			t.Fatalf("sem_refresh: got %d, %v, want 1", n, err)
 		}
-		if ms, _ := scripts.SemPTTL.Run(ctx, b.Client, semKeys, "next").Int64(); ms <= 60000 {
+		if ms, _ := redistest.Script(scripts.SemPTTL).Run(ctx, b.Client, semKeys, "next").Int64(); ms <= 60000 {
 			t.Fatalf("sem_pttl after a refresh to 120 s: got %d", ms)
 		}
 		limitOf(t, b) // the header's expiry is at least the refreshed permit's
@@ -243,7 +245,7 @@ func TestSemaphoreHandoff(t *testing.T) {
 
 func testSemaphoreHandoff(t *testing.T, s *semaphore) {
 	ctx, b := t.Context(), s.b
-	if err := scripts.SemAcquire.Run(ctx, b.Client, semKeys, "short", 60000, "2", s.sharded).Err(); err != nil {
+	if err := redistest.Script(scripts.SemAcquire).Run(ctx, b.Client, semKeys, "short", 60000, "2", s.sharded).Err(); err != nil {
 		t.Fatal(err)
 	}
 	granted(t, s.try("long", "2"), 1, "long")
@@ -297,7 +299,7 @@ func TestSemaphoreServesTheQueueFirst(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
 		s := newSemaphore(t, b)
-		if err := scripts.SemAcquire.Run(ctx, b.Client, semKeys, "dies", 60000, "1", "0").Err(); err != nil {
+		if err := redistest.Script(scripts.SemAcquire).Run(ctx, b.Client, semKeys, "dies", 60000, "1", "0").Err(); err != nil {
 			t.Fatal(err)
 		}
 		listen := subscribe(t, b.Client, "chan")
@@ -411,16 +413,16 @@ func TestSemaphoreIsOneKey(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
 		s := newSemaphore(t, b)
-		if err := scripts.SemAcquire.Run(ctx, b.Client, semKeys, "long", 3600000, "2", "0").Err(); err != nil {
+		if err := redistest.Script(scripts.SemAcquire).Run(ctx, b.Client, semKeys, "long", 3600000, "2", "0").Err(); err != nil {
 			t.Fatal(err)
 		}
-		if err := scripts.SemAcquire.Run(ctx, b.Client, semKeys, "short", 1000, "2", "0").Err(); err != nil {
+		if err := redistest.Script(scripts.SemAcquire).Run(ctx, b.Client, semKeys, "short", 1000, "2", "0").Err(); err != nil {
 			t.Fatal(err)
 		}
 		if keys := b.Client.Keys(ctx, "sem*").Val(); len(keys) != 1 || keys[0] != "sem" {
 			t.Fatalf("keys: got %v, want the permits key alone", keys)
 		}
-		if n, err := scripts.SemRefresh.Run(ctx, b.Client, semKeys, "short", 1000).Int64(); err != nil || n != 1 {
+		if n, err := redistest.Script(scripts.SemRefresh).Run(ctx, b.Client, semKeys, "short", 1000).Int64(); err != nil || n != 1 {
 			t.Fatalf("refresh of the short permit: got %d, %v, want 1", n, err)
 		}
 		if ttl := b.Client.PTTL(ctx, "sem").Val(); ttl < 50*time.Minute {

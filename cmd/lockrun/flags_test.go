@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasekit/leasekit/internal/lease"
+	"github.com/leasekit/leasekit/scripts"
 )
 
 func TestUsagePrintedOnce(t *testing.T) {
@@ -45,7 +46,7 @@ func TestUsagePrintedOnce(t *testing.T) {
 func TestQuietSkipsSilently(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	held := lease.LockKey(lease.DefaultPrefix, "held")
+	held := scripts.LockKey(lease.DefaultPrefix, "held")
 	if err := h.client.Set(t.Context(), held, "someone-else", time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}

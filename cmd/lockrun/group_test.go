@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/leasekit/leasekit/internal/lease"
+	"github.com/leasekit/leasekit/scripts"
 )
 
 // worker is a shell command that starts a grandchild of lockrun: it writes
@@ -39,7 +40,7 @@ func TestLostLeaseStopsTheWholeGroup(t *testing.T) {
 			h.dir = t.TempDir()
 			p := h.start(nil, "-ttl", "1s", "-grace", "200ms", tc.name, "--", "sh", "-c", tc.script)
 			pid := h.pidIn(pidFile)
-			if err := h.client.Del(t.Context(), lease.LockKey(lease.DefaultPrefix, tc.name)).Err(); err != nil {
+			if err := h.client.Del(t.Context(), scripts.LockKey(lease.DefaultPrefix, tc.name)).Err(); err != nil {
 				t.Fatal(err)
 			}
 			wantCode(t, p.wait(t), exitLost)
@@ -89,7 +90,7 @@ while [ ! -e member.pid ]; do sleep 0.02; done; exit 0`
 	p := h.start(nil, "-grace", hang.String(), "leftover", "--", "sh", "-c", script)
 	pid := h.pidIn("member.pid")
 	h.waitFile("term")
-	key := lease.LockKey(lease.DefaultPrefix, "leftover")
+	key := scripts.LockKey(lease.DefaultPrefix, "leftover")
 	if n, err := h.client.Exists(t.Context(), key).Result(); err != nil || n != 1 {
 		t.Fatalf("while a member of the group runs, EXISTS %s: got %d, %v, want 1 (the lock held)", key, n, err)
 	}

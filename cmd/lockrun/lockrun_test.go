@@ -13,6 +13,7 @@ import (
 
 	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -267,7 +268,7 @@ func TestLostLeaseStopsTheCommand(t *testing.T) {
 			script := tc.trap + `; touch started; while :; do sleep 0.02; done`
 			p := h.start(nil, "-ttl", "1s", "-grace", tc.grace, "lost", "--", "sh", "-c", script)
 			h.waitFile("started")
-			if err := h.client.Del(t.Context(), lease.LockKey(lease.DefaultPrefix, "lost")).Err(); err != nil {
+			if err := h.client.Del(t.Context(), scripts.LockKey(lease.DefaultPrefix, "lost")).Err(); err != nil {
 				t.Fatal(err)
 			}
 			r := p.wait(t)
@@ -285,7 +286,7 @@ func TestLostLeaseStopsTheCommand(t *testing.T) {
 func TestExitStatus(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	held := lease.LockKey(lease.DefaultPrefix, "held")
+	held := scripts.LockKey(lease.DefaultPrefix, "held")
 	if err := h.client.Set(t.Context(), held, "someone-else", time.Hour).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +381,7 @@ func TestCommandEnvironment(t *testing.T) {
 	for i := range 2 {
 		r := h.start(inherited, "-fenced", "env", "--", "sh", "-c", script).wait(t)
 		wantCode(t, r, 0)
-		fence, err := h.client.Get(t.Context(), lease.CounterKey(lease.DefaultPrefix, "env")).Result()
+		fence, err := h.client.Get(t.Context(), scripts.CounterKey(scripts.LockKey(lease.DefaultPrefix, "env"))).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -404,7 +405,7 @@ func TestStatusNeverShowsTheOwner(t *testing.T) {
 	h := newHarness(t)
 	p := h.start(nil, "-fenced", "report", "--", "sh", "-c", blockingScript)
 	h.waitFile("started")
-	value, err := h.client.Get(t.Context(), lease.LockKey(lease.DefaultPrefix, "report")).Result()
+	value, err := h.client.Get(t.Context(), scripts.LockKey(lease.DefaultPrefix, "report")).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -441,7 +442,7 @@ func TestWaitTakesTheLockWhenReleased(t *testing.T) {
 	h.waitFile("started")
 	waiter := h.start(nil, "-wait", "30s", "queue", "--", "sh", "-c", "echo ran >> runs")
 	// The waiter subscribes to the grants handed to it, then queues.
-	queue := lease.QueueKey(lease.LockKey(lease.DefaultPrefix, "queue"))
+	queue := scripts.QueueKey(scripts.LockKey(lease.DefaultPrefix, "queue"))
 	for deadline := time.Now().Add(hang); ; time.Sleep(10 * time.Millisecond) {
 		n, err := h.client.ZCard(t.Context(), queue).Result()
 		if err != nil {

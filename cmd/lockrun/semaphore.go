@@ -10,6 +10,7 @@ import (
 
 	"github.com/leasekit/leasekit/efficiency"
 	"github.com/leasekit/leasekit/internal/lease"
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -30,7 +31,7 @@ type semaphoreState struct {
 // When a key holds what leasekit never writes, it says so and returns an
 // error with status 65.
 func printSemaphoreStatus(ctx context.Context, client *redis.Client, cfg config, out io.Writer) error {
-	s, err := readSemaphore(ctx, client, lease.PermitsKey(cfg.prefix, cfg.name))
+	s, err := readSemaphore(ctx, client, scripts.PermitsKey(cfg.prefix, cfg.name))
 	if err != nil {
 		return unavailable(cfg.redis, err)
 	}
@@ -64,7 +65,7 @@ func printSemaphoreStatus(ctx context.Context, client *redis.Client, cfg config,
 // readSemaphore reads the semaphore's keys and the server clock in one
 // round trip.
 func readSemaphore(ctx context.Context, client *redis.Client, key string) (semaphoreState, error) {
-	queueKey := lease.QueueKey(key)
+	queueKey := scripts.QueueKey(key)
 	pipe := client.Pipeline()
 	clock := pipe.Time(ctx)
 	permits := pipe.ZRangeWithScores(ctx, key, 0, -1)
@@ -94,7 +95,7 @@ func readSemaphore(ctx context.Context, client *redis.Client, key string) (semap
 			return semaphoreState{}, err
 		}
 	}
-	n, parsed := lease.HeaderLimit(header)
+	n, parsed := scripts.HeaderLimit(header)
 	switch {
 	case header != "" && !parsed:
 		s.foreign = append(s.foreign, fmt.Sprintf("%s holds %q below 0, not a semaphore's header", lease.Quote(key), header))

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/leasekit/leasekit/internal/lease"
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -35,7 +36,7 @@ func TestSemaphoreRuns(t *testing.T) {
 	}
 
 	waiter := h.start(nil, append([]string{"-wait", "30s"}, args...)...)
-	queue := lease.QueueKey(lease.PermitsKey(lease.DefaultPrefix, "pool"))
+	queue := scripts.QueueKey(scripts.PermitsKey(lease.DefaultPrefix, "pool"))
 	await(t, "the waiter queued", func() bool { return h.client.ZCard(ctx, queue).Val() == 1 })
 	r = h.run("-n", "2", "-status", "pool")
 	wantCode(t, r, 0)
@@ -49,7 +50,7 @@ func TestSemaphoreRuns(t *testing.T) {
 	}
 	// The permits' owners: the members scored at or above 0 (the header
 	// is below).
-	owners := h.client.ZRangeArgs(ctx, redis.ZRangeArgs{Key: lease.PermitsKey(lease.DefaultPrefix, "pool"), ByScore: true, Start: "0", Stop: "+inf"}).Val()
+	owners := h.client.ZRangeArgs(ctx, redis.ZRangeArgs{Key: scripts.PermitsKey(lease.DefaultPrefix, "pool"), ByScore: true, Start: "0", Stop: "+inf"}).Val()
 	for _, owner := range owners {
 		if strings.Contains(r.stdout+r.stderr, owner[:8]) {
 			t.Errorf("-status shows an owner id:\n%s%s", r.stdout, r.stderr)
@@ -76,7 +77,7 @@ func TestSemaphoreLostPermitStopsTheCommand(t *testing.T) {
 	h := newHarness(t)
 	p := h.start(nil, "-n", "3", "-ttl", "1s", "-grace", "200ms", "lost", "--", "sh", "-c", `touch started; while :; do sleep 0.02; done`)
 	h.waitFile("started")
-	if err := h.client.Del(t.Context(), lease.PermitsKey(lease.DefaultPrefix, "lost")).Err(); err != nil {
+	if err := h.client.Del(t.Context(), scripts.PermitsKey(lease.DefaultPrefix, "lost")).Err(); err != nil {
 		t.Fatal(err)
 	}
 	r := p.wait(t)
@@ -128,9 +129,9 @@ func await(t *testing.T, what string, cond func() bool) {
 func TestSemaphoreStatusReportsForeignKeys(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
-	permits := lease.PermitsKey(lease.DefaultPrefix, "odd")
+	permits := scripts.PermitsKey(lease.DefaultPrefix, "odd")
 	h.put(permits, "a string")
-	if err := h.client.ZAdd(t.Context(), lease.PermitsKey(lease.DefaultPrefix, "odd2"), redis.Z{Score: -1, Member: "four"}).Err(); err != nil {
+	if err := h.client.ZAdd(t.Context(), scripts.PermitsKey(lease.DefaultPrefix, "odd2"), redis.Z{Score: -1, Member: "four"}).Err(); err != nil {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]string{"odd": "not a sorted set", "odd2": "not a semaphore's header"} {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/leasekit/leasekit/efficiency"
 	"github.com/leasekit/leasekit/internal/lease"
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -34,7 +35,7 @@ type lockState struct {
 // writes, it says so and returns an error with status 65, so that a script
 // checking locks notices a key that blocks them.
 func printStatus(ctx context.Context, client *redis.Client, cfg config, out io.Writer) error {
-	s, err := readState(ctx, client, lease.LockKey(cfg.prefix, cfg.name), lease.CounterKey(cfg.prefix, cfg.name))
+	s, err := readState(ctx, client, scripts.LockKey(cfg.prefix, cfg.name), scripts.CounterKey(scripts.LockKey(cfg.prefix, cfg.name)))
 	if err != nil {
 		return unavailable(cfg.redis, err)
 	}
@@ -71,7 +72,7 @@ func readState(ctx context.Context, client *redis.Client, key, fenceKey string) 
 	}
 	if v, err := value.Result(); err == nil {
 		// Only the mark of waiters is read: the owner id is not kept.
-		p, _ := lease.ParseValue(v, false)
+		p, _ := scripts.ParseValue(v, false)
 		if s.ttl = p.LeaseLeft(s.ttl); s.ttl == 0 {
 			s.lapsed = true
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasekit/leasekit/internal/lease"
+	"github.com/leasekit/leasekit/scripts"
 )
 
 func TestStatusReportsForeignKeys(t *testing.T) {
@@ -32,8 +33,8 @@ func TestStatusReportsForeignKeys(t *testing.T) {
 			t.Parallel()
 			h := h.with(t)
 			name := strings.ReplaceAll(tc.name, " ", "-")
-			h.put(lease.LockKey(lease.DefaultPrefix, name), tc.lock)
-			h.put(lease.CounterKey(lease.DefaultPrefix, name), tc.fence)
+			h.put(scripts.LockKey(lease.DefaultPrefix, name), tc.lock)
+			h.put(scripts.CounterKey(scripts.LockKey(lease.DefaultPrefix, name)), tc.fence)
 			r := h.run("-status", name)
 			wantCode(t, r, tc.want)
 			if !strings.Contains(r.stdout, "\n"+tc.line) {
@@ -76,14 +77,14 @@ func TestStatusNeedsOnlyReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	url := "redis://watcher:s3cret@" + h.addr
-	h.put(lease.LockKey(lease.DefaultPrefix, "watched"), "someone-else")
-	h.put(lease.CounterKey(lease.DefaultPrefix, "watched"), "7")
+	h.put(scripts.LockKey(lease.DefaultPrefix, "watched"), "someone-else")
+	h.put(scripts.CounterKey(scripts.LockKey(lease.DefaultPrefix, "watched")), "7")
 	r := h.run("-redis", url, "-status", "watched")
 	wantCode(t, r, 0)
 	if !strings.Contains(r.stdout, "held: yes\n") || !strings.Contains(r.stdout, "last token: 7\n") {
 		t.Errorf("stdout: got %q, want held: yes and last token: 7", r.stdout)
 	}
-	h.put(lease.CounterKey(lease.DefaultPrefix, "listed"), []string{"7"})
+	h.put(scripts.CounterKey(scripts.LockKey(lease.DefaultPrefix, "listed")), []string{"7"})
 	r = h.run("-redis", url, "-status", "listed")
 	wantCode(t, r, exitDataErr)
 	if want := "last token: unknown: leasekit:{listed}:fence holds a non-string value, not a fencing counter"; !strings.Contains(r.stdout, want) {
@@ -113,8 +114,8 @@ func TestCorruptKeysExit65(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			h := h.with(t)
-			h.put(lease.LockKey(lease.DefaultPrefix, tc.name), tc.lock)
-			h.put(lease.CounterKey(lease.DefaultPrefix, tc.name), tc.fence)
+			h.put(scripts.LockKey(lease.DefaultPrefix, tc.name), tc.lock)
+			h.put(scripts.CounterKey(scripts.LockKey(lease.DefaultPrefix, tc.name)), tc.fence)
 			r := h.run(append(tc.flags, tc.name, "--", "touch", "ran")...)
 			wantCode(t, r, exitDataErr)
 			if !strings.Contains(r.stderr, "does not write") {

@@ -15,6 +15,7 @@ import (
 	"github.com/leasekit/leasekit/efficiency"
 	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
+	"github.com/leasekit/leasekit/scripts"
 )
 
 // newLocker returns a gocronlock.Locker on its own efficiency.Locker, as a
@@ -66,7 +67,7 @@ func TestUnlockKeepsTheMinimumHold(t *testing.T) {
 		}
 		// A scheduler whose clock is behind asks for the same tick: refused.
 		wantNotObtained(t, second, "job")
-		ttl, err := b.Client.PTTL(t.Context(), lease.LockKey(lease.DefaultPrefix, "job")).Result()
+		ttl, err := b.Client.PTTL(t.Context(), scripts.LockKey(lease.DefaultPrefix, "job")).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +89,7 @@ func TestUnlockAfterTheMinimumHoldReleases(t *testing.T) {
 		if err := k.Unlock(t.Context()); err != nil {
 			t.Fatalf("Unlock: %v", err)
 		}
-		if n := b.Client.Exists(t.Context(), lease.LockKey(lease.DefaultPrefix, "job")).Val(); n != 0 {
+		if n := b.Client.Exists(t.Context(), scripts.LockKey(lease.DefaultPrefix, "job")).Val(); n != 0 {
 			t.Fatalf("the lock is still there after Unlock past the minimum hold")
 		}
 		lock(t, second, "job")
@@ -115,7 +116,7 @@ func TestLostLeaseIsReported(t *testing.T) {
 		l := newLocker(t, b, gocronlock.WithMinHold(time.Minute),
 			gocronlock.WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 		k := lock(t, l, "job")
-		key := lease.LockKey(lease.DefaultPrefix, "job")
+		key := scripts.LockKey(lease.DefaultPrefix, "job")
 		owner := b.Client.Get(t.Context(), key).Val()
 		if err := b.Client.Del(t.Context(), key).Err(); err != nil {
 			t.Fatal(err)

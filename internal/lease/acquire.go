@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -195,7 +195,7 @@ func (a *acquire) readHolder(holder *redis.StringCmd, pttl *redis.DurationCmd) (
 	if err != nil {
 		return found{}, err
 	}
-	p, _ := ParseValue(v, false)
+	p, _ := scripts.ParseValue(v, false)
 	if left == -2 {
 		return found{}, nil // expired within the pipeline
 	}
@@ -217,25 +217,32 @@ func acquireFenced(a acquire, _ bool) (found, error) {
 	return a.runGrant(fencedAcquireScript, a.readFenced, a.owner, Millis(a.ttl), a.keys.ops.arg)
 }
 
-// readFenced reads the fenced acquire script's reply: the token when
-// granted, the holder's ttl in ms otherwise.
+// readFenced reads the fenced acquire script's reply.
 func (a *acquire) readFenced(reply any) (found, error) {
-	switch v := reply.(type) {
-	case string:
-		return a.granted(a.owner + ":" + v)
-	case int64:
-		return found{holderTTL: time.Duration(v) * time.Millisecond, settle: v == fencedLapsed}, nil
+	at, err := scripts.ReadFencedAcquire(reply, a.owner)
+	if err != nil {
+		return found{}, err
 	}
-	return found{}, fmt.Errorf("unexpected reply %T", reply)
+	return a.attempted(at)
+}
+
+// attempted is what an attempt whose reply was read as at found.
+func (a *acquire) attempted(at scripts.Attempt) (found, error) {
+	if at.Granted() {
+		return a.granted(at.Value)
+	}
+	f := found{holderTTL: time.Duration(at.HolderTTL) * time.Millisecond, queued: at.Code == scripts.AttemptQueued,
+		place: at.Place, server: at.Now, settle: at.Code == scripts.AttemptSettle}
+	return f, nil
 }
 
 // granted reads a grant to the caller whose stored value is v.
 func (a *acquire) granted(v string) (found, error) {
-	p, err := ParseValue(v, a.c.cfg.Fenced)
+	p, err := scripts.ParseValue(v, a.c.cfg.Fenced)
 	switch {
 	case err != nil:
-		return found{}, namesLock(fmt.Errorf("%w: %s: the grant holds %s (key %s)",
-			a.c.cfg.Errors.InvalidToken, a.keys.label(), errNoToken, Quote(a.keys.lock)))
+		return found{}, namesLock(fmt.Errorf("%w: %s: the grant holds %w (key %s)",
+			a.c.cfg.Errors.InvalidToken, a.keys.label(), err, Quote(a.keys.lock)))
 	case p.Owner != a.owner:
 		return found{}, errors.New("the grant holds another owner's id")
 	}
@@ -330,6 +337,3 @@ func (a *acquire) failed(err error) error {
 func (c *Core) notObtained(lk *keySet, causes ...error) error {
 	return fmt.Errorf("%w: %s: %w", c.cfg.Errors.NotObtained, lk.label(), join(causes...))
 }
-
-// parseMicros parses a server clock in µs as the scripts print it.
-func parseMicros(s string) (int64, error) { return strconv.ParseInt(s, 10, 64) }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -84,10 +85,6 @@ type named struct{ error }
 
 func (n named) Unwrap() error { return n.error }
 
-// badFence starts the error reply of a script that found a fence counter it
-// cannot draw a token from (scripts/grant.lua).
-const badFence = "BADFENCE "
-
 // acquireErr names the lock or semaphore in err, an acquire's failure. An
 // error reply the caller can act on matches its sentinel too (ops.refused):
 // a corrupt fence counter InvalidToken, a semaphore in use with another
@@ -107,8 +104,10 @@ func (c *Core) acquireErr(ctx context.Context, lk *keySet, err error) error {
 // draw a token from (BADFENCE), matching InvalidToken; nil for any other.
 func (c *Core) fenceErr(lk *keySet, err error) error {
 	var re redis.Error
-	if errors.As(err, &re) && strings.HasPrefix(re.Error(), badFence) {
-		return fmt.Errorf("%w: %s: %s", c.cfg.Errors.InvalidToken, lk.label(), strings.TrimPrefix(re.Error(), badFence))
+	if errors.As(err, &re) {
+		if why, ok := scripts.BadFence(re.Error()); ok {
+			return fmt.Errorf("%w: %s: %s", c.cfg.Errors.InvalidToken, lk.label(), why)
+		}
 	}
 	return nil
 }

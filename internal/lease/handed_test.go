@@ -59,32 +59,3 @@ func TestHandedLease(t *testing.T) {
 		})
 	}
 }
-
-// TestEntryText: every generation of a waiter's entry differs only in its
-// ticket, and a grant message for it parses back to its id and generation.
-func TestEntryText(t *testing.T) {
-	c := New(Config{Prefix: "p:"})
-	a := &acquire{c: c, keys: c.lockKeys("job"), owner: "OWNER", ttl: 1500 * time.Millisecond}
-	e := a.newEntry("ID", "p:grants:X Y")
-	if got, want := e.text(0), "OWNER 1500 e 0 ID.0 p:grants:X Y"; got != want {
-		t.Fatalf("entry: got %q, want %q", got, want)
-	}
-	if got, want := e.text(7), "OWNER 1500 e 0 ID.7 p:grants:X Y"; got != want {
-		t.Fatalf("entry, generation 7: got %q, want %q", got, want)
-	}
-	m, ok := parseMessage("ID.7 42 12 345")
-	if !ok || m.id != "ID" || m.gen != 7 || m.token != "42" || m.at != 12_000_345 {
-		t.Fatalf("message: got %+v, %v", m, ok)
-	}
-	if got := m.value("OWNER"); got != "OWNER:42" {
-		t.Fatalf("value of a fenced grant: got %q", got)
-	}
-	if m, ok := parseMessage("ID.7 - 12 345 3"); !ok || m.limit != 3 || m.token != "-" || m.at != 12_000_345 {
-		t.Fatalf("a permit's message: got %+v, %v", m, ok)
-	}
-	for _, bad := range []string{"ID.7 - 12 345 0", "ID.7 - 12 345 -1", "ID.7 - 12 345 x", "ID.7 - 12 345 3 4"} {
-		if _, ok := parseMessage(bad); ok {
-			t.Fatalf("%q: parsed, want no grant", bad)
-		}
-	}
-}

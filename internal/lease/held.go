@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasekit/leasekit/internal/telemetry"
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -63,8 +64,8 @@ func (h *Held) recordEnd(ctx context.Context, lost bool, reason telemetry.Reason
 // lostReason is the telemetry's reason for a lease a refresh or release
 // found lost, with reply n: gone, or taken by another owner (or broken by
 // an operator, after which another owner may hold it).
-func lostReason(n int64) telemetry.Reason {
-	if n == leaseGone {
+func lostReason(n scripts.LeaseState) telemetry.Reason {
+	if n == scripts.LeaseGone {
 		return telemetry.KeyGone
 	}
 	return telemetry.AnotherOwner
@@ -111,32 +112,36 @@ func (h *Held) Refresh(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	n, err := h.refresh(ctx, ttl)
-	if err == nil && n != leaseHeld {
+	if err == nil && n != scripts.LeaseHeld {
 		err = h.notHeld(n)
 	}
 	return err
 }
 
 // refresh runs the refresh script and, when it restarted the lease, moves
-// the deadline. Its reply is the script's: leaseHeld when refreshed,
-// leaseGone or leaseTaken (replies.go).
-func (h *Held) refresh(ctx context.Context, ttl time.Duration) (int64, error) {
+// the deadline. It returns what the script found of the lease: LeaseHeld
+// when refreshed, LeaseGone or LeaseTaken.
+func (h *Held) refresh(ctx context.Context, ttl time.Duration) (scripts.LeaseState, error) {
 	sent := time.Now()
 	h.mu.Lock()
 	leader, restore := h.leader, h.restore
 	h.mu.Unlock()
-	n, err := h.sendRefresh(ctx, ttl, leader).Int64()
+	r, err := h.sendRefresh(ctx, ttl, leader).Result()
+	var got scripts.Refreshed
+	if err == nil {
+		got, err = scripts.ReadRefresh(r)
+	}
 	if err != nil {
 		return 0, h.core.redisErr(ctx, "refresh", h.keys, err)
 	}
-	if n == leaderLost {
-		n = leaseHeld
+	n := got.Lease
+	if got.LeaderLost {
 		if err := restore(ctx); err != nil {
 			h.core.logger().Warn(h.core.cfg.Kind+": a leader could not write back its leader key; observers see no leader until it can",
 				"lock", h.keys.name, "err", err)
 		}
 	}
-	if n == leaseHeld {
+	if n == scripts.LeaseHeld {
 		h.mu.Lock()
 		h.deadline, h.ttl = sent.Add(ttl-h.core.drift(ttl)), ttl
 		h.mu.Unlock()
@@ -179,7 +184,7 @@ func (h *Held) Release(ctx context.Context) error {
 	}
 	ctx, span := h.keys.ops.tel.Start(ctx, "Release", h.keys.name)
 	n, err := h.release(ctx)
-	if err == nil && unheld(n) {
+	if err == nil && n != scripts.LeaseHeld {
 		err = h.notHeld(n)
 	}
 	telemetry.End(span, err)
@@ -187,61 +192,48 @@ func (h *Held) Release(ctx context.Context) error {
 }
 
 // release runs the release script for the lease and, once it reached Redis,
-// marks the lease released. Its reply is leaseHeld when the lease was
+// marks the lease released. It returns LeaseHeld when the lease was
 // released (by this call, or by an earlier send of it whose reply was lost:
-// the script's mark says so), else leaseGone, leaseTaken or leaseBroken
-// (replies.go).
-func (h *Held) release(ctx context.Context) (int64, error) {
-	reply, err := h.core.endGrant(ctx, h.keys, h.value, nil)
+// the script's mark says so), else LeaseGone, LeaseTaken or LeaseBroken.
+func (h *Held) release(ctx context.Context) (scripts.LeaseState, error) {
+	ended, err := h.core.endGrant(ctx, h.keys, h.value, nil)
 	if err != nil {
 		return 0, h.core.redisErr(ctx, "release", h.keys, err)
 	}
 	h.mu.Lock()
 	h.deadline, h.released = time.Time{}, true
 	h.mu.Unlock()
-	if n, ok := reply.(int64); ok && unheld(n) {
-		h.recordEnd(ctx, true, lostReason(n))
+	if ended.Unheld() {
+		h.recordEnd(ctx, true, lostReason(ended.Lease))
 		if h.handed != nil {
 			// The grant message may have been forged: take the entry out,
 			// lest a later release hand the lock to it, and end the real
 			// grant to it, if one came (its message lost or not read yet),
 			// lest the lock wait out that grant's ttl.
-			_, _ = h.core.runRelease(ctx, h.keys, h.anyGrant(), h.handed)
+			_, _ = h.core.runRelease(ctx, h.keys, scripts.AnyGrant(h.value), h.handed)
 		}
-		return n, nil
+		return ended.Lease, nil
 	}
-	if n, ok := reply.(int64); !ok || n == releaseHanded {
-		h.keys.ops.tel.Handoff(ctx, h.keys.name) // a token, or releaseHanded
+	if ended.Handed {
+		h.keys.ops.tel.Handoff(ctx, h.keys.name)
 	}
 	h.recordEnd(ctx, false, 0)
-	return leaseHeld, nil
-}
-
-// anyGrant is the release value that matches any grant of the lease's
-// owner, whatever its token: "owner:" for a fenced grant (release.lua's
-// prefix match). An unfenced grant is the owner id itself, which h.value
-// is: a release that found it gone found every grant of the owner gone,
-// and "" matches none.
-func (h *Held) anyGrant() string {
-	if owner, _, fenced := strings.Cut(h.value, ":"); fenced {
-		return owner + ":"
-	}
-	return ""
+	return scripts.LeaseHeld, nil
 }
 
 // notHeld is the error for a lease Redis no longer holds for this owner,
 // as the reply n of a refresh or release says (why).
-func (h *Held) notHeld(n int64) error {
+func (h *Held) notHeld(n scripts.LeaseState) error {
 	return fmt.Errorf("%w: %s: %s", h.core.cfg.Errors.NotHeld, h.keys.label(), h.core.why(n))
 }
 
 // why says what the reply n of a refresh or release saw of a lease Redis no
 // longer holds: the key gone, another owner's, or broken by an operator.
-func (c *Core) why(n int64) string {
+func (c *Core) why(n scripts.LeaseState) string {
 	switch n {
-	case leaseGone:
+	case scripts.LeaseGone:
 		return "the key is gone (it expired or was deleted)"
-	case leaseBroken:
+	case scripts.LeaseBroken:
 		return "an operator broke it (Break)"
 	}
 	return "another owner holds it"
@@ -249,15 +241,17 @@ func (c *Core) why(n int64) string {
 
 // TTL asks Redis how long the lease has left.
 func (h *Held) TTL(ctx context.Context) (time.Duration, error) {
-	ms, err := h.core.run(ctx, h.keys.ops.pttl, h.keys.held(), h.value).Int64()
-	if err != nil {
-		return 0, h.core.redisErr(ctx, "ttl of", h.keys, err)
+	r, err := h.core.run(ctx, h.keys.ops.pttl, h.keys.held(), h.value).Result()
+	var ms int64
+	var n scripts.LeaseState
+	if err == nil {
+		ms, n, err = scripts.ReadTTL(r)
 	}
 	switch {
-	case ms == ttlGone:
-		return 0, h.notHeld(leaseGone)
-	case ms == ttlTaken:
-		return 0, h.notHeld(leaseTaken)
+	case err != nil:
+		return 0, h.core.redisErr(ctx, "ttl of", h.keys, err)
+	case n != scripts.LeaseHeld:
+		return 0, h.notHeld(n)
 	case ms < 0:
 		return -1, nil
 	}
@@ -267,14 +261,13 @@ func (h *Held) TTL(ctx context.Context) (time.Duration, error) {
 // runRelease runs the release script for value on the lock, after taking
 // the queue entry leaving (a waiter giving up) out of the lock's queue, if it
 // is not nil. A value ending in ':' matches any grant that starts with it (an
-// owner whose token is unknown). Its reply is the script's, leaseGone,
-// leaseTaken, or another when the grant was released (replies.go). It leaves
+// owner whose token is unknown). It returns what the script did. It leaves
 // no mark (release.lua): what it releases (a grant its waiter cannot use, or
 // gave up) was never a Held, whose Release a resend would report.
 //
 // While the lock's slot migrates between two Redis Cluster masters, the
 // release waits for it as every script does (Script.Run).
-func (c *Core) runRelease(ctx context.Context, lk *keySet, value string, leaving *entry) (any, error) {
+func (c *Core) runRelease(ctx context.Context, lk *keySet, value string, leaving *entry) (scripts.Ended, error) {
 	match := matchExact
 	if strings.HasSuffix(value, ":") {
 		match = matchPrefix
@@ -293,13 +286,13 @@ func (c *Core) runRelease(ctx context.Context, lk *keySet, value string, leaving
 // of the call after a lost reply reports what the first send did, and ends
 // nothing else: a holder's release, or with brk an operator's break, with
 // leader, an election's leader key, or "".
-func (c *Core) endGrant(ctx context.Context, lk *keySet, value string, brk *breakCall) (any, error) {
+func (c *Core) endGrant(ctx context.Context, lk *keySet, value string, brk *breakCall) (scripts.Ended, error) {
 	keys := make([]any, 0, len(lk.keys)+3)
-	keys = append(append(keys, lk.keys...), EndedKey(lk.lock, value))
+	keys = append(append(keys, lk.keys...), scripts.EndedKey(lk.lock, value))
 	match := matchExact
 	if brk != nil {
 		match = matchAny
-		keys = append(keys, EndedKey(lk.lock, "break "+brk.nonce))
+		keys = append(keys, scripts.EndedKey(lk.lock, "break "+brk.nonce))
 		if brk.leader != "" {
 			keys = append(keys, brk.leader)
 		}
@@ -316,12 +309,16 @@ type breakCall struct {
 
 // releaseWith runs the release script of lk on keys with args, as
 // runRelease describes, and goes on serving the queue if it stopped short.
-func (c *Core) releaseWith(ctx context.Context, lk *keySet, keys, args []any) (any, error) {
+func (c *Core) releaseWith(ctx context.Context, lk *keySet, keys, args []any) (scripts.Ended, error) {
 	reply, err := c.run(ctx, lk.ops.release, keys, args...).Result()
-	if err != nil {
-		return reply, err
+	var ended scripts.Ended
+	if err == nil {
+		ended, err = scripts.ReadEnd(reply)
 	}
-	return c.serveOn(ctx, lk, reply), nil
+	if err != nil {
+		return ended, err
+	}
+	return c.serveOn(ctx, lk, ended), nil
 }
 
 // serveOnFor bounds how long a releaser goes on serving the queue past dead
@@ -332,25 +329,23 @@ const serveOnFor = 2 * time.Second
 // serveOn goes on serving the queue of the lock at lk after a release whose
 // reply says it stopped short at dead entries (their process was killed),
 // one short call after another, so that Redis serves other clients in
-// between; and returns the release's reply as if it had not stopped:
-// leaseHeld for released, leaseGone for gone (also when a lapsed lease's
-// release handed the lock on, which its reply {0, token} says).
-func (c *Core) serveOn(ctx context.Context, lk *keySet, reply any) any {
-	if _, ok := reply.([]any); ok {
-		return leaseGone // the caller's lease had lapsed; the lock went on
-	}
-	n, _ := reply.(int64)
-	if n != releasedServeOn && n != goneServeOn {
-		return reply
+// between; and returns the release's reply as if it had not stopped. A
+// lapsed lease's release that handed the lock on found the caller's lease
+// gone: so it says.
+func (c *Core) serveOn(ctx context.Context, lk *keySet, ended scripts.Ended) scripts.Ended {
+	if !ended.ServeOn {
+		return ended
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serveOnFor)
 	defer cancel()
 	for more := true; more && ctx.Err() == nil; {
-		r, err := c.run(ctx, lk.ops.release, lk.keys, vacant, matchExact, notQueued, c.listen.channels).Int64()
-		more = err == nil && (r == releasedServeOn || r == goneServeOn)
+		r, err := c.run(ctx, lk.ops.release, lk.keys, vacant, matchExact, notQueued, c.listen.channels).Result()
+		var next scripts.Ended
+		if err == nil {
+			next, err = scripts.ReadEnd(r)
+		}
+		more = err == nil && next.ServeOn
 	}
-	if n == goneServeOn {
-		return leaseGone
-	}
-	return leaseHeld
+	ended.ServeOn = false
+	return ended
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasekit/leasekit/internal/telemetry"
+	"github.com/leasekit/leasekit/scripts"
 )
 
 // releaseTimeout bounds the release at the end of Do, Hold and Once, which
@@ -102,12 +103,12 @@ func (h *Held) endOnce(ctx context.Context, end time.Time, fnErr, lost error) er
 	// and it must not outlive the period, or the next tick would skip.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	var n int64
+	var n scripts.LeaseState
 	var err error
 	if left := time.Until(end); left >= minTTL {
 		n, err = h.refresh(ctx, left)
 		if err == nil {
-			h.recordEnd(ctx, unheld(n), lostReason(n)) // the run is over: the hold too
+			h.recordEnd(ctx, n != scripts.LeaseHeld, lostReason(n)) // the run is over: the hold too
 		}
 	} else {
 		n, err = h.release(ctx)
@@ -118,7 +119,7 @@ func (h *Held) endOnce(ctx context.Context, end time.Time, fnErr, lost error) er
 // ending is what the release or refresh that ended a hold found: its reply
 // n, or err, and when it ran.
 type ending struct {
-	n    int64
+	n    scripts.LeaseState
 	err  error
 	when string
 }
@@ -131,7 +132,7 @@ func (h *Held) holdErr(fnErr, lost error, e ending) error {
 		return lostWith(lost, fnErr)
 	case e.err != nil:
 		return join(fnErr, e.err)
-	case unheld(e.n):
+	case e.n != scripts.LeaseHeld:
 		return join(fnErr, h.core.lost(h, e.when+", "+h.core.why(e.n)))
 	}
 	return fnErr
@@ -312,7 +313,7 @@ func (k *keeper) keepAlive() {
 func (k *keeper) refreshed(r refreshed) (wait time.Duration, done bool) {
 	h := k.h
 	switch {
-	case r.err == nil && r.n == leaseHeld:
+	case r.err == nil && r.n == scripts.LeaseHeld:
 		return k.interval, false
 	case r.err == nil && !h.isReleased():
 		k.lose(lostReason(r.n), h.core.why(r.n))
@@ -342,7 +343,7 @@ func (k *keeper) lose(reason telemetry.Reason, why string) {
 
 // refreshed is the outcome of a refresh: refresh's reply and error.
 type refreshed struct {
-	n   int64
+	n   scripts.LeaseState
 	err error
 }
 

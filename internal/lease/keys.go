@@ -1,57 +1,10 @@
 package lease
 
-import (
-	"crypto/sha256"
-	"encoding/hex"
-)
+import "github.com/leasekit/leasekit/scripts"
 
 // DefaultPrefix is the key prefix of both kinds of lock unless an option sets
-// another.
-const DefaultPrefix = "leasekit:"
-
-// LockKey is the Redis key of the lock called name. The hash tag keeps the lock
-// and every key derived from it in one Redis Cluster slot.
-func LockKey(prefix, name string) string { return prefix + "{" + name + "}" }
-
-// CounterKey is the key of the fencing-token counter of the lock called name.
-func CounterKey(prefix, name string) string { return counterKey(LockKey(prefix, name)) }
-
-func counterKey(lockKey string) string { return lockKey + ":fence" }
-
-// QueueKey is the key of the lock's wait queue (see handoff.go).
-func QueueKey(lockKey string) string { return lockKey + ":queue" }
-
-// wakeChannel is the pub/sub channel on which releases of the lock are
-// announced to waiters that do not queue. release.lua builds the same name.
-func wakeChannel(lockKey string) string { return lockKey + ":wake" }
-
-// grantChannel is the pub/sub channel on which the Locker whose id is id
-// hears the grants handed to its waiters.
-func grantChannel(prefix, id string) string { return prefix + "grants:" + id }
-
-// shardedGrantChannel is the sharded pub/sub channel on which the Locker
-// whose id is id hears the grants of the lock at lockKey handed to its
-// waiters, in Redis Cluster: it hashes to the lock's slot.
-func shardedGrantChannel(lockKey, id string) string { return lockKey + ":grants:" + id }
-
-// EndedKey is the key of the mark that the release or break of the grant
-// stored as value, on the lock or semaphore whose first key is key, leaves
-// for a resend of the same call (release.lua): in the same slot, named by a
-// digest of the value, which must not show an owner id.
-func EndedKey(key, value string) string {
-	sum := sha256.Sum256([]byte(value))
-	var digest [20]byte
-	hex.Encode(digest[:], sum[:10])
-	return key + ":ended:" + string(digest[:])
-}
-
-// RegisterKey is the key of the fenced register of a resource.
-func RegisterKey(prefix, resource string) string { return LockKey(prefix, resource) + ":register" }
-
-// PermitsKey is the key of the permits of the semaphore called name, with
-// its header (handoff.go). Its queue (QueueKey) derives from it, in the slot
-// of the lock of the same name, which is another resource.
-func PermitsKey(prefix, name string) string { return LockKey(prefix, name) + ":permits" }
+// another (the key layout is package scripts').
+const DefaultPrefix = scripts.DefaultPrefix
 
 // keySet is the Redis keys of one lock or semaphore, boxed once as script
 // arguments (ops.keys says which), and the ops that run it. Built once per
@@ -95,7 +48,7 @@ func (c *Core) lockKeys(name string) *keySet {
 	if lk, ok := c.names.Load(name); ok {
 		return lk.(*keySet)
 	}
-	lk := newKeys(name, LockKey(c.cfg.Prefix, name), c.lock)
+	lk := newKeys(name, scripts.LockKey(c.cfg.Prefix, name), c.lock)
 	if len(name) <= keyCacheNameLen && c.cached.Load() < keyCacheSize {
 		if _, loaded := c.names.LoadOrStore(name, lk); !loaded {
 			c.cached.Add(1)

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/leasekit/leasekit/internal/notify"
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -44,7 +45,7 @@ func newListener(c *Core) *listener {
 	l.notifier = notify.New(c.cfg.Client, c.strays.heard)
 	switch client := c.cfg.Client.(type) {
 	case *redis.Client:
-		l.grants = grantChannel(c.cfg.Prefix, rand.Text())
+		l.grants = scripts.GrantChannel(c.cfg.Prefix, rand.Text())
 	case *redis.ClusterClient:
 		l.channels = shardedChannels
 		o := client.Options()
@@ -65,17 +66,17 @@ func newListener(c *Core) *listener {
 // and returns its random id when it queues (its entry names it, and grant
 // messages for it carry it), or "" when it does not.
 func (l *listener) join(ctx context.Context, lk *keySet) (*notify.Waiter, string, error) {
-	channel, id := wakeChannel(lk.lock), ""
+	channel, id := scripts.WakeChannel(lk.lock), ""
 	switch {
 	case l.grants != "":
 		channel, id = l.grants, rand.Text()
 	case l.sharded.Load():
-		channel, id = shardedGrantChannel(lk.lock, l.id), rand.Text()
+		channel, id = scripts.ShardedGrantChannel(lk.lock, l.id), rand.Text()
 	}
 	sub, err := l.notifier.Join(ctx, channel, id)
 	if err != nil && l.grants == "" && id != "" && strings.Contains(err.Error(), "unknown command") {
 		l.unshard(err)
-		sub, err = l.notifier.Join(ctx, wakeChannel(lk.lock), "")
+		sub, err = l.notifier.Join(ctx, scripts.WakeChannel(lk.lock), "")
 		id = ""
 	}
 	return sub, id, err

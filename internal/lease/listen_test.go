@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -129,7 +130,7 @@ func handOver(t *testing.T, b *redistest.Backend, waiter *lease.Core, holder *le
 		}
 		got <- err
 	}()
-	for b.Client.ZCard(ctx, lease.QueueKey("p:{"+name+"}")).Val() != 1 {
+	for b.Client.ZCard(ctx, scripts.QueueKey("p:{"+name+"}")).Val() != 1 {
 		time.Sleep(time.Millisecond)
 	}
 	if err := holder.Release(ctx); err != nil {

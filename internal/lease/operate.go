@@ -3,12 +3,12 @@ package lease
 import (
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/leasekit/leasekit/internal/telemetry"
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -40,33 +40,28 @@ func (c *Core) Inspect(ctx context.Context, name string) (Info, error) {
 		return Info{}, err
 	}
 	lk := c.lockKeys(name)
-	reply, err := c.run(ctx, inspectScript, lk.keys, c.listen.channels).Slice()
+	reply, err := c.run(ctx, inspectScript, lk.keys, c.listen.channels).Result()
 	if err != nil {
 		return Info{}, c.operationErr(ctx, "inspect", lk, err)
 	}
-	held, ok1 := reply[0].(int64)
-	ms, ok2 := reply[1].(int64)
-	waiters, ok3 := reply[2].(int64)
-	token, ok4 := reply[3].(string)
-	if len(reply) != 4 || !ok1 || !ok2 || !ok3 || !ok4 {
-		return Info{}, c.redisErr(ctx, "inspect", lk, fmt.Errorf("unexpected reply of %d elements", len(reply)))
+	got, err := scripts.ReadInspect(reply, c.cfg.Fenced)
+	var bad *scripts.BadTokenError
+	if errors.As(err, &bad) {
+		return Info{}, namesLock(fmt.Errorf("%w: %s: fence counter %s holds %q, not a fencing token; repair or delete it",
+			c.cfg.Errors.InvalidToken, lk.label(), Quote(scripts.CounterKey(lk.lock)), bad.Text))
+	} else if err != nil {
+		return Info{}, c.redisErr(ctx, "inspect", lk, err)
 	}
-	info := Info{Held: held == 1, TTL: time.Duration(ms) * time.Millisecond, Waiters: int(waiters)}
-	if ms < 0 {
+	info := Info{Held: got.Held, TTL: time.Duration(got.TTL) * time.Millisecond, Waiters: int(got.Waiters), Token: got.Token}
+	if got.TTL < 0 {
 		info.TTL = -1
-	}
-	if c.cfg.Fenced && token != "" {
-		if info.Token, err = strconv.ParseUint(token, 10, 64); err != nil {
-			return Info{}, namesLock(fmt.Errorf("%w: %s: fence counter %s holds %q, not a fencing token; repair or delete it",
-				c.cfg.Errors.InvalidToken, lk.label(), Quote(lk.keys[2].(string)), token))
-		}
 	}
 	return info, nil
 }
 
 // SemaphoreInfo is what Semaphore.Inspect reads.
 type SemaphoreInfo struct {
-	Limit   int // the limit of the live permits; 0 when none is live, -1 when its record is gone
+	Limit   int // the limit of the live permits; 0 when none is live
 	Held    int // live permits
 	Waiters int // live waiters queued, counted as Inspect counts a lock's
 }
@@ -77,14 +72,15 @@ func (s *Semaphore) Inspect(ctx context.Context) (SemaphoreInfo, error) {
 	if err := c.operate("inspect", lk.name); err != nil {
 		return SemaphoreInfo{}, err
 	}
-	reply, err := c.run(ctx, semInspectScript, lk.keys, c.listen.channels).Int64Slice()
-	if err == nil && len(reply) != 3 {
-		err = fmt.Errorf("unexpected reply of %d elements", len(reply))
+	reply, err := c.run(ctx, semInspectScript, lk.keys, c.listen.channels).Result()
+	var got scripts.SemInfo
+	if err == nil {
+		got, err = scripts.ReadSemInspect(reply)
 	}
 	if err != nil {
 		return SemaphoreInfo{}, c.operationErr(ctx, "inspect", lk, err)
 	}
-	return SemaphoreInfo{Limit: int(reply[0]), Held: int(reply[1]), Waiters: int(reply[2])}, nil
+	return SemaphoreInfo{Limit: int(got.Limit), Held: int(got.Held), Waiters: int(got.Waiters)}, nil
 }
 
 // Break ends the lease on the lock called name at once, whoever holds it,
@@ -112,12 +108,11 @@ func (c *Core) Break(ctx context.Context, name, leaderKey string) (broken bool, 
 	} else if err != nil {
 		return false, c.operationErr(ctx, "break", lk, err)
 	}
-	grant, _, _ := strings.Cut(held, queuedMark)
-	reply, err := c.endGrant(ctx, lk, grant, &breakCall{nonce: rand.Text(), leader: leaderKey})
+	ended, err := c.endGrant(ctx, lk, scripts.Grant(held), &breakCall{nonce: rand.Text(), leader: leaderKey})
 	if err != nil {
 		return false, c.operationErr(ctx, "break", lk, err)
 	}
-	if n, ok := reply.(int64); ok && unheld(n) {
+	if ended.Unheld() {
 		return false, nil
 	}
 	c.logger().Warn(c.cfg.Kind+": broke the lease on a lock: its holder was not asked, and may still be running", "lock", name)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/leasekit/leasekit/internal/telemetry"
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -52,7 +53,7 @@ type ops struct {
 	keyOf func(c *Core, ctx context.Context, lk *keySet, err error) string
 	// checkGrant is the error of the grant message m that the waiter w must
 	// not take (and releases); nil for one it may.
-	checkGrant func(w *waiter, m message) error
+	checkGrant func(w *waiter, m scripts.Message) error
 }
 
 // lockOps are the ops of a Core's locks.
@@ -71,7 +72,9 @@ func lockOps(c *Core) *ops {
 // wait queue and its fence counter, the KEYS of every script that may grant
 // it (a release may hand an efficiency lock to a waiter that runs it as a
 // correctness lock); scripts that touch only the lock take the first.
-func lockScriptKeys(key string) []any { return []any{key, QueueKey(key), counterKey(key)} }
+func lockScriptKeys(key string) []any {
+	return []any{key, scripts.QueueKey(key), scripts.CounterKey(key)}
+}
 
 // lockBusy says why a lone attempt found the lock taken.
 func (k *keySet) lockBusy() string { return "lock " + Quote(k.name) + " is held by another owner" }
@@ -81,4 +84,4 @@ func lockKeyOf(_ *Core, _ context.Context, lk *keySet, _ error) string { return 
 
 // takeAnyGrant says a lock's waiter takes every grant message for its
 // entry.
-func takeAnyGrant(*waiter, message) error { return nil }
+func takeAnyGrant(*waiter, scripts.Message) error { return nil }

@@ -11,15 +11,19 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Script is one of package scripts' Lua scripts, ready to run: its SHA1
-// boxed once, as EVALSHA's argument.
+// Script is one of package scripts' Lua scripts, ready to run with
+// go-redis: its SHA1 boxed once, as EVALSHA's argument. It is the one
+// runner of the protocol's scripts; package scripts sends nothing.
 type Script struct {
 	src  *redis.Script
 	hash any
 }
 
 // NewScript returns s ready to run.
-func NewScript(s *redis.Script) Script { return Script{src: s, hash: s.Hash()} }
+func NewScript(s *scripts.Script) Script {
+	src := redis.NewScript(s.Source)
+	return Script{src: src, hash: src.Hash()}
+}
 
 // The scripts the engine runs.
 var (

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasekit/leasekit/internal/telemetry"
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -33,7 +34,7 @@ func (c *Core) Semaphore(name string, limit int) *Semaphore {
 	if limit < 1 {
 		o.invalid = fmt.Errorf("%w: %d is below 1", c.cfg.Errors.InvalidLimit, limit)
 	}
-	return &Semaphore{c: c, keys: newKeys(name, PermitsKey(c.cfg.Prefix, name), o)}
+	return &Semaphore{c: c, keys: newKeys(name, scripts.PermitsKey(c.cfg.Prefix, name), o)}
 }
 
 // Try makes one attempt to take a permit: one is granted when fewer than the
@@ -73,7 +74,7 @@ func (c *Core) semaphoreTelemetry(limit int) *telemetry.Telemetry {
 // permitScriptKeys are the keys of the semaphore whose permits are at key:
 // the permits (with the header) and the wait queue, the KEYS of all its
 // scripts, and of a Held's too.
-func permitScriptKeys(key string) []any { return []any{key, QueueKey(key)} }
+func permitScriptKeys(key string) []any { return []any{key, scripts.QueueKey(key)} }
 
 // takePermit is a semaphore's lone attempt: its acquire script serves the
 // waiters queued first, always. A probe need not know whether the caller
@@ -98,18 +99,16 @@ func (k *keySet) permitsBusy() string {
 	return fmt.Sprintf("semaphore %s: all %d permits are held", Quote(k.name), k.ops.limit)
 }
 
-// otherLimit starts the error reply of a semaphore's script that found its
-// live permits granted under another limit (scripts/semaphore.lua).
-const otherLimit = "LIMIT "
-
 // limitErr is the error of a semaphore's script that found its live
 // permits granted under another limit, matching LimitMismatch; nil for any
 // other.
 func (c *Core) limitErr(lk *keySet, err error) error {
 	var re redis.Error
-	if errors.As(err, &re) && strings.HasPrefix(re.Error(), otherLimit) {
-		return fmt.Errorf("%w: %s has permits live under limit %s, and this Semaphore's limit is %d",
-			c.cfg.Errors.LimitMismatch, lk.label(), strings.TrimPrefix(re.Error(), otherLimit), lk.ops.limit)
+	if errors.As(err, &re) {
+		if other, ok := scripts.OtherLimit(re.Error()); ok {
+			return fmt.Errorf("%w: %s has permits live under limit %s, and this Semaphore's limit is %d",
+				c.cfg.Errors.LimitMismatch, lk.label(), other, lk.ops.limit)
+		}
 	}
 	return nil
 }
@@ -142,10 +141,10 @@ func (c *Core) permitKeyOf(ctx context.Context, lk *keySet, err error) string {
 // granted under another limit than its own, matching LimitMismatch: the
 // permits live were granted under the other. A message that names no limit
 // is taken.
-func (w *waiter) checkPermit(m message) error {
-	if limit := w.keys.ops.limit; m.limit != 0 && m.limit != limit {
+func (w *waiter) checkPermit(m scripts.Message) error {
+	if limit := w.keys.ops.limit; m.Limit != 0 && m.Limit != limit {
 		return fmt.Errorf("%w: %s was handed a permit granted under limit %d, and this Semaphore's limit is %d",
-			w.c.cfg.Errors.LimitMismatch, w.keys.label(), m.limit, limit)
+			w.c.cfg.Errors.LimitMismatch, w.keys.label(), m.Limit, limit)
 	}
 	return nil
 }

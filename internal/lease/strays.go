@@ -3,6 +3,8 @@ package lease
 import (
 	"sync"
 	"time"
+
+	"github.com/leasekit/leasekit/scripts"
 )
 
 // strays are the queue entries of a Core's waiters that gave up while Redis
@@ -78,7 +80,7 @@ func (s *strays) add(a *acquire, e *entry) {
 // a stray is released at once. Others are for waiters that left already:
 // with the lock, or after releasing every grant of theirs.
 func (s *strays) heard(msg string) {
-	m, ok := parseMessage(msg)
+	m, ok := scripts.ParseMessage(msg)
 	if !ok {
 		return
 	}
@@ -87,8 +89,8 @@ func (s *strays) heard(msg string) {
 	if s.closed {
 		return
 	}
-	if tk := s.taken[m.id]; tk != nil {
-		if v := m.value(tk.a.owner); v != tk.value || tk.h.over() {
+	if tk := s.taken[m.ID]; tk != nil {
+		if v := m.Value(tk.a.owner); v != tk.value || tk.h.over() {
 			s.wg.Add(1)
 			go func() {
 				defer s.wg.Done()
@@ -97,15 +99,15 @@ func (s *strays) heard(msg string) {
 		}
 		return
 	}
-	st := s.m[m.id]
+	st := s.m[m.ID]
 	if st == nil {
 		return
 	}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if st.a.release(m.value(st.a.owner)) == nil {
-			s.forget(m.id, st)
+		if st.a.release(m.Value(st.a.owner)) == nil {
+			s.forget(m.ID, st)
 		}
 	}()
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/leasekit/leasekit/internal/notify"
 	"github.com/leasekit/leasekit/internal/telemetry"
+	"github.com/leasekit/leasekit/scripts"
 )
 
 // recheck bounds how long a waiter goes without asking Redis: handoffs and
@@ -195,30 +196,11 @@ func (w *waiter) entryArgs() (queue, place, prev any) {
 // readWait reads the reply of the wait script, or of a semaphore's acquire
 // or wait.
 func (a *acquire) readWait(r any) (found, error) {
-	reply, _ := r.([]any)
-	if len(reply) == 2 && (reply[0] == waitGranted || reply[0] == waitHeld) {
-		if v, ok := reply[1].(string); ok {
-			return a.granted(v)
-		}
+	at, err := scripts.ReadAttempt(r)
+	if err != nil {
+		return found{}, err
 	}
-	// A fifth element: the token of a grant the attempt handed to the
-	// first live waiter (wait.lua).
-	if (len(reply) == 4 || len(reply) == 5) && (reply[0] == waitWaiting || reply[0] == waitQueued || reply[0] == waitSettle) {
-		left, ok1 := reply[1].(int64)
-		place, ok2 := reply[2].(string)
-		now, ok3 := reply[3].(string)
-		f := found{holderTTL: time.Duration(left) * time.Millisecond, queued: reply[0] == waitQueued, place: place,
-			settle: reply[0] == waitSettle}
-		var err error
-		if now != "" {
-			f.server, err = parseMicros(now)
-		}
-		if ok1 && ok2 && ok3 && err == nil {
-			return f, nil
-		}
-	}
-	// %T, not %v: a grant reply holds the owner id.
-	return found{}, fmt.Errorf("unexpected reply %T of %d elements", r, len(reply))
+	return a.attempted(at)
 }
 
 // failure reads an attempt's error: whether to try again (a late grant, or a
@@ -294,16 +276,16 @@ func (w *waiter) sleep(holderTTL time.Duration) (*Held, error) {
 // it is over; such a message is no grant (nil), and the caller asks Redis
 // again. So is one that does not parse (a release of another version).
 func (w *waiter) handed(msg string) (*Held, error) {
-	m, ok := parseMessage(msg)
+	m, ok := scripts.ParseMessage(msg)
 	e := w.entry
-	if !ok || m.gen != e.gen || m.at < e.server {
+	if !ok || m.Gen != e.gen || m.At < e.server {
 		return nil, nil
 	}
 	if err := w.keys.ops.checkGrant(w, m); err != nil {
-		w.logUnreleased(w.release(m.value(w.owner)))
+		w.logUnreleased(w.release(m.Value(w.owner)))
 		return nil, err
 	}
-	f, err := w.granted(m.value(w.owner))
+	f, err := w.granted(m.Value(w.owner))
 	if err == nil && w.c.cfg.Replicas > 0 {
 		var held bool
 		if held, err = w.confirm(f.value); err == nil && !held {
@@ -311,10 +293,10 @@ func (w *waiter) handed(msg string) (*Held, error) {
 		}
 	}
 	if err != nil {
-		w.logUnreleased(w.release(m.value(w.owner)))
+		w.logUnreleased(w.release(m.Value(w.owner)))
 		return nil, w.c.acquireErr(w.ctx, w.keys, err)
 	}
-	h, err := w.lease(f, m.start(e))
+	h, err := w.lease(f, grantStart(m, e))
 	if h != nil {
 		h.handed = e
 	}
@@ -367,8 +349,8 @@ func (w *waiter) confirm(value string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if n, _ := reply.(int64); n != leaseHeld {
-		return false, nil
+	if r, err := scripts.ReadRefresh(reply); err != nil || r.Lease != scripts.LeaseHeld {
+		return false, err
 	}
 	if confirmed < int64(c.cfg.Replicas) {
 		return true, namesLock(fmt.Errorf("%w: %s: %d of %d replicas confirmed the handed grant within %v",

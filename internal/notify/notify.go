@@ -37,10 +37,10 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -460,8 +460,7 @@ func (s *channelSub) signalAll() {
 // granted hands a grant message to the waiter whose id its ticket names,
 // and reports whether there was one. Called with n.mu held.
 func (s *channelSub) granted(msg string) bool {
-	ticket, _, _ := strings.Cut(msg, " ")
-	id, _, _ := strings.Cut(ticket, ".")
+	id := scripts.TicketID(msg)
 	for _, w := range s.waiters {
 		if w.id != "" && w.id == id {
 			w.grants = append(w.grants, msg)

@@ -14,6 +14,7 @@ import (
 	"github.com/leasekit/leasekit/efficiency"
 	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -29,7 +30,7 @@ func spread(t *testing.T, client *redis.ClusterClient, masters int) []string {
 			t.Fatalf("keys reached %d of %d masters", len(seen), masters)
 		}
 		name := fmt.Sprintf("job-%d", i)
-		node, err := client.MasterForKey(t.Context(), lease.LockKey(lease.DefaultPrefix, name))
+		node, err := client.MasterForKey(t.Context(), scripts.LockKey(lease.DefaultPrefix, name))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/leasekit/leasekit/efficiency"
 	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -135,12 +136,12 @@ func TestMigratingSlotIsAWait(t *testing.T) {
 // TRYAGAIN until the migration is finished.
 func beginHalfMigration(t *testing.T, c *redistest.Cluster, name string) *redistest.Migration {
 	t.Helper()
-	lock := lease.LockKey(lease.DefaultPrefix, name)
+	lock := scripts.LockKey(lease.DefaultPrefix, name)
 	slot := redistest.Slot(lock)
 	m := c.BeginMigration(t, slot, otherMaster(t, c, slot))
 	var others []string
 	for _, key := range m.Keys(t) {
-		if key != lock && key != lease.PermitsKey(lease.DefaultPrefix, name) {
+		if key != lock && key != scripts.PermitsKey(lease.DefaultPrefix, name) {
 			others = append(others, key)
 		}
 	}

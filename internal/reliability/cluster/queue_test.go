@@ -14,6 +14,7 @@ import (
 	"github.com/leasekit/leasekit/efficiency"
 	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -83,7 +84,7 @@ func obtainAsync(ctx context.Context, l *efficiency.Locker, name string) <-chan 
 // now, not as a client's slot map may remember it).
 func shardSubscribers(t *testing.T, c *redistest.Cluster, name string) int {
 	t.Helper()
-	return shardSubscribersOf(t, c, lease.LockKey(lease.DefaultPrefix, name))
+	return shardSubscribersOf(t, c, scripts.LockKey(lease.DefaultPrefix, name))
 }
 
 // shardSubscribersOf is shardSubscribers for the lock or semaphore whose key
@@ -190,7 +191,7 @@ func (q *queue) verify(t *testing.T, fifo bool) {
 // awaitQueue waits until the queue of the lock called name holds n entries.
 func awaitQueue(t *testing.T, client *redis.ClusterClient, name string, n int) {
 	t.Helper()
-	key := lease.QueueKey(lease.LockKey(lease.DefaultPrefix, name))
+	key := scripts.QueueKey(scripts.LockKey(lease.DefaultPrefix, name))
 	if !eventually(func() bool { return client.ZCard(t.Context(), key).Val() >= int64(n) }) {
 		t.Fatalf("%s: the queue did not reach %d entries within %v", name, n, waitBound)
 	}
@@ -241,7 +242,7 @@ func TestClusterQueueFollowsMigration(t *testing.T) {
 	t.Run("moved", func(t *testing.T) {
 		const name = "moved"
 		q := queueUp(t, c, name, 3)
-		slot := redistest.Slot(lease.LockKey(lease.DefaultPrefix, name))
+		slot := redistest.Slot(scripts.LockKey(lease.DefaultPrefix, name))
 		c.MigrateSlot(t, slot, otherMaster(t, c, slot))
 		awaitSubscribers(t, c, name, 3)
 		q.check(t, true)
@@ -249,7 +250,7 @@ func TestClusterQueueFollowsMigration(t *testing.T) {
 	t.Run("half-moved", func(t *testing.T) {
 		const name = "half-moved"
 		q := queueUp(t, c, name, 3)
-		slot := redistest.Slot(lease.LockKey(lease.DefaultPrefix, name))
+		slot := redistest.Slot(scripts.LockKey(lease.DefaultPrefix, name))
 		m := c.BeginMigration(t, slot, otherMaster(t, c, slot))
 		m.MoveKeys(t)
 		released := make(chan error, 1)
@@ -269,7 +270,7 @@ func TestClusterQueueFollowsMigration(t *testing.T) {
 		// failover, not fail with MOVED.
 		const name = "source-first"
 		q := queueUp(t, c, name, 3)
-		slot := redistest.Slot(lease.LockKey(lease.DefaultPrefix, name))
+		slot := redistest.Slot(scripts.LockKey(lease.DefaultPrefix, name))
 		m := c.BeginMigration(t, slot, otherMaster(t, c, slot))
 		m.FinishSourceFirst(t, 300*time.Millisecond)
 		awaitSubscribers(t, c, name, 3)
@@ -285,7 +286,7 @@ func TestClusterQueueAfterFailover(t *testing.T) {
 	c := redistest.StartClusterWithReplicas(t, 3, 1)
 	const name = "failover"
 	q := queueUp(t, c, name, 3)
-	slot := redistest.Slot(lease.LockKey(lease.DefaultPrefix, name))
+	slot := redistest.Slot(scripts.LockKey(lease.DefaultPrefix, name))
 	c.Failover(t, c.MasterOf(t, slot))
 	awaitSubscribers(t, c, name, 3)
 	q.check(t, true)
@@ -323,7 +324,7 @@ func releaseToWaiter(t *testing.T, holders, waiters *efficiency.Locker, name str
 		t.Fatal(err)
 	}
 	got := obtainAsync(ctx, waiters, name)
-	key := lease.LockKey(lease.DefaultPrefix, name)
+	key := scripts.LockKey(lease.DefaultPrefix, name)
 	if !eventually(func() bool { return strings.Contains(client.Get(ctx, key).Val(), "*") }) {
 		t.Fatalf("%s: the waiter did not mark the lock", name)
 	}
@@ -377,7 +378,7 @@ func TestRingWaitersAreWoken(t *testing.T) {
 	r := ring()
 	for i := 0; len(shards) < 2; i++ {
 		name := fmt.Sprintf("ring-%d", i)
-		shard, err := r.GetShardClientForKey(lease.LockKey(lease.DefaultPrefix, name))
+		shard, err := r.GetShardClientForKey(scripts.LockKey(lease.DefaultPrefix, name))
 		if err != nil {
 			t.Fatal(err)
 		}

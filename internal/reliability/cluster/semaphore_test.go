@@ -9,6 +9,7 @@ import (
 	"github.com/leasekit/leasekit/efficiency"
 	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
+	"github.com/leasekit/leasekit/scripts"
 )
 
 // TestClusterSemaphore: on every master, a semaphore of 2 grants two
@@ -57,7 +58,7 @@ func TestClusterSemaphore(t *testing.T) {
 			got <- err
 		}()
 		count.Await(t, "sem_wait", tries+1) // queued
-		if n := shardSubscribersOf(t, c, lease.PermitsKey(lease.DefaultPrefix, name)); n != 1 {
+		if n := shardSubscribersOf(t, c, scripts.PermitsKey(lease.DefaultPrefix, name)); n != 1 {
 			t.Fatalf("%s: %d sharded grant channels of the semaphore on its master, want 1", name, n)
 		}
 		if err := held[1].Release(ctx); err != nil {
@@ -72,7 +73,7 @@ func TestClusterSemaphore(t *testing.T) {
 		if err := held[0].Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if n := client.Exists(ctx, lease.PermitsKey(lease.DefaultPrefix, name)).Val(); n != 0 {
+		if n := client.Exists(ctx, scripts.PermitsKey(lease.DefaultPrefix, name)).Val(); n != 0 {
 			t.Fatalf("%s: permits left after every release", name)
 		}
 	}

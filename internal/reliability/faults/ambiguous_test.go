@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/testkit/faultproxy"
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -91,7 +92,7 @@ func ambiguousAcquire(t *testing.T, k kind, get func(locker) func(context.Contex
 func checkRetriedToken(t *testing.T, i int, direct *redis.Client, name, held string, token, last uint64) uint64 {
 	t.Helper()
 	_, inKey, _ := strings.Cut(held, ":")
-	counter := value(t, direct, lease.CounterKey(lease.DefaultPrefix, name))
+	counter := value(t, direct, scripts.CounterKey(scripts.LockKey(lease.DefaultPrefix, name)))
 	if want := strconv.FormatUint(token, 10); inKey != want || counter != want {
 		t.Fatalf("cut %d: got token %d, the key holds %q and the counter %q, want all three equal (the retry must not mint a second token)", i, token, inKey, counter)
 	}

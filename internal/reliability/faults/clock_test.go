@@ -10,6 +10,7 @@ import (
 	"github.com/leasekit/leasekit/efficiency"
 	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -22,14 +23,14 @@ type stepKind struct {
 }
 
 var stepKinds = []stepKind{
-	{"efficiency", lease.QueueKey(lockKey("step")), func(t *testing.T, ctx context.Context, c *redis.Client) (func(context.Context) error, error) {
+	{"efficiency", scripts.QueueKey(lockKey("step")), func(t *testing.T, ctx context.Context, c *redis.Client) (func(context.Context) error, error) {
 		l, err := effLocker(t, c).Obtain(ctx, "step", time.Minute)
 		if err != nil {
 			return nil, err
 		}
 		return l.Release, nil
 	}},
-	{"correctness", lease.QueueKey(lockKey("step")), func(t *testing.T, ctx context.Context, c *redis.Client) (func(context.Context) error, error) {
+	{"correctness", scripts.QueueKey(lockKey("step")), func(t *testing.T, ctx context.Context, c *redis.Client) (func(context.Context) error, error) {
 		cl := correctness.New(c, correctness.WithLogger(quiet), correctness.WithAudit(false))
 		t.Cleanup(func() { cl.Close() })
 		l, err := cl.Acquire(ctx, "step", time.Minute)
@@ -38,7 +39,7 @@ var stepKinds = []stepKind{
 		}
 		return l.Release, nil
 	}},
-	{"semaphore", lease.QueueKey(lease.PermitsKey(lease.DefaultPrefix, "step")), func(t *testing.T, ctx context.Context, c *redis.Client) (func(context.Context) error, error) {
+	{"semaphore", scripts.QueueKey(scripts.PermitsKey(lease.DefaultPrefix, "step")), func(t *testing.T, ctx context.Context, c *redis.Client) (func(context.Context) error, error) {
 		l, err := effLocker(t, c).Semaphore("step", 1).Acquire(ctx, time.Minute)
 		if err != nil {
 			return nil, err
@@ -126,7 +127,7 @@ func TestClockStepBackRevivesNoPermit(t *testing.T) {
 		}
 		expired = append(expired, l)
 	}
-	permits := lease.PermitsKey(lease.DefaultPrefix, "revived")
+	permits := scripts.PermitsKey(lease.DefaultPrefix, "revived")
 	live := func() int64 {
 		now := time.UnixMilli(c.Time(ctx).Val().UnixMilli())
 		return c.ZCount(ctx, permits, fmt.Sprint(now.UnixMilli()+1), "+inf").Val()

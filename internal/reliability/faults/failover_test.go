@@ -12,6 +12,7 @@ import (
 	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/testkit/faultproxy"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -64,7 +65,7 @@ func (r *replicated) prime(t *testing.T, l *correctness.Locker, name string) uin
 	if err := g.Release(t.Context()); err != nil {
 		t.Fatalf("release before the fault: %v", err)
 	}
-	counter := lease.CounterKey(lease.DefaultPrefix, name)
+	counter := scripts.CounterKey(scripts.LockKey(lease.DefaultPrefix, name))
 	want := strconv.FormatUint(g.Token(), 10)
 	level := func() bool {
 		return value(t, r.onReplica, counter) == want && value(t, r.onReplica, lockKey(name)) == ""

@@ -30,7 +30,7 @@ import (
 var quiet = slog.New(slog.DiscardHandler)
 
 // lockKey is the Redis key of the lock called name under the default prefix.
-func lockKey(name string) string { return lease.LockKey(lease.DefaultPrefix, name) }
+func lockKey(name string) string { return scripts.LockKey(lease.DefaultPrefix, name) }
 
 // startServer starts a dedicated redis-server with leasekit's scripts
 // cached, so that a request a fault catches is the EVALSHA that runs a script
@@ -40,8 +40,8 @@ func startServer(t *testing.T, args ...string) (*redistest.Server, *redis.Client
 	t.Helper()
 	srv := redistest.Start(t, args...)
 	direct := srv.Client(t)
-	for _, s := range []*redis.Script{scripts.FencedAcquire, scripts.Refresh, scripts.Release, scripts.PTTL} {
-		if err := s.Load(t.Context(), direct).Err(); err != nil {
+	for _, s := range []*scripts.Script{scripts.FencedAcquire, scripts.Refresh, scripts.Release, scripts.PTTL} {
+		if err := redistest.Script(s).Load(t.Context(), direct).Err(); err != nil {
 			t.Fatalf("SCRIPT LOAD: %v", err)
 		}
 	}

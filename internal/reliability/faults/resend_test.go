@@ -11,8 +11,8 @@ import (
 	"github.com/leasekit/leasekit/efficiency"
 	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/testkit/faultproxy"
+	"github.com/leasekit/leasekit/internal/testkit/redistest"
 	"github.com/leasekit/leasekit/scripts"
-	"github.com/redis/go-redis/v9"
 )
 
 // resends is how many lost replies each subtest injects.
@@ -21,7 +21,7 @@ const resends = 10
 // releaseRequest matches a proxy chunk that runs script s (by hash) on key,
 // as a holder's release: not a break (ARGV[2] '2'; a lock's release has
 // more than two KEYS, so the number of keys is never that bulk string).
-func releaseRequest(s *redis.Script, key string) func([]byte) bool {
+func releaseRequest(s *scripts.Script, key string) func([]byte) bool {
 	hash, k := bulk(s.Hash()), bulk(key)
 	return func(chunk []byte) bool {
 		return bytes.Contains(chunk, hash) && bytes.Contains(chunk, k) && !bytes.Contains(chunk, []byte("\r\n$1\r\n2\r\n$"))
@@ -79,7 +79,7 @@ func TestResentReleaseReportsTheRelease(t *testing.T) {
 	t.Run("semaphore", func(t *testing.T) {
 		ctx := t.Context()
 		srv, _ := startServer(t)
-		if err := scripts.SemRelease.Load(ctx, srv.Client(t)).Err(); err != nil {
+		if err := redistest.Script(scripts.SemRelease).Load(ctx, srv.Client(t)).Err(); err != nil {
 			t.Fatal(err)
 		}
 		p := newProxy(t, srv.Addr)
@@ -87,7 +87,7 @@ func TestResentReleaseReportsTheRelease(t *testing.T) {
 		t.Cleanup(func() { _ = l.Close() })
 		s := l.Semaphore("resent", 2)
 		for i := range resends {
-			hash, key := bulk(scripts.SemRelease.Hash()), bulk(lease.PermitsKey(lease.DefaultPrefix, "resent"))
+			hash, key := bulk(scripts.SemRelease.Hash()), bulk(scripts.PermitsKey(lease.DefaultPrefix, "resent"))
 			fired := cutOnce(p, func(chunk []byte) bool { return bytes.Contains(chunk, hash) && bytes.Contains(chunk, key) })
 			if err := s.Do(ctx, time.Minute, func(context.Context) error { return nil }); err != nil {
 				t.Fatalf("Semaphore.Do %d: got %v, want nil", i, err)
@@ -113,7 +113,7 @@ func TestResentBreakEndsOneGrant(t *testing.T) {
 			p := newProxy(t, srv.Addr)
 			operator := k.open(t, proxiedClient(t, p, false), lockConfig{})
 			const name = "stuck"
-			queue := lease.QueueKey(lockKey(name))
+			queue := scripts.QueueKey(lockKey(name))
 			for i := range resends {
 				stuck := k.open(t, srv.Client(t), lockConfig{})
 				if _, err := stuck.try(ctx, name, time.Minute); err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/leasekit/leasekit/efficiency"
 	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -129,8 +130,8 @@ func TestFullServerGrantsNothing(t *testing.T) {
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			name := fmt.Sprintf("full-%d", i)
-			keys := []string{lease.LockKey(lease.DefaultPrefix, name), lease.CounterKey(lease.DefaultPrefix, name),
-				lease.RegisterKey(lease.DefaultPrefix, name)}
+			keys := []string{scripts.LockKey(lease.DefaultPrefix, name), scripts.CounterKey(scripts.LockKey(lease.DefaultPrefix, name)),
+				scripts.RegisterKey(lease.DefaultPrefix, name)}
 			// A waiting call must fail at once, not wait for its context:
 			// nobody holds the lock.
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)

@@ -13,7 +13,6 @@ import (
 
 	"github.com/leasekit/leasekit/correctness"
 	"github.com/leasekit/leasekit/efficiency"
-	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
 	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
@@ -75,8 +74,8 @@ func hammer(t *testing.T, client *redis.Client, key string) {
 	}
 	last := pttl(t, client, key)
 	// EVALSHA in a pipeline has no EVAL fallback: load the scripts first.
-	for _, s := range []*redis.Script{scripts.Release, scripts.Refresh} {
-		if err := s.Load(ctx, client).Err(); err != nil {
+	for _, s := range []*scripts.Script{scripts.Release, scripts.Refresh} {
+		if err := redistest.Script(s).Load(ctx, client).Err(); err != nil {
 			t.Fatalf("SCRIPT LOAD: %v", err)
 		}
 	}
@@ -144,21 +143,21 @@ func newForeigner(value string) *foreigner {
 
 // call queues the n-th foreign call on pipe, and describes it.
 func (f *foreigner) call(ctx context.Context, pipe redis.Pipeliner, key string, n int) (string, *redis.Cmd) {
-	keys := []string{key, lease.QueueKey(key), key + ":fence"}
+	keys := []string{key, scripts.QueueKey(key), key + ":fence"}
 	switch n % 4 {
 	case 0:
 		v := f.wrongValue()
-		return fmt.Sprintf("release %q", v), scripts.Release.EvalSha(ctx, pipe, keys, v, "0", "", "1")
+		return fmt.Sprintf("release %q", v), redistest.Script(scripts.Release).EvalSha(ctx, pipe, keys, v, "0", "", "1")
 	case 1:
 		// How a Locker releases a grant whose reply was lost: by owner id.
 		p := f.wrongOwner() + ":"
-		return fmt.Sprintf("release by owner %q", p), scripts.Release.EvalSha(ctx, pipe, keys, p, "1", "", "1")
+		return fmt.Sprintf("release by owner %q", p), redistest.Script(scripts.Release).EvalSha(ctx, pipe, keys, p, "1", "", "1")
 	case 2:
 		v := f.wrongValue()
-		return fmt.Sprintf("refresh %q to 10m", v), scripts.Refresh.EvalSha(ctx, pipe, keys[:1], v, (10 * time.Minute).Milliseconds())
+		return fmt.Sprintf("refresh %q to 10m", v), redistest.Script(scripts.Refresh).EvalSha(ctx, pipe, keys[:1], v, (10 * time.Minute).Milliseconds())
 	default:
 		v := f.wrongValue()
-		return fmt.Sprintf("refresh %q to 1ms", v), scripts.Refresh.EvalSha(ctx, pipe, keys[:1], v, 1)
+		return fmt.Sprintf("refresh %q to 1ms", v), redistest.Script(scripts.Refresh).EvalSha(ctx, pipe, keys[:1], v, 1)
 	}
 }
 

@@ -473,13 +473,13 @@ func (grantHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 
 // scriptOf returns the script that can grant a token which cmd runs, or nil.
-func scriptOf(cmd redis.Cmder) *redis.Script {
+func scriptOf(cmd redis.Cmder) *scripts.Script {
 	args := cmd.Args()
 	if len(args) < 2 {
 		return nil
 	}
 	body, _ := args[1].(string)
-	for _, s := range []*redis.Script{scripts.FencedAcquire, scripts.Wait, scripts.Release} {
+	for _, s := range []*scripts.Script{scripts.FencedAcquire, scripts.Wait, scripts.Release} {
 		switch cmd.Name() {
 		case "evalsha":
 			if body == s.Hash() {

@@ -3,19 +3,18 @@ package model
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/leasekit/leasekit/internal/lease"
+	"github.com/leasekit/leasekit/scripts"
 )
 
 // The client's protocol, as the checker mirrors it: the commands a client
 // sends, how it reads their replies, the lock's value, the queue entry and
-// the grant message. They are specified in internal/lease/handoff.go and
-// scripts/*.lua, and built by the Go client in internal/lease (acquire.go,
-// waiter.go, held.go); this file restates what the checker needs of them,
-// and nothing else in the package knows a reply code or a wire format. When
-// the scripts' protocol changes, this is the file to change.
+// the grant message. Package scripts specifies, builds and reads every one
+// of them (wire.go, replies.go), and this file reads them with its readers,
+// as the Go client in internal/lease does (acquire.go, waiter.go, held.go):
+// it knows no reply code and parses no wire string itself. It restates
+// only which commands a client sends, and when.
 
 // The lease the participants ask for, and the Go client's constants.
 const (
@@ -25,8 +24,8 @@ const (
 	// ttl × DefaultDriftFactor (0.01) + 2 ms.
 	drift = ttl/100 + 2
 	// linger is how long a marked key outlives its lease, and a queue its
-	// holder's ttl (handoff.go's Linger), ms.
-	linger = int64(lease.Linger / time.Millisecond)
+	// holder's ttl (scripts.Linger), ms.
+	linger = int64(scripts.Linger / time.Millisecond)
 	// serveOnFor bounds how long a releaser goes on serving the queue past
 	// dead entries (held.go), ms.
 	serveOnFor = 2000
@@ -35,16 +34,16 @@ const (
 // The keys of the resource the participants contend for, named as the Go
 // client names them, with prefix "m:" and name "l".
 var (
-	lockKey    = lease.LockKey("m:", "l")
-	queueKey   = lease.QueueKey(lockKey)
-	counterKey = lease.CounterKey("m:", "l")
-	leaderKey  = lease.LeaderKey(lockKey)
-	permitsKey = lease.PermitsKey("m:", "l")
-	semQueue   = lease.QueueKey(permitsKey)
+	lockKey    = scripts.LockKey("m:", "l")
+	queueKey   = scripts.QueueKey(lockKey)
+	counterKey = scripts.CounterKey(scripts.LockKey("m:", "l"))
+	leaderKey  = scripts.LeaderKey(lockKey)
+	permitsKey = scripts.PermitsKey("m:", "l")
+	semQueue   = scripts.QueueKey(permitsKey)
 )
 
 // channel is the grant channel of a participant's Locker.
-func channel(client string) string { return "m:grants:" + client }
+func channel(client string) string { return scripts.GrantChannel("m:", client) }
 
 // protocol is how a participant speaks to the resource of one kind.
 type protocol struct {
@@ -174,7 +173,7 @@ func (p protocol) readHolder(get, pttl any, owner string) (attempt, error) {
 	if left == -2 {
 		return attempt{}, nil // expired within the pipeline
 	}
-	pv, _ := lease.ParseValue(v, false)
+	pv, _ := scripts.ParseValue(v, false)
 	left = int64(pv.LeaseLeft(time.Duration(left)*time.Millisecond) / time.Millisecond)
 	switch {
 	case left == 0:
@@ -199,7 +198,7 @@ func (p protocol) settle(owner string) []string {
 
 // granted reads a grant to owner whose stored value is v (acquire.granted).
 func (p protocol) granted(v, owner string) (attempt, error) {
-	pv, err := lease.ParseValue(v, p.fenced())
+	pv, err := scripts.ParseValue(v, p.fenced())
 	if err != nil || pv.Owner != owner || pv.Queued {
 		return attempt{}, fmt.Errorf("a grant to %s of value %q", owner, v)
 	}
@@ -216,17 +215,15 @@ type entry struct {
 	server, sent int64
 }
 
-// entryText is generation gen of owner's entry: owner, ttl, kind, patience
-// (0, as the Go client writes it), ticket (the id is the owner id: both are
-// the checker's), channel.
+// entryText is generation gen of owner's entry, as the Go client builds it
+// (the ticket's id is the owner id: both are the checker's).
 func (p protocol) entryText(owner string, gen int) string {
-	return owner + " " + strconv.Itoa(ttl) + " " + p.scriptKind() + " 0 " +
-		owner + "." + strconv.Itoa(gen) + " " + channel(clientName(owner))
+	return scripts.EntryText(scripts.EntryHead(owner, ttl, p.scriptKind(), owner), gen, channel(clientName(owner)))
 }
 
 // entryID is the id of a queue entry's ticket, "" for none.
 func entryID(e string) string {
-	id, _, _ := lease.EntryTicket(e)
+	id, _, _ := scripts.EntryTicket(e)
 	return id
 }
 
@@ -244,48 +241,32 @@ func (p protocol) wait(owner string, e entry) []string {
 }
 
 // readWait reads the reply of wait.lua, sem_wait.lua or sem_acquire.lua
-// (waiter.readWait): {1|2, value} when granted, else {code, ttl, place,
-// now} and, from wait.lua when it handed the lock to the first live
-// waiter, the token of that grant; code 4 says to attempt again at once.
+// (waiter.readWait) with the protocol's reader.
 func (p protocol) readWait(reply any, owner string) (attempt, error) {
-	r, _ := reply.([]any)
-	if len(r) == 2 && (r[0] == int64(1) || r[0] == int64(2)) {
-		if v, ok := r[1].(string); ok {
-			return p.granted(v, owner)
-		}
-	}
-	if len(r) != 4 && (len(r) != 5 || p.kind == Semaphore) || r[0] != int64(0) && r[0] != int64(3) && r[0] != int64(4) {
+	at, err := scripts.ReadAttempt(reply)
+	switch {
+	case err != nil || p.kind == Semaphore && at.Handed != "":
 		return attempt{}, unexpected(reply)
+	case at.Granted():
+		return p.granted(at.Value, owner)
 	}
-	left, ok1 := r[1].(int64)
-	place, ok2 := r[2].(string)
-	now, ok3 := r[3].(string)
-	a := attempt{holderTTL: left, queued: r[0] == int64(3), kept: r[0] == int64(0) && place != "", place: place,
-		settle: r[0] == int64(4)}
-	var err error
-	if now != "" {
-		a.server, err = strconv.ParseInt(now, 10, 64)
-	}
-	if !ok1 || !ok2 || !ok3 || err != nil {
-		return attempt{}, unexpected(reply)
-	}
-	return a, nil
+	return attempt{holderTTL: at.HolderTTL, queued: at.Code == scripts.AttemptQueued,
+		kept: at.Code == scripts.AttemptWaiting && at.Place != "", place: at.Place,
+		settle: at.Code == scripts.AttemptSettle, server: at.Now}, nil
 }
 
 // handedOn is the token a reply says its call handed the lock on with to
-// the first live waiter ("-" for an efficiency grant), or "": wait.lua's
-// fifth element, release.lua's {0, token} or token.
+// the first live waiter ("-" for an efficiency grant), or "": an attempt's
+// or a release's. A semaphore's calls hand permits, which have no token.
 func (p protocol) handedOn(reply any) string {
-	switch r := reply.(type) {
-	case []any:
-		if len(r) == 5 || len(r) == 2 && r[0] == int64(0) {
-			t, _ := r[len(r)-1].(string)
-			return t
-		}
-	case string:
-		if p.kind != Semaphore {
-			return r
-		}
+	if p.kind == Semaphore {
+		return ""
+	}
+	if at, err := scripts.ReadAttempt(reply); err == nil {
+		return at.Handed
+	}
+	if e, err := scripts.ReadEnd(reply); err == nil && e.Handed {
+		return e.Token
 	}
 	return ""
 }
@@ -328,9 +309,9 @@ func (p protocol) endGrant(value, match, nonce string) []string {
 	if p.kind == Semaphore {
 		keys = []string{permitsKey, semQueue}
 	}
-	keys = append(keys, lease.EndedKey(keys[0], value))
+	keys = append(keys, scripts.EndedKey(keys[0], value))
 	if match == "2" {
-		keys = append(keys, lease.EndedKey(keys[0], "break "+nonce))
+		keys = append(keys, scripts.EndedKey(keys[0], "break "+nonce))
 		if p.fenced() {
 			keys = append(keys, leaderKey)
 		}
@@ -365,44 +346,32 @@ func (p protocol) releaseSrc() string {
 	return p.src.Release
 }
 
-// readRelease reads a release's reply (held.release, serveOn): whether it
-// ended a grant the caller held, and whether the call stopped short at dead
-// entries, so that the caller goes on serving the queue (serveOn).
-// release.lua: 0 gone (or the lease lapsed), -1 another owner's, 1 or 2 or
-// a token released, {0, token} lapsed and handed on, 3 released and -2 gone
-// with dead entries ahead; sem_release.lua: 0 not held, 1 or 2 released, 3
-// released with dead entries ahead.
+// readRelease reads a release's reply (held.release, serveOn) with the
+// protocol's reader: whether it ended a grant the caller held, and whether
+// the call stopped short at dead entries, so that the caller goes on
+// serving the queue (serveOn).
 func (p protocol) readRelease(reply any) (held, more bool, err error) {
-	lock := p.kind != Semaphore
-	switch v := reply.(type) {
-	case int64:
-		switch {
-		case v == 3 || v == -2 && lock:
-			return v == 3, true, nil
-		case v >= 0 && v <= 2 || (v == -1 || v == -3) && lock:
-			return v > 0, false, nil
-		}
-	case string:
-		if lock {
-			return true, false, nil
-		}
-	case []any:
-		if lock && len(v) == 2 && v[0] == int64(0) {
-			if _, ok := v[1].(string); ok {
-				return false, false, nil
-			}
-		}
+	e, err := scripts.ReadEnd(reply)
+	// sem_release.lua replies only released, handed (a permit: no token),
+	// gone, or released with dead entries ahead.
+	permit := e.Lease == scripts.LeaseGone && !e.Handed && !e.ServeOn ||
+		e.Lease == scripts.LeaseHeld && (!e.Handed || e.Token == "-")
+	if err != nil || p.kind == Semaphore && !permit {
+		return false, false, unexpected(reply)
 	}
-	return false, false, unexpected(reply)
+	return e.Lease == scripts.LeaseHeld, e.ServeOn, nil
 }
 
 // serveOn is a releaser's next call after a release that stopped short
 // (Core.serveOn): the release script with no value.
 func (p protocol) serveOn() []string { return p.eval(p.releaseSrc(), "", "0", "", "0") }
 
-// readServeOn says whether serveOn's reply asks for another call: 3 or -2,
-// as the release's did; anything else (a table, an error) ends it.
-func (p protocol) readServeOn(reply any) bool { return reply == int64(3) || reply == int64(-2) }
+// readServeOn says whether serveOn's reply asks for another call, as the
+// release's did; anything else (an error) ends it.
+func (p protocol) readServeOn(reply any) bool {
+	e, err := scripts.ReadEnd(reply)
+	return err == nil && e.ServeOn
+}
 
 // wire is how a client-side step here that sends more than one command,
 // or whose commands the lead may change, talks to the server: send runs a
@@ -436,8 +405,7 @@ func (p protocol) breakLock(w wire, nonce string) (broke, error) {
 	if !ok {
 		return broke{}, nil // nothing to break
 	}
-	grant, _, _ := strings.Cut(held, "*")
-	reply := w.send("release.lua (break)", p.endGrant(grant, "2", nonce))
+	reply := w.send("release.lua (break)", p.endGrant(scripts.Grant(held), "2", nonce))
 	broken, more, err := p.readRelease(reply)
 	return broke{broken: broken, more: more, handed: p.handedOn(reply)}, err
 }
@@ -454,14 +422,15 @@ func (p protocol) refresh(value string, leader bool) []string {
 	return []string{"EVAL", p.src.Refresh, "1", lockKey, value, strconv.Itoa(ttl)}
 }
 
-// readRefresh reads a refresh's reply: 1 refreshed; 2 refreshed, and the
-// leader key lacks the grant (the leader writes it back: restore); 0 or
-// -1 (another owner) not held.
+// readRefresh reads a refresh's reply with the protocol's reader: held,
+// and, for a leader, whether the leader key lacks the grant (the leader
+// writes it back: restore).
 func (p protocol) readRefresh(reply any, leader bool) (held, restore bool, err error) {
-	if v, ok := reply.(int64); ok && v >= -1 && (v <= 1 || v == 2 && leader) {
-		return v >= 1, v == 2, nil
+	r, err := scripts.ReadRefresh(reply)
+	if err != nil || r.LeaderLost && !leader {
+		return false, false, unexpected(reply)
 	}
-	return false, false, unexpected(reply)
+	return r.Lease == scripts.LeaseHeld, r.LeaderLost, nil
 }
 
 // lockValue is a lock's value, parsed (handoff.go's Value): owner [":"
@@ -474,7 +443,7 @@ type lockValue struct {
 
 // parseValue parses a lock's value.
 func (p protocol) parseValue(v string) lockValue {
-	pv, _ := lease.ParseValue(v, p.fenced()) // the vacant value has no token
+	pv, _ := scripts.ParseValue(v, p.fenced()) // the vacant value has no token
 	lv := lockValue{owner: pv.Owner, marked: pv.Queued, expiry: pv.Expiry}
 	if pv.Token != 0 {
 		lv.token = strconv.FormatUint(pv.Token, 10)
@@ -504,8 +473,7 @@ func (p protocol) lease(st redisState) (lockValue, string, bool) {
 		return lockValue{}, "", false
 	}
 	v := p.parseValue(k.items[0])
-	bare, _, _ := strings.Cut(k.items[0], "*")
-	return v, bare, !v.lapsed(st.clock)
+	return v, scripts.Grant(k.items[0]), !v.lapsed(st.clock)
 }
 
 // holders are the live grants st holds: the lock's holder whose lease has
@@ -563,27 +531,11 @@ type grantMsg struct {
 	limit int
 }
 
-// parseGrant parses a grant message as the Go client does (handoff.go's
-// parseMessage); ok is false for one that is no grant.
-func parseGrant(msg string) (m grantMsg, ok bool) {
-	f := strings.Fields(msg)
-	if len(f) == 5 {
-		if m.limit, _ = strconv.Atoi(f[4]); m.limit < 1 {
-			return grantMsg{}, false
-		}
-		f = f[:4]
-	}
-	if len(f) != 4 {
-		return grantMsg{}, false
-	}
-	id, gen, ok1 := strings.Cut(f[0], ".")
-	g, err1 := strconv.Atoi(gen)
-	sec, err2 := strconv.ParseInt(f[2], 10, 64)
-	usec, err3 := strconv.ParseInt(f[3], 10, 64)
-	if !ok1 || err1 != nil || err2 != nil || err3 != nil || sec < 0 || sec >= 1<<43 || usec < 0 || usec >= 1_000_000 {
-		return grantMsg{}, false
-	}
-	return grantMsg{id: id, gen: g, token: f[1], at: sec*1_000_000 + usec, limit: m.limit}, true
+// parseGrant parses a grant message with the protocol's reader (as
+// waiter.handed does); ok is false for one that is no grant.
+func parseGrant(msg string) (grantMsg, bool) {
+	m, ok := scripts.ParseMessage(msg)
+	return grantMsg{id: m.ID, gen: m.Gen, token: m.Token, at: m.At, limit: m.Limit}, ok
 }
 
 // accepts says whether a waiter whose entry is e takes m as its grant
@@ -606,12 +558,7 @@ func (m grantMsg) start(e entry, now int64) int64 {
 }
 
 // value is what the grant m reports stored for owner.
-func (m grantMsg) value(owner string) string {
-	if m.token == "-" {
-		return owner
-	}
-	return owner + ":" + m.token
-}
+func (m grantMsg) value(owner string) string { return scripts.Message{Token: m.token}.Value(owner) }
 
 // took is what a Locker remembers of an acquire that left with a grant a
 // message handed it (strays.go's took): the acquire (its cycle) and the
@@ -634,14 +581,14 @@ func (m grantMsg) passOn(owner string, t took, over bool) (string, bool) {
 // forged is a grant message nobody granted, for the current entry of a
 // waiter, made now (µs): what anyone who reads the queue could publish.
 func (p protocol) forged(owner string, gen int, now int64) string {
-	token, limit := "-", ""
+	m := scripts.Message{ID: owner, Gen: gen, Token: "-", At: now}
 	if p.fenced() {
-		token = "7"
+		m.Token = "7"
 	}
 	if p.kind == Semaphore {
-		limit = " " + strconv.Itoa(p.limit)
+		m.Limit = p.limit
 	}
-	return fmt.Sprintf("%s.%d %s %d %d%s", owner, gen, token, now/1_000_000, now%1_000_000, limit)
+	return m.String()
 }
 
 // unexpected is the error for a reply the client cannot read.
@@ -684,11 +631,7 @@ func (p protocol) now(w *world) int64 {
 
 // ticketID is the id a message's ticket names, which the participant's
 // Locker routes it by (notify).
-func ticketID(msg string) string {
-	ticket, _, _ := strings.Cut(msg, " ")
-	id, _, _ := strings.Cut(ticket, ".")
-	return id
-}
+func ticketID(msg string) string { return scripts.TicketID(msg) }
 
 // deadlines are the times after st's clock when the resource changes on
 // its own besides a key's expiry: a lock's lease lapses at the expiry its
@@ -745,10 +688,11 @@ func (p protocol) announce(value string) []string {
 
 // readAnnounce reads announce's reply: whether the candidate took office.
 func (p protocol) readAnnounce(reply any) (bool, error) {
-	if v, ok := reply.(int64); ok && (v == 0 || v == 1) {
-		return v == 1, nil
+	done, err := scripts.ReadDone(reply)
+	if err != nil {
+		return false, unexpected(reply)
 	}
-	return false, unexpected(reply)
+	return done, nil
 }
 
 // resign is a leader whose grant (value) ended clearing its leader key
@@ -762,25 +706,17 @@ func (p protocol) readLeader() []string {
 	return []string{"EVAL", p.src.ElectionLeader, "2", lockKey, leaderKey, "1"}
 }
 
-// parseLeader reads readLeader's reply (parseSighting): {0} free, {1, ttl}
-// held by a grant not in office, {2, ttl, term, value} held by the leader.
-// It returns the leader's term and value, "" for none.
+// parseLeader reads readLeader's reply with the protocol's reader
+// (election.read). It returns the leader's term and value, "" for none.
 func (p protocol) parseLeader(reply any) (string, error) {
-	r, _ := reply.([]any)
+	s, err := scripts.ReadLeader(reply, true)
 	switch {
-	case len(r) == 1 && r[0] == int64(0), len(r) == 2 && r[0] == int64(1):
-		if _, ok := r[len(r)-1].(int64); ok {
-			return "", nil
-		}
-	case len(r) == 4 && r[0] == int64(2):
-		_, ok1 := r[1].(int64)
-		term, ok2 := r[2].(string)
-		value, ok3 := r[3].(string)
-		if ok1 && ok2 && ok3 && term != "" {
-			return term + " " + value, nil
-		}
+	case err != nil:
+		return "", unexpected(reply)
+	case s.Office != scripts.OfficeLeading:
+		return "", nil
 	}
-	return "", unexpected(reply)
+	return strconv.FormatUint(s.Term, 10) + " " + s.Value, nil
 }
 
 // leader is the leader st holds: the lock's live grant, when the leader key

@@ -1,13 +1,10 @@
 package model
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/leasekit/leasekit/scripts"
-	"github.com/redis/go-redis/v9"
 )
 
 // Scripts are the Lua sources the checker runs, one per operation, each as
@@ -27,37 +24,14 @@ type Scripts struct {
 // scripts.
 func Leasekit() Scripts {
 	return Scripts{
-		Wait: source(scripts.Wait), Release: source(scripts.Release),
-		Refresh: source(scripts.Refresh), FencedAcquire: source(scripts.FencedAcquire),
-		SemAcquire: source(scripts.SemAcquire), SemWait: source(scripts.SemWait),
-		SemRelease: source(scripts.SemRelease), SemRefresh: source(scripts.SemRefresh),
-		ElectionAnnounce: source(scripts.ElectionAnnounce), ElectionLeader: source(scripts.ElectionLeader),
-		ElectionResign: source(scripts.ElectionResign),
+		Wait: scripts.Wait.Source, Release: scripts.Release.Source,
+		Refresh: scripts.Refresh.Source, FencedAcquire: scripts.FencedAcquire.Source,
+		SemAcquire: scripts.SemAcquire.Source, SemWait: scripts.SemWait.Source,
+		SemRelease: scripts.SemRelease.Source, SemRefresh: scripts.SemRefresh.Source,
+		ElectionAnnounce: scripts.ElectionAnnounce.Source, ElectionLeader: scripts.ElectionLeader.Source,
+		ElectionResign: scripts.ElectionResign.Source,
 	}
 }
-
-// source is s's Lua source. Package scripts exports each script as a
-// *redis.Script, which hands its source only to ScriptLoad: a Scripter that
-// keeps what it is asked to load, and loads nothing, reads it.
-func source(s *redis.Script) string {
-	var c sourceReader
-	_ = s.Load(context.Background(), &c).Err() // the error is sourceReader's own
-	return c.src
-}
-
-// sourceReader is a redis.Scripter whose ScriptLoad keeps the source. No
-// other method is ever called.
-type sourceReader struct {
-	redis.Scripter
-	src string
-}
-
-func (c *sourceReader) ScriptLoad(_ context.Context, src string) *redis.StringCmd {
-	c.src = src
-	return redis.NewStringResult("", errNotLoaded)
-}
-
-var errNotLoaded = errors.New("model: the source was read, not loaded")
 
 // scanBound is how queue.lua's scanning bounds the entries a call looks at.
 const scanBound = "left = 100}"

@@ -13,6 +13,7 @@ import (
 	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/testkit/proc"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -121,7 +122,7 @@ type checker struct {
 
 func newChecker(kind, name string) checker {
 	if n, ok := semaphoreLimit(kind); ok {
-		permits := lease.PermitsKey(lease.DefaultPrefix, name)
+		permits := scripts.PermitsKey(lease.DefaultPrefix, name)
 		return checker{checkPermit, clearPermit, []string{permits, permits + ":record", "epoch"}, []any{n}}
 	}
 	return checker{checkGrant, clearRecord, []string{lockKey(name), lockKey(name) + ":record", "epoch"}, nil}

@@ -58,7 +58,7 @@ var seamKinds = []struct {
 }
 
 // scriptRequest matches a request chunk that runs s.
-func scriptRequest(s *redis.Script) func([]byte) bool {
+func scriptRequest(s *scripts.Script) func([]byte) bool {
 	hash := []byte("\r\n" + s.Hash() + "\r\n")
 	return func(c []byte) bool { return bytes.Contains(c, hash) }
 }

@@ -10,12 +10,13 @@ import (
 	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/testkit/proc"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
 // checkPermitHeld is checkHeld for a permit of the semaphore called name.
 func checkPermitHeld(ctx context.Context, c redis.UniversalClient, name, owner string, g grant) string {
-	expiry, err := c.ZScore(ctx, lease.PermitsKey(lease.DefaultPrefix, name), owner).Result()
+	expiry, err := c.ZScore(ctx, scripts.PermitsKey(lease.DefaultPrefix, name), owner).Result()
 	now, terr := c.Time(ctx).Result()
 	switch {
 	case err == nil && terr == nil && int64(expiry) > now.UnixMilli():
@@ -38,7 +39,7 @@ func TestKilledHolderPermitReturnsAtItsTTL(t *testing.T) {
 	b := redistest.Real(t)
 	ctx := t.Context()
 	const name, kind = "killed", "semaphore-2"
-	permits := lease.PermitsKey(lease.DefaultPrefix, name)
+	permits := scripts.PermitsKey(lease.DefaultPrefix, name)
 	parent := newLocker(kind, b.Client, &ownerLog{})
 	defer parent.close()
 	if _, err := parent.acquire(ctx, name, time.Minute); err != nil {
@@ -94,8 +95,8 @@ func testSemaphoreGiveUp(t *testing.T, mode string) {
 	b := redistest.Real(t)
 	ctx := t.Context()
 	const name, kind, waiters = "slow-permits", "semaphore-2", 10
-	permits := lease.PermitsKey(lease.DefaultPrefix, name)
-	queue := lease.QueueKey(permits)
+	permits := scripts.PermitsKey(lease.DefaultPrefix, name)
+	queue := scripts.QueueKey(permits)
 	parent := newLocker(kind, b.Client, &ownerLog{})
 	defer parent.close()
 	var holders [2]grant

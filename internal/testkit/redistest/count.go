@@ -35,33 +35,11 @@ func Count(client interface{ AddHook(redis.Hook) }) *Counter {
 	return h
 }
 
-// named are leasekit's scripts and the names they are counted by.
-var named = []struct {
-	script *redis.Script
-	name   string
-}{
-	{scripts.Release, "release"},
-	{scripts.Wait, "wait"},
-	{scripts.Refresh, "refresh"},
-	{scripts.PTTL, "pttl"},
-	{scripts.FencedAcquire, "fenced_acquire"},
-	{scripts.RegisterWrite, "register_write"},
-	{scripts.RegisterClaim, "register_claim"},
-	{scripts.SemAcquire, "sem_acquire"},
-	{scripts.SemWait, "sem_wait"},
-	{scripts.SemRelease, "sem_release"},
-	{scripts.SemRefresh, "sem_refresh"},
-	{scripts.SemPTTL, "sem_pttl"},
-	{scripts.Inspect, "inspect"},
-	{scripts.SemInspect, "sem_inspect"},
-	{scripts.ElectionProclaim, "election_proclaim"},
-}
-
-// scriptNames are the names of named by SHA1.
+// scriptNames are the names of leasekit's scripts by SHA1.
 var scriptNames = func() map[string]string {
-	m := make(map[string]string, len(named))
-	for _, n := range named {
-		m[n.script.Hash()] = n.name
+	m := make(map[string]string, len(scripts.All))
+	for _, s := range scripts.All {
+		m[s.Hash()] = s.Name
 	}
 	return m
 }()
@@ -230,4 +208,18 @@ func Calls(t testing.TB, c *redis.Client, command string) int {
 		t.Fatalf("redistest: INFO commandstats: cmdstat_%s:calls=%s: %v", command, digits, err)
 	}
 	return n
+}
+
+// goScripts are the go-redis scripts of Script, by name.
+var goScripts sync.Map
+
+// Script is s as a go-redis script, for tests that send one of leasekit's
+// scripts themselves (leasekit's packages send them with internal/lease's
+// runner).
+func Script(s *scripts.Script) *redis.Script {
+	if r, ok := goScripts.Load(s.Name); ok {
+		return r.(*redis.Script)
+	}
+	r, _ := goScripts.LoadOrStore(s.Name, redis.NewScript(s.Source))
+	return r.(*redis.Script)
 }
