@@ -12,7 +12,7 @@ import (
 )
 
 // The wire format these tests write by hand is specified in
-// internal/lease/handoff.go.
+// scripts/wire.go.
 
 var lockKeys = []string{"lock", "lock:queue", "lock:fence"}
 

@@ -14,7 +14,7 @@ import (
 // a lease that lapsed with waiters queued goes to the first live waiter,
 // as a release would hand it; no call looks at more than a hundred
 // queue entries. The value with its mark is specified in
-// internal/lease/handoff.go.
+// scripts/wire.go.
 
 // lapse makes the lease stored in the lock as value (with the mark of
 // waiters) lapse now, as when its holder was killed: the key stays for the

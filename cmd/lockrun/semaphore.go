@@ -83,7 +83,7 @@ func readSemaphore(ctx context.Context, client *redis.Client, key string) (semap
 		add func(z redis.Z)
 	}{
 		{key, permits, func(z redis.Z) {
-			if z.Score < 0 { // the header (internal/lease/handoff.go)
+			if z.Score < 0 { // the header (scripts/wire.go)
 				header, _ = z.Member.(string)
 			} else if ttl := time.UnixMilli(int64(z.Score)).Sub(now); ttl > 0 {
 				s.holders = append(s.holders, ttl)

@@ -26,7 +26,7 @@ type lockState struct {
 	token               string        // the fence counter, when it is a string
 	now                 time.Time     // the server's clock, if TIME may be read
 	// lapsed says the holder's lease ran out with waiters queued: the key
-	// stays until the first live waiter takes it (internal/lease/handoff.go).
+	// stays until the first live waiter takes it (scripts/wire.go).
 	lapsed bool
 }
 

@@ -44,7 +44,7 @@ type found struct {
 	// settle says the lock (or a permit) is free, but the queue must be
 	// served first: the lease lapsed with waiters queued, or the script
 	// stopped short at dead entries ahead of the first live waiter. The
-	// wait script settles it, at once (handoff.go).
+	// wait script settles it, at once (scripts/wire.go).
 	settle bool
 }
 

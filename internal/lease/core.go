@@ -8,7 +8,7 @@
 // and writes the same keys through the names exported here.
 //
 // How waiting works is in docs/waiting.md; the strings that travel between
-// client and server, in handoff.go.
+// client and server, in package scripts (wire.go, keys.go).
 package lease
 
 import (

@@ -46,7 +46,7 @@ var (
 var matchExact, matchPrefix, shardedChannels, plainChannels, notQueued, isProbe any = "0", "1", "1", "0", "", "1"
 
 // vacant is the release value that goes on serving a queue a release left
-// vacant (handoff.go): the empty owner.
+// vacant (scripts/wire.go): the empty owner.
 var vacant any = ""
 
 // runner is what runs a script: a client of any kind, or a pipeline.

@@ -12,7 +12,7 @@
 // (SET NX PX for an efficiency lock, fenced_acquire.lua for a correctness
 // one, sem_acquire.lua for a semaphore), subscribes to its Locker's grant
 // channel, attempts with wait.lua (queueing its entry, with the generations
-// of handoff.go; again at once when the call stopped short at dead
+// of scripts/wire.go; again at once when the call stopped short at dead
 // entries), sleeps until a grant message or its timer (the holder's ttl,
 // at most a second), releases (and, when the call stopped short, goes on
 // serving the queue with further calls, as Core.serveOn does), refreshes,

@@ -205,7 +205,7 @@ func (p protocol) granted(v, owner string) (attempt, error) {
 	return attempt{granted: true, value: v}, nil
 }
 
-// entry is a waiter's queue entry as the client keeps it (handoff.go).
+// entry is a waiter's queue entry as the client keeps it (scripts/wire.go).
 type entry struct {
 	gen   int
 	place string // "" until an attempt queued it
@@ -433,7 +433,7 @@ func (p protocol) readRefresh(reply any, leader bool) (held, restore bool, err e
 	return r.Lease == scripts.LeaseHeld, r.LeaderLost, nil
 }
 
-// lockValue is a lock's value, parsed (handoff.go's Value): owner [":"
+// lockValue is a lock's value, parsed (scripts.Value): owner [":"
 // token] ["*" [expiry]]. A semaphore's permit is its owner id.
 type lockValue struct {
 	owner, token string // token: "" unfenced
@@ -646,7 +646,7 @@ func (p protocol) deadlines(st redisState) []int64 {
 	var ts []int64
 	if z := st.key(permitsKey); z != nil {
 		for i := 1; i < len(z.items); i += 2 {
-			// The header is scored below 0 (handoff.go): no permit's.
+			// The header is scored below 0 (scripts/wire.go): no permit's.
 			if f, err := strconv.ParseFloat(z.items[i], 64); err == nil && f >= 0 {
 				ts = append(ts, int64(f))
 			}

@@ -118,7 +118,7 @@ func (o *ownerLog) owner() string {
 }
 
 // holds reports whether the lock value v (as GET returns it, perhaps with
-// the mark of waiters: internal/lease/handoff.go) is the grant of owner with
+// the mark of waiters: scripts/wire.go) is the grant of owner with
 // token (0 for efficiency).
 func holds(v, owner string, token uint64) bool {
 	v, _, _ = strings.Cut(v, "*")
