@@ -5,7 +5,7 @@
 // deadline on the monotonic clock, refresh, release, and Hold (a function run
 // while the lease is kept alive). Packages efficiency and correctness configure
 // a Core with a Config and wrap its results in their own types; leasetest reads
-// and writes the same keys through the names exported here.
+// and writes the same keys through package scripts, the protocol's home.
 //
 // How waiting works is in docs/waiting.md; the strings that travel between
 // client and server, in package scripts (wire.go, keys.go).
