@@ -24,8 +24,8 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/leasekit/leasekit/internal/testkit/leakcheck"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 )
 
 // RequireEnv is the environment variable that turns a missing redis-server
@@ -137,7 +137,7 @@ func Real(t testing.TB) *Backend {
 }
 
 // Main runs a package's tests, stops its shared redis-server, and then fails
-// the run if any goroutine is left behind (goleak): every Locker, client and
+// the run if any goroutine is left behind (leakcheck): every Locker, client and
 // server a test opened must be closed by then. Call it from TestMain:
 // os.Exit(redistest.Main(m)).
 func Main(m *testing.M) int {
@@ -148,8 +148,8 @@ func Main(m *testing.M) int {
 	}
 	shared.Unlock()
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "redistest: goroutines left after the tests: %v\n", err)
+		if err := leakcheck.Find(leakcheck.Within); err != nil {
+			fmt.Fprintf(os.Stderr, "redistest: %v\n", err)
 			code = 1
 		}
 	}
