@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The full test suite. Every pass runs, even after one fails, and a summary
 # of each pass's result and duration ends the output; the exit status is
-# non-zero if any pass failed. Every pass covers both modules, the
-# library's (./...) and the bench's (./bench/..., a module of its own that
-# go.work joins to the library: a pattern from the root stops at a nested
-# module, so it is named). The passes:
-#   vet       go vet ./... ./bench/...
+# non-zero if any pass failed. Every pass covers the three modules, the
+# library's (./...), the bench's (./bench/...) and the reliability tests'
+# (./internal/reliability/...): go.work joins the nested two to the library,
+# and a pattern from the root stops at a nested module, so each is named.
+# The passes:
+#   vet       go vet ./... ./bench/... ./internal/reliability/...
 #   gofmt     gofmt -l . lists nothing
-#   staticcheck  honnef.co/go/tools' staticcheck, pinned, on both modules
+#   staticcheck  honnef.co/go/tools' staticcheck, pinned, on the three
 #   race      every test with the race detector, on miniredis and on real
 #             redis-server processes that the tests start themselves on free
 #             loopback ports (and stop), LEASEKIT_REQUIRE_REDIS=1
@@ -86,8 +87,8 @@ check_gofmt() {
 	fi
 }
 
-# The packages of both modules; go.work makes them one build.
-packages=(./... ./bench/...)
+# The packages of the three modules; go.work makes them one build.
+packages=(./... ./bench/... ./internal/reliability/...)
 
 pass vet go vet "${packages[@]}"
 pass gofmt check_gofmt

@@ -1,4 +1,4 @@
-package efficiency_test
+package telemetry_test
 
 import (
 	"context"
@@ -15,8 +15,9 @@ import (
 // A Locker's metrics, collected by the OpenTelemetry SDK with a ManualReader
 // (a program would use a PeriodicReader, or the Prometheus exporter): two
 // Do calls on one lock, the second waiting for the first, which hands it
-// over on release.
-func ExampleWithMeterProvider() {
+// over on release. (efficiency.ExampleWithMeterProvider shows the wiring
+// with the OTel API alone.)
+func Example_meterProvider() {
 	env, err := leasetest.Start()
 	if err != nil {
 		panic(err)
