@@ -1,6 +1,5 @@
 // Package scripts holds the Lua scripts that leasekit runs on Redis, one .lua
-// file per operation, and the shell commands its README runs (test.sh,
-// bench.sh).
+// file per operation.
 //
 // Each .lua file's header comment names its KEYS, ARGV and reply. A reply code
 // (a number that says what the call did, rather than a ttl or a token) stands

@@ -3,7 +3,7 @@
 //
 // The same test body runs on both through Run. Without a redis-server binary
 // the real-server subtests skip with a message; with LEASEKIT_REQUIRE_REDIS=1
-// (set by scripts/test.sh and CI) they fail instead. LEASEKIT_NO_REDIS=1
+// (set by .ci/test.sh and CI) they fail instead. LEASEKIT_NO_REDIS=1
 // makes the harness act as if there were no binary, so that a machine that
 // has one (CI) can prove that the suite passes on a machine with only Go.
 package redistest
@@ -164,7 +164,7 @@ func RequireBinary(t testing.TB) {
 		if os.Getenv(NoServerEnv) == "1" {
 			t.Skipf("redis-server hidden by %s=1", NoServerEnv)
 		}
-		const msg = "redis-server not found in PATH: install it (Debian: apt-get install redis-server) or run scripts/test.sh"
+		const msg = "redis-server not found in PATH: install it (Debian: apt-get install redis-server) or run .ci/test.sh"
 		if os.Getenv(RequireEnv) == "1" {
 			t.Fatalf("%s; %s=1 requires it", msg, RequireEnv)
 		}

@@ -15,8 +15,8 @@
 #   no-redis  every test again with redis-server hidden (LEASEKIT_NO_REDIS=1),
 #             as on a machine with only Go
 # Before the passes it starts a throwaway PostgreSQL server for the SQL
-# fences (scripts/postgres.sh), and removes it on exit.
-# Arguments go to both `go test` passes: scripts/test.sh -run TestSoak.
+# fences (.ci/postgres.sh), and removes it on exit.
+# Arguments go to both `go test` passes: .ci/test.sh -run TestSoak.
 # Installs redis-server and PostgreSQL when they are missing and this is a
 # Debian machine we are root on.
 set -uo pipefail
@@ -45,8 +45,8 @@ redis-server --version >&2
 # Start them here (and stop them on exit with a trap) so that every pass
 # sees them. Keep this block safe under `set -u`.
 # PostgreSQL, for the SQL fences: a throwaway cluster on a free loopback
-# port, run as a non-root user, removed on exit (scripts/postgres.sh).
-. scripts/postgres.sh
+# port, run as a non-root user, removed on exit (.ci/postgres.sh).
+. .ci/postgres.sh
 if ! postgres_start; then
 	echo "test.sh: could not start PostgreSQL for the SQL fence tests" >&2
 	exit 1
