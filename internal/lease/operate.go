@@ -66,7 +66,7 @@ func (c *Core) Inspect(ctx context.Context, name string) (Info, error) {
 
 // SemaphoreInfo is what Semaphore.Inspect reads.
 type SemaphoreInfo struct {
-	Limit   int // the limit of the live permits; 0 when none is live, -1 when its record is gone
+	Limit   int // the limit of the live permits; 0 when none is live
 	Held    int // live permits
 	Waiters int // live waiters queued, counted as Inspect counts a lock's
 }
