@@ -124,7 +124,7 @@ func checkQuickRow(t *testing.T, r row) {
 
 // TestQuickRunOnRealServer runs the scenarios with costs, convoy-procs with
 // two worker processes among them, against a real server, as `bash
-// scripts/bench.sh -quick` would: every row has its cost fields, no
+// .ci/bench.sh -quick` would: every row has its cost fields, no
 // convoy-procs contender overlapped another and none of leasekit's failed,
 // the ordering run placed every grant by the server's order (and leasekit's
 // by its queue too, with none out of the queue's order), and the run leaves

@@ -4,8 +4,8 @@
 //
 //	go run ./bench                        # in-process miniredis: client overhead only
 //	go run ./bench -addr 127.0.0.1:6379   # a real server
-//	bash scripts/bench.sh                 # a throwaway local redis-server
-//	bash scripts/bench.sh -cluster        # a throwaway 3-master cluster
+//	bash .ci/bench.sh                     # a throwaway local redis-server
+//	bash .ci/bench.sh -cluster            # a throwaway 3-master cluster
 //
 // Scenarios: ping (the round-trip references), uncontended (acquire + release
 // of a free key), convoy-N (N goroutines take one key once each, holding it

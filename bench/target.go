@@ -108,7 +108,7 @@ func (t *target) close() {
 func (t *target) describe(ctx context.Context) string {
 	switch {
 	case t.mini != nil:
-		return fmt.Sprintf("in-process miniredis %s (no flags given): this measures client overhead, not a network round trip, and has no server costs; give -addr, or run scripts/bench.sh, for a real server",
+		return fmt.Sprintf("in-process miniredis %s (no flags given): this measures client overhead, not a network round trip, and has no server costs; give -addr, or run .ci/bench.sh, for a real server",
 			moduleVersion("github.com/alicebob/miniredis/v2"))
 	case t.cluster:
 		var n atomic.Int32 // ForEachMaster runs fn on the masters concurrently

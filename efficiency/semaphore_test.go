@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,11 +15,6 @@ import (
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
 	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
-	"go.opentelemetry.io/otel/attribute"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
 
 // permitsKey is the key of the permits of the semaphore called name.
@@ -511,96 +505,6 @@ func TestSemaphoreWokenByRelease(t *testing.T) {
 			t.Fatalf("sem_wait round trips: got %d, want 2 (subscribed try, woken try)", n)
 		}
 	})
-}
-
-// TestSemaphoreTelemetry: permits count in the held and waiters gauges,
-// with the attribute leasekit.lock.limit; their spans are named
-// efficiency.Semaphore.*, with the limit too.
-func TestSemaphoreTelemetry(t *testing.T) {
-	b := redistest.Mini(t)
-	ctx := t.Context()
-	reader, spans := sdkmetric.NewManualReader(), tracetest.NewSpanRecorder()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-	t.Cleanup(func() { _ = mp.Shutdown(context.Background()); _ = tp.Shutdown(context.Background()) })
-	count := redistest.Count(b.Client)
-	l := newLocker(t, b, efficiency.WithMeterProvider(mp), efficiency.WithTracerProvider(tp))
-	s := l.Semaphore("tel", 2)
-	limit := attribute.Int("leasekit.lock.limit", 2)
-	var held []*efficiency.Lock
-	for range 2 {
-		lock, err := s.TryAcquire(ctx, time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, lock)
-	}
-	if _, err := l.TryObtain(ctx, "tel", time.Minute); err != nil {
-		t.Fatal(err) // a lock of the same name: another resource
-	}
-	got := make(chan error, 1)
-	go func() { got <- s.Do(ctx, time.Minute, func(context.Context) error { return nil }) }()
-	count.Await(t, "sem_wait", 1)
-	for name, want := range map[string]int64{"leasekit.lock.held": 2, "leasekit.lock.waiters": 1} {
-		if n := gauge(t, reader, name, limit); n != want {
-			t.Errorf("%s with the limit: got %d, want %d", name, n, want)
-		}
-	}
-	if n := gauge(t, reader, "leasekit.lock.held"); n != 3 {
-		t.Errorf("leasekit.lock.held: got %d, want 3, two permits and a lock", n)
-	}
-	if err := held[0].Release(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-got; err != nil {
-		t.Fatal(err)
-	}
-	if n := gauge(t, reader, "leasekit.lock.held", limit); n != 1 {
-		t.Errorf("held permits after a release and a Do: got %d, want 1", n)
-	}
-	if n := gauge(t, reader, "leasekit.lock.handoffs", limit); n != 1 {
-		t.Errorf("handoffs: got %d, want 1", n)
-	}
-	names := map[string]int{}
-	for _, span := range spans.Ended() {
-		if strings.Contains(span.Name(), "Semaphore") {
-			names[span.Name()]++
-			if !slices.Contains(span.Attributes(), limit) {
-				t.Errorf("span %s: attributes %v, want the limit", span.Name(), span.Attributes())
-			}
-		}
-	}
-	for _, want := range []string{"efficiency.Semaphore.TryAcquire", "efficiency.Semaphore.Acquire", "efficiency.Semaphore.Do", "efficiency.Semaphore.Release"} {
-		if names[want] == 0 {
-			t.Errorf("no span %s among %v", want, names)
-		}
-	}
-}
-
-// gauge is the sum of the metric called name over the data points whose
-// attributes include want: a counter's or up-down counter's value.
-func gauge(t *testing.T, reader *sdkmetric.ManualReader, name string, want ...attribute.KeyValue) int64 {
-	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	var total int64
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			d, ok := m.Data.(metricdata.Sum[int64])
-			if !ok || m.Name != name {
-				continue
-			}
-			for _, p := range d.DataPoints {
-				if slices.ContainsFunc(want, func(kv attribute.KeyValue) bool { v, ok := p.Attributes.Value(kv.Key); return !ok || v != kv.Value }) {
-					continue
-				}
-				total += p.Value
-			}
-		}
-	}
-	return total
 }
 
 // failLeaving is a go-redis hook that fails, as a cut connection would,

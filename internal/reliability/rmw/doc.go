@@ -7,5 +7,5 @@
 //
 // The package has no code of its own: everything is in its tests, which run
 // on the real redis-server the test harness starts and on the PostgreSQL
-// server scripts/test.sh starts (LEASEKIT_POSTGRES_URL).
+// server .ci/test.sh starts (LEASEKIT_POSTGRES_URL).
 package rmw

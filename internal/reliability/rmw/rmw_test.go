@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/leasekit/leasekit/correctness"
-	"github.com/leasekit/leasekit/internal/testkit/pgtest"
+	"github.com/leasekit/leasekit/internal/reliability/pgtest"
 	testproc "github.com/leasekit/leasekit/internal/testkit/proc"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
 )

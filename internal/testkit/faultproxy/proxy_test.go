@@ -265,7 +265,7 @@ func TestCloseEndsEverything(t *testing.T) {
 		t.Fatal("dial after Close: got a connection, want an error")
 	}
 	// Close waited for the proxy's goroutines, which may still be taking
-	// their last steps out (as goleak allows for, by retrying).
+	// their last steps out (as leakcheck allows for, by waiting).
 	_ = b.ln.Close()
 	for deadline := time.Now().Add(time.Second); runtime.NumGoroutine() > before && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)

@@ -3,7 +3,7 @@
 //
 // The same test body runs on both through Run. Without a redis-server binary
 // the real-server subtests skip with a message; with LEASEKIT_REQUIRE_REDIS=1
-// (set by scripts/test.sh and CI) they fail instead. LEASEKIT_NO_REDIS=1
+// (set by .ci/test.sh and CI) they fail instead. LEASEKIT_NO_REDIS=1
 // makes the harness act as if there were no binary, so that a machine that
 // has one (CI) can prove that the suite passes on a machine with only Go.
 package redistest
@@ -24,8 +24,8 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/leasekit/leasekit/internal/testkit/leakcheck"
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 )
 
 // RequireEnv is the environment variable that turns a missing redis-server
@@ -137,7 +137,7 @@ func Real(t testing.TB) *Backend {
 }
 
 // Main runs a package's tests, stops its shared redis-server, and then fails
-// the run if any goroutine is left behind (goleak): every Locker, client and
+// the run if any goroutine is left behind (leakcheck): every Locker, client and
 // server a test opened must be closed by then. Call it from TestMain:
 // os.Exit(redistest.Main(m)).
 func Main(m *testing.M) int {
@@ -148,8 +148,8 @@ func Main(m *testing.M) int {
 	}
 	shared.Unlock()
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "redistest: goroutines left after the tests: %v\n", err)
+		if err := leakcheck.Find(leakcheck.Within); err != nil {
+			fmt.Fprintf(os.Stderr, "redistest: %v\n", err)
 			code = 1
 		}
 	}
@@ -164,7 +164,7 @@ func RequireBinary(t testing.TB) {
 		if os.Getenv(NoServerEnv) == "1" {
 			t.Skipf("redis-server hidden by %s=1", NoServerEnv)
 		}
-		const msg = "redis-server not found in PATH: install it (Debian: apt-get install redis-server) or run scripts/test.sh"
+		const msg = "redis-server not found in PATH: install it (Debian: apt-get install redis-server) or run .ci/test.sh"
 		if os.Getenv(RequireEnv) == "1" {
 			t.Fatalf("%s; %s=1 requires it", msg, RequireEnv)
 		}

@@ -1,4 +1,4 @@
-package correctness_test
+package election_test
 
 import (
 	"bufio"
@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/leasekit/leasekit/correctness"
+	"github.com/leasekit/leasekit/internal/reliability/sqltest"
 	"github.com/leasekit/leasekit/internal/testkit/proc"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
 	"github.com/redis/go-redis/v9"
@@ -103,12 +104,12 @@ func fenced(err error) string {
 // sqlWrite writes value to the row id of the fenced table in the SQLite
 // file at path, with token.
 func sqlWrite(ctx context.Context, path, id, value string, token uint64) error {
-	db, err := openFenceFile(path)
+	db, err := sqltest.OpenFile(path)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	return correctness.ExecFenced(ctx, db, fenceUpdate, value, correctness.TokenArg(token), id)
+	return correctness.ExecFenced(ctx, db, sqltest.Update, value, correctness.TokenArg(token), id)
 }
 
 // httpWrite sends a write with token through a FencingProxy at url, and
@@ -240,15 +241,15 @@ func TestPausedLeaderIsDeposed(t *testing.T) {
 		defer cancel()
 		count := redistest.Count(b.Client)
 		dbPath := filepath.Join(t.TempDir(), "fence.db")
-		db, err := openFenceFile(dbPath)
+		db, err := sqltest.OpenFile(dbPath)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer db.Close()
-		if _, err := db.ExecContext(ctx, fenceSchema); err != nil {
+		if _, err := db.ExecContext(ctx, sqltest.Schema); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := db.ExecContext(ctx, fenceCreateRow, "paused"); err != nil {
+		if _, err := db.ExecContext(ctx, sqltest.CreateRow, "paused"); err != nil {
 			t.Fatal(err)
 		}
 		proxy := httptest.NewServer(correctness.NewFencingProxy(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})))
@@ -274,7 +275,7 @@ func TestPausedLeaderIsDeposed(t *testing.T) {
 		if err := correctness.NewRegister(b.Client).Write(ctx, "paused", term, []byte("parent")); err != nil {
 			t.Fatalf("the leader's Register write: %v", err)
 		}
-		if err := correctness.ExecFenced(ctx, db, fenceUpdate, "parent", correctness.TokenArg(term), "paused"); err != nil {
+		if err := correctness.ExecFenced(ctx, db, sqltest.Update, "parent", correctness.TokenArg(term), "paused"); err != nil {
 			t.Fatalf("the leader's SQL write: %v", err)
 		}
 		if got := httpWrite(proxy.URL+"/paused", term); got != "200" {
@@ -312,7 +313,7 @@ func TestPausedLeaderIsDeposed(t *testing.T) {
 		if v, tok, err := correctness.NewRegister(b.Client).Read(ctx, "paused"); err != nil || string(v) != "parent" || tok != term {
 			t.Fatalf("the register holds %q, %d, %v; want the leader's write", v, tok, err)
 		}
-		if v, tok := readRow(t, db, "paused"); v != "parent" || tok != term {
+		if v, tok := sqltest.Read(t, db, "paused"); v != "parent" || tok != term {
 			t.Fatalf("the row holds %q, %d; want the leader's write", v, tok)
 		}
 		if v := observed(t, seen, childLeader, "parent"); v.Term != term {
@@ -322,42 +323,4 @@ func TestPausedLeaderIsDeposed(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-}
-
-// TestElectionRestartWithoutPersistence: Redis restarts and loses every key;
-// the leader's term ends (ErrLockLost), the next leader's term is still
-// above it (the clock floor), and an observer, whose subscription went down
-// with the server, sees the new leader after the old.
-func TestElectionRestartWithoutPersistence(t *testing.T) {
-	s := redistest.Start(t)
-	client := s.Client(t)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	l := correctness.New(client, correctness.WithLogger(quiet), correctness.WithAudit(false))
-	defer l.Close()
-	seen, err := l.Observe(ctx, "restart")
-	if err != nil {
-		t.Fatal(err)
-	}
-	none := next(t, seen)
-	old := campaign(ctx, l, "restart", 2*time.Second, "old")
-	oldTerm := old.term(t)
-	oldLeader := observed(t, seen, none, "old")
-	if err := s.Restart(); err != nil {
-		t.Fatal(err)
-	}
-	if err := old.result(t); !errors.Is(err, correctness.ErrLockLost) {
-		t.Fatalf("the leader's Campaign after the restart: got %v, want ErrLockLost", err)
-	}
-	c := campaign(ctx, l, "restart", time.Minute, "new")
-	term := c.term(t)
-	if term <= oldTerm {
-		t.Fatalf("term after the restart %d, want above %d", term, oldTerm)
-	}
-	if v := observed(t, seen, oldLeader, "new"); v.Term != term {
-		t.Fatalf("the observer saw the new leader with term %d, Campaign gave it %d", v.Term, term)
-	}
-	if err := c.end(t); err != nil {
-		t.Fatal(err)
-	}
 }

@@ -1,4 +1,4 @@
-package correctness_test
+package telemetry_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/leasekit/leasekit/correctness"
+	"github.com/leasekit/leasekit/internal/reliability/sqltest"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -75,16 +76,16 @@ func TestFenceRejectionsAreCounted(t *testing.T) {
 
 	// ExecFenced has no options: it counts on the global meter provider.
 	otel.SetMeterProvider(mp)
-	db := openFenceDB(t)
-	createRow(t, db, "acct")
-	if err := correctness.ExecFenced(ctx, db, fenceUpdate, "v", correctness.TokenArg(9), "acct"); err != nil {
+	db := sqltest.SQLite(t)
+	sqltest.Create(t, db, "acct")
+	if err := correctness.ExecFenced(ctx, db, sqltest.Update, "v", correctness.TokenArg(9), "acct"); err != nil {
 		t.Fatal(err)
 	}
-	if err := correctness.ExecFenced(ctx, db, fenceUpdate, "v", correctness.TokenArg(8), "acct"); !errors.Is(err, correctness.ErrStaleToken) {
+	if err := correctness.ExecFenced(ctx, db, sqltest.Update, "v", correctness.TokenArg(8), "acct"); !errors.Is(err, correctness.ErrStaleToken) {
 		t.Fatalf("stale exec: got %v", err)
 	}
 	var v string
-	if err := correctness.QueryRowFenced(ctx, db, fenceClaim, correctness.TokenArg(7), "acct").Scan(&v); !errors.Is(err, correctness.ErrStaleToken) {
+	if err := correctness.QueryRowFenced(ctx, db, sqltest.Claim, correctness.TokenArg(7), "acct").Scan(&v); !errors.Is(err, correctness.ErrStaleToken) {
 		t.Fatalf("stale claim: got %v", err)
 	}
 

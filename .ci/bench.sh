@@ -3,8 +3,8 @@
 # throwaway 3-master Redis Cluster: started on free loopback ports in a temp
 # dir, without persistence, and stopped on exit. Other arguments are passed to
 # the bench:
-#   bash scripts/bench.sh -chart bench/results.png
-#   bash scripts/bench.sh -cluster -scenarios convoy-procs
+#   bash .ci/bench.sh -chart bench/results.png
+#   bash .ci/bench.sh -cluster -scenarios convoy-procs
 # Unless the arguments set -spin, the bench runs with one low-priority spinner
 # per CPU, so that idle vCPUs do not halt between round trips (see the
 # header it prints).

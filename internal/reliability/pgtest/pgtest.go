@@ -1,10 +1,10 @@
 // Package pgtest gives leasekit's tests a PostgreSQL database: a fresh schema
-// per test on the server that LEASEKIT_POSTGRES_URL names (scripts/test.sh
-// starts a throwaway one, see scripts/postgres.sh), through the pgx driver's
+// per test on the server that LEASEKIT_POSTGRES_URL names (.ci/test.sh
+// starts a throwaway one, see .ci/postgres.sh), through the pgx driver's
 // database/sql adapter.
 //
 // Without the variable a test that asks for PostgreSQL skips; with
-// LEASEKIT_REQUIRE_REDIS=1 (real servers required, as scripts/test.sh and CI
+// LEASEKIT_REQUIRE_REDIS=1 (real servers required, as .ci/test.sh and CI
 // set it) it fails instead. LEASEKIT_NO_REDIS=1 (no real servers, as on a
 // machine with only Go) makes it skip even with the variable set.
 package pgtest
@@ -38,9 +38,9 @@ func Open(t testing.TB) (*sql.DB, string) {
 	case os.Getenv(redistest.NoServerEnv) == "1":
 		t.Skipf("PostgreSQL hidden by %s=1", redistest.NoServerEnv)
 	case base == "" && os.Getenv(redistest.RequireEnv) == "1":
-		t.Fatalf("%s is not set and %s=1 requires a PostgreSQL server: run scripts/test.sh", URLEnv, redistest.RequireEnv)
+		t.Fatalf("%s is not set and %s=1 requires a PostgreSQL server: run .ci/test.sh", URLEnv, redistest.RequireEnv)
 	case base == "":
-		t.Skipf("%s is not set: run scripts/test.sh for a throwaway PostgreSQL server", URLEnv)
+		t.Skipf("%s is not set: run .ci/test.sh for a throwaway PostgreSQL server", URLEnv)
 	}
 	admin := open(t, base)
 	schema := "leasekit_" + randomHex(t)

@@ -1,107 +1,22 @@
-package correctness_test
+package fencesql_test
 
 import (
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/leasekit/leasekit/correctness"
-	"github.com/leasekit/leasekit/internal/testkit/pgtest"
-	_ "modernc.org/sqlite"
+	"github.com/leasekit/leasekit/internal/reliability/sqltest"
 )
-
-// The schema and statements that ExecFenced's doc shows: the tests run them
-// verbatim.
-const (
-	fenceSchema = `CREATE TABLE protected_resource (
-    resource_id   TEXT PRIMARY KEY,
-    value         TEXT NOT NULL,
-    fencing_token BIGINT NOT NULL DEFAULT 0
-)`
-	fenceCreateRow = `INSERT INTO protected_resource (resource_id, value, fencing_token)
-VALUES ($1, '', 0)
-ON CONFLICT (resource_id) DO NOTHING`
-	fenceUpdate = `UPDATE protected_resource
-SET value = $1,
-    fencing_token = $2
-WHERE resource_id = $3
-  AND fencing_token <= $2`
-	fenceClaim = `UPDATE protected_resource
-SET fencing_token = $1
-WHERE resource_id = $2
-  AND fencing_token <= $1
-RETURNING value`
-)
-
-// openFenceDB returns a file database with the schema, so that concurrent
-// writers go through SQLite's real locking rather than one shared in-memory
-// connection. busy_timeout makes a writer wait for the write lock instead of
-// failing with SQLITE_BUSY; WAL lets readers run beside the writer.
-func openFenceDB(t *testing.T) *sql.DB {
-	t.Helper()
-	db, err := openFenceFile(filepath.Join(t.TempDir(), "fence.db"))
-	if err != nil {
-		t.Fatalf("open: %v", err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if _, err := db.ExecContext(t.Context(), fenceSchema); err != nil {
-		t.Fatalf("create table: %v", err)
-	}
-	return db
-}
-
-// openFenceFile opens the database file at path, which another process
-// may open too.
-func openFenceFile(path string) (*sql.DB, error) {
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
-	// SQLite runs one writer at a time anyway; a few connections are enough
-	// to make writers contend inside the database, not only in the pool.
-	if err == nil {
-		db.SetMaxOpenConns(8)
-	}
-	return db, err
-}
-
-// runSQL runs body on a SQLite file database and on a PostgreSQL schema,
-// each with the schema of ExecFenced's doc.
-func runSQL(t *testing.T, body func(t *testing.T, db *sql.DB)) {
-	t.Helper()
-	t.Run("sqlite", func(t *testing.T) { body(t, openFenceDB(t)) })
-	t.Run("postgres", func(t *testing.T) {
-		db, _ := pgtest.Open(t)
-		if _, err := db.ExecContext(t.Context(), fenceSchema); err != nil {
-			t.Fatalf("create table: %v", err)
-		}
-		body(t, db)
-	})
-}
-
-func createRow(t *testing.T, db *sql.DB, id string) {
-	t.Helper()
-	if _, err := db.ExecContext(t.Context(), fenceCreateRow, id); err != nil {
-		t.Fatalf("create row %q: %v", id, err)
-	}
-}
-
-func readRow(t *testing.T, db *sql.DB, id string) (value string, token uint64) {
-	t.Helper()
-	err := db.QueryRowContext(t.Context(),
-		`SELECT value, fencing_token FROM protected_resource WHERE resource_id = $1`, id).Scan(&value, &token)
-	if err != nil {
-		t.Fatalf("read row %q: %v", id, err)
-	}
-	return value, token
-}
 
 func TestExecFencedSequence(t *testing.T) {
-	runSQL(t, func(t *testing.T, db *sql.DB) {
-		createRow(t, db, "job")
+	sqltest.Run(t, func(t *testing.T, db *sql.DB) {
+		sqltest.Create(t, db, "job")
 
 		// Each step runs on the row the previous steps left behind.
 		steps := []struct {
@@ -121,14 +36,14 @@ func TestExecFencedSequence(t *testing.T) {
 		}
 		for _, s := range steps {
 			t.Run(s.name, func(t *testing.T) {
-				err := correctness.ExecFenced(t.Context(), db, fenceUpdate, s.value, correctness.TokenArg(s.token), "job")
+				err := correctness.ExecFenced(t.Context(), db, sqltest.Update, s.value, correctness.TokenArg(s.token), "job")
 				if got := errors.Is(err, correctness.ErrStaleToken); got != s.wantStale {
 					t.Errorf("errors.Is(%v, ErrStaleToken) = %v, want %v", err, got, s.wantStale)
 				}
 				if !s.wantStale && err != nil {
 					t.Errorf("got %v, want nil", err)
 				}
-				value, token := readRow(t, db, "job")
+				value, token := sqltest.Read(t, db, "job")
 				if value != s.wantValue || token != s.wantToken {
 					t.Errorf("got row (%q, %d), want (%q, %d)", value, token, s.wantValue, s.wantToken)
 				}
@@ -138,8 +53,8 @@ func TestExecFencedSequence(t *testing.T) {
 }
 
 func TestExecFencedMissingRow(t *testing.T) {
-	runSQL(t, func(t *testing.T, db *sql.DB) {
-		err := correctness.ExecFenced(t.Context(), db, fenceUpdate, "v", correctness.TokenArg(1), "never-created")
+	sqltest.Run(t, func(t *testing.T, db *sql.DB) {
+		err := correctness.ExecFenced(t.Context(), db, sqltest.Update, "v", correctness.TokenArg(1), "never-created")
 		if !errors.Is(err, correctness.ErrStaleToken) {
 			t.Errorf("got %v, want ErrStaleToken", err)
 		}
@@ -156,26 +71,26 @@ func TestExecFencedMissingRow(t *testing.T) {
 // TestExecFencedCreateRowKeepsToken shows why the row is created with ON
 // CONFLICT DO NOTHING: creating it again must not reset the stored token.
 func TestExecFencedCreateRowKeepsToken(t *testing.T) {
-	runSQL(t, func(t *testing.T, db *sql.DB) {
-		createRow(t, db, "job")
-		if err := correctness.ExecFenced(t.Context(), db, fenceUpdate, "new", correctness.TokenArg(9), "job"); err != nil {
+	sqltest.Run(t, func(t *testing.T, db *sql.DB) {
+		sqltest.Create(t, db, "job")
+		if err := correctness.ExecFenced(t.Context(), db, sqltest.Update, "new", correctness.TokenArg(9), "job"); err != nil {
 			t.Fatalf("fenced write: %v", err)
 		}
-		createRow(t, db, "job")
-		err := correctness.ExecFenced(t.Context(), db, fenceUpdate, "old", correctness.TokenArg(3), "job")
+		sqltest.Create(t, db, "job")
+		err := correctness.ExecFenced(t.Context(), db, sqltest.Update, "old", correctness.TokenArg(3), "job")
 		if !errors.Is(err, correctness.ErrStaleToken) {
 			t.Errorf("got %v, want ErrStaleToken", err)
 		}
-		if value, token := readRow(t, db, "job"); value != "new" || token != 9 {
+		if value, token := sqltest.Read(t, db, "job"); value != "new" || token != 9 {
 			t.Errorf("got row (%q, %d), want (%q, %d)", value, token, "new", 9)
 		}
 	})
 }
 
 func TestExecFencedInTx(t *testing.T) {
-	runSQL(t, func(t *testing.T, db *sql.DB) {
-		createRow(t, db, "job")
-		if err := correctness.ExecFenced(t.Context(), db, fenceUpdate, "current", correctness.TokenArg(4), "job"); err != nil {
+	sqltest.Run(t, func(t *testing.T, db *sql.DB) {
+		sqltest.Create(t, db, "job")
+		if err := correctness.ExecFenced(t.Context(), db, sqltest.Update, "current", correctness.TokenArg(4), "job"); err != nil {
 			t.Fatalf("fenced write: %v", err)
 		}
 
@@ -197,7 +112,7 @@ func TestExecFencedInTx(t *testing.T) {
 				defer tx.Rollback()
 				// The fenced write goes first: once it passes, the rest of the
 				// transaction runs under the newest token or not at all.
-				err = correctness.ExecFenced(t.Context(), tx, fenceUpdate, fmt.Sprintf("tx %d", tt.token), correctness.TokenArg(tt.token), "job")
+				err = correctness.ExecFenced(t.Context(), tx, sqltest.Update, fmt.Sprintf("tx %d", tt.token), correctness.TokenArg(tt.token), "job")
 				if got := errors.Is(err, correctness.ErrStaleToken); got != tt.wantStale {
 					t.Fatalf("errors.Is(%v, ErrStaleToken) = %v, want %v", err, got, tt.wantStale)
 				}
@@ -206,7 +121,7 @@ func TestExecFencedInTx(t *testing.T) {
 						t.Fatalf("commit: %v", err)
 					}
 				}
-				if value, _ := readRow(t, db, "job"); value != tt.wantValue {
+				if value, _ := sqltest.Read(t, db, "job"); value != tt.wantValue {
 					t.Errorf("got value %q, want %q", value, tt.wantValue)
 				}
 			})
@@ -215,9 +130,9 @@ func TestExecFencedInTx(t *testing.T) {
 }
 
 func TestExecFencedConcurrentWriters(t *testing.T) {
-	runSQL(t, func(t *testing.T, db *sql.DB) {
+	sqltest.Run(t, func(t *testing.T, db *sql.DB) {
 		const writers = 32
-		createRow(t, db, "job")
+		sqltest.Create(t, db, "job")
 
 		// Distinct tokens: two writers with one token would be one grant.
 		tokens := distinctTokens(writers)
@@ -233,7 +148,7 @@ func TestExecFencedConcurrentWriters(t *testing.T) {
 		for _, token := range tokens {
 			wg.Go(func() {
 				<-start
-				err := correctness.ExecFenced(t.Context(), db, fenceUpdate, fmt.Sprintf("written by %d", token), correctness.TokenArg(token), "job")
+				err := correctness.ExecFenced(t.Context(), db, sqltest.Update, fmt.Sprintf("written by %d", token), correctness.TokenArg(token), "job")
 				results <- outcome{token, err}
 			})
 		}
@@ -259,7 +174,7 @@ func TestExecFencedConcurrentWriters(t *testing.T) {
 		if accepted == 0 {
 			t.Errorf("got 0 writes accepted, want at least 1")
 		}
-		value, token := readRow(t, db, "job")
+		value, token := sqltest.Read(t, db, "job")
 		if token != maxToken {
 			t.Errorf("got stored token %d, want %d (the highest of %v)", token, maxToken, tokens)
 		}
@@ -277,11 +192,11 @@ func TestExecFencedConcurrentWriters(t *testing.T) {
 func TestClaimAFirst(t *testing.T) {
 	claims := map[string]func(ctx context.Context, db *sql.DB, token uint64, id string) (string, error){
 		"returning": func(ctx context.Context, db *sql.DB, token uint64, id string) (v string, err error) {
-			err = correctness.QueryRowFenced(ctx, db, fenceClaim, correctness.TokenArg(token), id).Scan(&v)
+			err = correctness.QueryRowFenced(ctx, db, sqltest.Claim, correctness.TokenArg(token), id).Scan(&v)
 			return v, err
 		},
 		"update then select": func(ctx context.Context, db *sql.DB, token uint64, id string) (v string, err error) {
-			if err := correctness.ExecFenced(ctx, db, strings.TrimSuffix(fenceClaim, "\nRETURNING value"), correctness.TokenArg(token), id); err != nil {
+			if err := correctness.ExecFenced(ctx, db, strings.TrimSuffix(sqltest.Claim, "\nRETURNING value"), correctness.TokenArg(token), id); err != nil {
 				return "", err
 			}
 			err = db.QueryRowContext(ctx, `SELECT value FROM protected_resource WHERE resource_id = $1`, id).Scan(&v)
@@ -290,10 +205,10 @@ func TestClaimAFirst(t *testing.T) {
 	}
 	for name, claim := range claims {
 		t.Run(name, func(t *testing.T) {
-			runSQL(t, func(t *testing.T, db *sql.DB) {
+			sqltest.Run(t, func(t *testing.T, db *sql.DB) {
 				ctx := t.Context()
-				createRow(t, db, "counter")
-				if err := correctness.ExecFenced(ctx, db, fenceUpdate, "41", correctness.TokenArg(10), "counter"); err != nil {
+				sqltest.Create(t, db, "counter")
+				if err := correctness.ExecFenced(ctx, db, sqltest.Update, "41", correctness.TokenArg(10), "counter"); err != nil {
 					t.Fatal(err)
 				}
 				const tA, tB = uint64(33), uint64(34)
@@ -302,16 +217,16 @@ func TestClaimAFirst(t *testing.T) {
 						t.Fatalf("claim by %d: got %q, %v, want %q", tok, v, err, "41")
 					}
 				}
-				if err := correctness.ExecFenced(ctx, db, fenceUpdate, "42 by A", correctness.TokenArg(tA), "counter"); !errors.Is(err, correctness.ErrStaleToken) {
+				if err := correctness.ExecFenced(ctx, db, sqltest.Update, "42 by A", correctness.TokenArg(tA), "counter"); !errors.Is(err, correctness.ErrStaleToken) {
 					t.Fatalf("A's write after B's claim: got %v, want ErrStaleToken", err)
 				}
 				if _, err := claim(ctx, db, tA, "counter"); !errors.Is(err, correctness.ErrStaleToken) {
 					t.Fatalf("A's claim again: got %v, want ErrStaleToken", err)
 				}
-				if err := correctness.ExecFenced(ctx, db, fenceUpdate, "42 by B", correctness.TokenArg(tB), "counter"); err != nil {
+				if err := correctness.ExecFenced(ctx, db, sqltest.Update, "42 by B", correctness.TokenArg(tB), "counter"); err != nil {
 					t.Fatalf("B's write: %v", err)
 				}
-				if v, tok := readRow(t, db, "counter"); v != "42 by B" || tok != tB {
+				if v, tok := sqltest.Read(t, db, "counter"); v != "42 by B" || tok != tB {
 					t.Fatalf("row: got (%q, %d), want (%q, %d)", v, tok, "42 by B", tB)
 				}
 			})
@@ -320,9 +235,9 @@ func TestClaimAFirst(t *testing.T) {
 }
 
 func TestQueryRowFencedMissingRow(t *testing.T) {
-	runSQL(t, func(t *testing.T, db *sql.DB) {
+	sqltest.Run(t, func(t *testing.T, db *sql.DB) {
 		var v string
-		err := correctness.QueryRowFenced(t.Context(), db, fenceClaim, correctness.TokenArg(1), "never-created").Scan(&v)
+		err := correctness.QueryRowFenced(t.Context(), db, sqltest.Claim, correctness.TokenArg(1), "never-created").Scan(&v)
 		if !errors.Is(err, correctness.ErrStaleToken) {
 			t.Errorf("got %v, want ErrStaleToken", err)
 		}
@@ -332,11 +247,11 @@ func TestQueryRowFencedMissingRow(t *testing.T) {
 func TestQueryRowFencedErrors(t *testing.T) {
 	var v string
 	for _, db := range []correctness.Querier{nil, (*sql.DB)(nil), (*sql.Tx)(nil), (*sql.Conn)(nil)} {
-		if err := correctness.QueryRowFenced(t.Context(), db, fenceClaim, correctness.TokenArg(1), "r").Scan(&v); err == nil || errors.Is(err, correctness.ErrStaleToken) {
+		if err := correctness.QueryRowFenced(t.Context(), db, sqltest.Claim, correctness.TokenArg(1), "r").Scan(&v); err == nil || errors.Is(err, correctness.ErrStaleToken) {
 			t.Errorf("%T(nil): got %v, want an error that is not ErrStaleToken", db, err)
 		}
 	}
-	err := correctness.QueryRowFenced(t.Context(), openFenceDB(t), `UPDATE no_such_table SET fencing_token = $1 RETURNING value`, correctness.TokenArg(1)).Scan(&v)
+	err := correctness.QueryRowFenced(t.Context(), sqltest.SQLite(t), `UPDATE no_such_table SET fencing_token = $1 RETURNING value`, correctness.TokenArg(1)).Scan(&v)
 	if err == nil || errors.Is(err, correctness.ErrStaleToken) || !strings.Contains(err.Error(), "no_such_table") {
 		t.Errorf("SQL error: got %v, want the driver's error, not ErrStaleToken", err)
 	}
@@ -380,7 +295,7 @@ func TestExecFencedErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := correctness.ExecFenced(t.Context(), tt.db, fenceUpdate, "v", correctness.TokenArg(1), "job")
+			err := correctness.ExecFenced(t.Context(), tt.db, sqltest.Update, "v", correctness.TokenArg(1), "job")
 			if err == nil {
 				t.Fatalf("got nil, want an error")
 			}
@@ -395,7 +310,7 @@ func TestExecFencedErrors(t *testing.T) {
 }
 
 func TestExecFencedSQLError(t *testing.T) {
-	db := openFenceDB(t)
+	db := sqltest.SQLite(t)
 	err := correctness.ExecFenced(t.Context(), db, `UPDATE no_such_table SET fencing_token = $1`, correctness.TokenArg(1))
 	if err == nil {
 		t.Fatalf("got nil, want the driver's error")
@@ -406,11 +321,11 @@ func TestExecFencedSQLError(t *testing.T) {
 }
 
 func TestExecFencedCanceledContext(t *testing.T) {
-	db := openFenceDB(t)
-	createRow(t, db, "job")
+	db := sqltest.SQLite(t)
+	sqltest.Create(t, db, "job")
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	err := correctness.ExecFenced(ctx, db, fenceUpdate, "v", correctness.TokenArg(1), "job")
+	err := correctness.ExecFenced(ctx, db, sqltest.Update, "v", correctness.TokenArg(1), "job")
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("got %v, want context.Canceled", err)
 	}
@@ -419,7 +334,7 @@ func TestExecFencedCanceledContext(t *testing.T) {
 	}
 }
 
-func ExampleExecFenced() {
+func Example_execFenced() {
 	ctx := context.Background()
 	db, err := sql.Open("sqlite", ":memory:")
 	if err != nil {
@@ -428,20 +343,20 @@ func ExampleExecFenced() {
 	}
 	defer db.Close()
 	db.SetMaxOpenConns(1) // each connection would get its own in-memory database
-	if _, err := db.ExecContext(ctx, fenceSchema); err != nil {
+	if _, err := db.ExecContext(ctx, sqltest.Schema); err != nil {
 		fmt.Println(err)
 		return
 	}
 	// The row exists, with token 0, before the first fenced write.
-	if _, err := db.ExecContext(ctx, fenceCreateRow, "invoice-7"); err != nil {
+	if _, err := db.ExecContext(ctx, sqltest.CreateRow, "invoice-7"); err != nil {
 		fmt.Println(err)
 		return
 	}
 
 	// Holder B (token 34) writes; then holder A, paused with token 33, wakes
 	// up.
-	fmt.Println(correctness.ExecFenced(ctx, db, fenceUpdate, "B's total", correctness.TokenArg(34), "invoice-7"))
-	err = correctness.ExecFenced(ctx, db, fenceUpdate, "A's total", correctness.TokenArg(33), "invoice-7")
+	fmt.Println(correctness.ExecFenced(ctx, db, sqltest.Update, "B's total", correctness.TokenArg(34), "invoice-7"))
+	err = correctness.ExecFenced(ctx, db, sqltest.Update, "A's total", correctness.TokenArg(33), "invoice-7")
 	fmt.Println(errors.Is(err, correctness.ErrStaleToken))
 	// Output:
 	// <nil>
@@ -475,7 +390,7 @@ func (c *countingDB) QueryRowContext(context.Context, string, ...any) *sql.Row {
 func TestFencedSQLRefusesBadTokens(t *testing.T) {
 	tests := []struct {
 		name string
-		args []any // of fenceUpdate, whose first is the value
+		args []any // of sqltest.Update, whose first is the value
 		want string
 	}{
 		{"token 0", []any{"v", correctness.TokenArg(0), "job"}, "argument 2 is token 0"},
@@ -488,11 +403,11 @@ func TestFencedSQLRefusesBadTokens(t *testing.T) {
 		run  func(ctx context.Context, db execQuerier, args []any) error
 	}{
 		{"ExecFenced", func(ctx context.Context, db execQuerier, args []any) error {
-			return correctness.ExecFenced(ctx, db, fenceUpdate, args...)
+			return correctness.ExecFenced(ctx, db, sqltest.Update, args...)
 		}},
 		{"QueryRowFenced", func(ctx context.Context, db execQuerier, args []any) error {
 			var v string
-			return correctness.QueryRowFenced(ctx, db, fenceUpdate+"\nRETURNING value", args...).Scan(&v)
+			return correctness.QueryRowFenced(ctx, db, sqltest.Update+"\nRETURNING value", args...).Scan(&v)
 		}},
 	}
 	for _, h := range helpers {
@@ -509,14 +424,14 @@ func TestFencedSQLRefusesBadTokens(t *testing.T) {
 			})
 		}
 	}
-	runSQL(t, func(t *testing.T, db *sql.DB) {
-		createRow(t, db, "job")
+	sqltest.Run(t, func(t *testing.T, db *sql.DB) {
+		sqltest.Create(t, db, "job")
 		for _, h := range helpers {
 			if err := h.run(t.Context(), db, tests[0].args); !errors.Is(err, correctness.ErrInvalidToken) {
 				t.Errorf("%s with token 0 on a fresh row: got %v, want ErrInvalidToken", h.name, err)
 			}
 		}
-		if value, token := readRow(t, db, "job"); value != "" || token != 0 {
+		if value, token := sqltest.Read(t, db, "job"); value != "" || token != 0 {
 			t.Errorf("got row (%q, %d), want (%q, 0) as created", value, token, "")
 		}
 	})

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# A throwaway PostgreSQL server for the tests, sourced by scripts/test.sh:
+# A throwaway PostgreSQL server for the tests, sourced by .ci/test.sh:
 #
-#   . scripts/postgres.sh
+#   . .ci/postgres.sh
 #   postgres_start    # exports LEASEKIT_POSTGRES_URL; stops and removes the server on exit
 #
 # postgres_start installs Debian's postgresql package when initdb is missing

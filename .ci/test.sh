@@ -1,21 +1,22 @@
 #!/usr/bin/env bash
 # The full test suite. Every pass runs, even after one fails, and a summary
 # of each pass's result and duration ends the output; the exit status is
-# non-zero if any pass failed. Every pass covers both modules, the
-# library's (./...) and the bench's (./bench/..., a module of its own that
-# go.work joins to the library: a pattern from the root stops at a nested
-# module, so it is named). The passes:
-#   vet       go vet ./... ./bench/...
+# non-zero if any pass failed. Every pass covers the three modules, the
+# library's (./...), the bench's (./bench/...) and the reliability tests'
+# (./internal/reliability/...): go.work joins the nested two to the library,
+# and a pattern from the root stops at a nested module, so each is named.
+# The passes:
+#   vet       go vet ./... ./bench/... ./internal/reliability/...
 #   gofmt     gofmt -l . lists nothing
-#   staticcheck  honnef.co/go/tools' staticcheck, pinned, on both modules
+#   staticcheck  honnef.co/go/tools' staticcheck, pinned, on the three
 #   race      every test with the race detector, on miniredis and on real
 #             redis-server processes that the tests start themselves on free
 #             loopback ports (and stop), LEASEKIT_REQUIRE_REDIS=1
 #   no-redis  every test again with redis-server hidden (LEASEKIT_NO_REDIS=1),
 #             as on a machine with only Go
 # Before the passes it starts a throwaway PostgreSQL server for the SQL
-# fences (scripts/postgres.sh), and removes it on exit.
-# Arguments go to both `go test` passes: scripts/test.sh -run TestSoak.
+# fences (.ci/postgres.sh), and removes it on exit.
+# Arguments go to both `go test` passes: .ci/test.sh -run TestSoak.
 # Installs redis-server and PostgreSQL when they are missing and this is a
 # Debian machine we are root on.
 set -uo pipefail
@@ -44,8 +45,8 @@ redis-server --version >&2
 # Start them here (and stop them on exit with a trap) so that every pass
 # sees them. Keep this block safe under `set -u`.
 # PostgreSQL, for the SQL fences: a throwaway cluster on a free loopback
-# port, run as a non-root user, removed on exit (scripts/postgres.sh).
-. scripts/postgres.sh
+# port, run as a non-root user, removed on exit (.ci/postgres.sh).
+. .ci/postgres.sh
 if ! postgres_start; then
 	echo "test.sh: could not start PostgreSQL for the SQL fence tests" >&2
 	exit 1
@@ -86,8 +87,8 @@ check_gofmt() {
 	fi
 }
 
-# The packages of both modules; go.work makes them one build.
-packages=(./... ./bench/...)
+# The packages of the three modules; go.work makes them one build.
+packages=(./... ./bench/... ./internal/reliability/...)
 
 pass vet go vet "${packages[@]}"
 pass gofmt check_gofmt

@@ -1,4 +1,4 @@
-package correctness_test
+package telemetry_test
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"github.com/leasekit/leasekit/scripts"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 )
@@ -20,21 +19,7 @@ import (
 // leading reads the leasekit.election.leader gauge.
 func leading(t *testing.T, reader *sdkmetric.ManualReader) int64 {
 	t.Helper()
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name == "leasekit.election.leader" {
-				for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
-					n += p.Value
-				}
-			}
-		}
-	}
-	return n
+	return sum(t, reader, "leasekit.election.leader")
 }
 
 // awaitLeading waits until the gauge reads want, for up to ten seconds (a
@@ -59,7 +44,7 @@ func TestElectionTelemetry(t *testing.T) {
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()); _ = tp.Shutdown(context.Background()) })
-	l := newLocker(t, b, correctness.WithAudit(false), correctness.WithMeterProvider(mp), correctness.WithTracerProvider(tp))
+	l := newCorrectness(t, b, correctness.WithAudit(false), correctness.WithMeterProvider(mp), correctness.WithTracerProvider(tp))
 	ctx := t.Context()
 
 	var term uint64
