@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/leasekit/leasekit/internal/telemetry"
-	"github.com/redis/go-redis/v9"
 )
 
 // Held is a granted lease.
@@ -56,7 +55,7 @@ func (h *Held) recordEnd(ctx context.Context, lost bool, reason telemetry.Reason
 	h.ended = true
 	h.mu.Unlock()
 	if !done {
-		h.keys.ops.tel.HoldEnded(ctx, h.keys.name, h.granted, lost, reason)
+		h.keys.kind.telemetry().HoldEnded(ctx, h.keys.name, h.granted, lost, reason)
 	}
 }
 
@@ -78,7 +77,7 @@ func (h *Held) ttlSet() time.Duration {
 }
 
 // Key is the lock's Redis key.
-func (h *Held) Key() string { return h.keys.lock }
+func (h *Held) Key() string { return h.keys.key }
 
 // Token is the grant's fencing token (0 for efficiency locks).
 func (h *Held) Token() uint64 { return h.token }
@@ -125,7 +124,7 @@ func (h *Held) refresh(ctx context.Context, ttl time.Duration) (int64, error) {
 	h.mu.Lock()
 	leader, restore := h.leader, h.restore
 	h.mu.Unlock()
-	n, err := h.sendRefresh(ctx, ttl, leader).Int64()
+	n, err := h.keys.kind.refresh(ctx, h, ttl, leader).Int64()
 	if err != nil {
 		return 0, h.core.redisErr(ctx, "refresh", h.keys, err)
 	}
@@ -144,28 +143,6 @@ func (h *Held) refresh(ctx context.Context, ttl time.Duration) (int64, error) {
 	return n, nil
 }
 
-// sendRefresh runs the refresh script of the lease; with leader, an
-// election's leader key, which it keeps alive too.
-func (h *Held) sendRefresh(ctx context.Context, ttl time.Duration, leader string) *redis.Cmd {
-	if leader == "" {
-		return h.keys.ops.refresh(h, ctx, ttl)
-	}
-	kind := ""
-	if h.core.cfg.ExpiringCounter {
-		kind = "t"
-	}
-	return h.core.run(ctx, refreshScript, []any{h.keys.keys[0], h.keys.keys[2], leader}, h.value, Millis(ttl), kind)
-}
-
-// refreshLock restarts the ttl of the lock h. Where the fence counter
-// expires with the lease, it lives as long as the lease that drew from it.
-func (h *Held) refreshLock(ctx context.Context, ttl time.Duration) *redis.Cmd {
-	if h.core.cfg.ExpiringCounter {
-		return h.core.run(ctx, refreshScript, h.keys.refreshKeys(), h.value, Millis(ttl), "t")
-	}
-	return h.core.run(ctx, refreshScript, h.keys.held(), h.value, Millis(ttl))
-}
-
 // Release ends the lease if it is still held: the lock goes to the first live
 // waiter queued for it, or is deleted (and, from a Core whose waiters do not
 // queue, a wake-up is published for such waiters).
@@ -177,7 +154,7 @@ func (h *Held) Release(ctx context.Context) error {
 	if h.isReleased() {
 		return fmt.Errorf("%w: %s: it was released already", h.core.cfg.Errors.NotHeld, h.keys.label())
 	}
-	ctx, span := h.keys.ops.tel.Start(ctx, "Release", h.keys.name)
+	ctx, span := h.keys.kind.telemetry().Start(ctx, "Release", h.keys.name)
 	n, err := h.release(ctx)
 	if err == nil && unheld(n) {
 		err = h.notHeld(n)
@@ -211,7 +188,7 @@ func (h *Held) release(ctx context.Context) (int64, error) {
 		return n, nil
 	}
 	if n, ok := reply.(int64); !ok || n == releaseHanded {
-		h.keys.ops.tel.Handoff(ctx, h.keys.name) // a token, or releaseHanded
+		h.keys.kind.telemetry().Handoff(ctx, h.keys.name) // a token, or releaseHanded
 	}
 	h.recordEnd(ctx, false, 0)
 	return leaseHeld, nil
@@ -249,7 +226,7 @@ func (c *Core) why(n int64) string {
 
 // TTL asks Redis how long the lease has left.
 func (h *Held) TTL(ctx context.Context) (time.Duration, error) {
-	ms, err := h.core.run(ctx, h.keys.ops.pttl, h.keys.held(), h.value).Int64()
+	ms, err := h.keys.kind.pttl(ctx, h).Int64()
 	if err != nil {
 		return 0, h.core.redisErr(ctx, "ttl of", h.keys, err)
 	}
@@ -295,11 +272,11 @@ func (c *Core) runRelease(ctx context.Context, lk *keySet, value string, leaving
 // leader, an election's leader key, or "".
 func (c *Core) endGrant(ctx context.Context, lk *keySet, value string, brk *breakCall) (any, error) {
 	keys := make([]any, 0, len(lk.keys)+3)
-	keys = append(append(keys, lk.keys...), EndedKey(lk.lock, value))
+	keys = append(append(keys, lk.keys...), EndedKey(lk.key, value))
 	match := matchExact
 	if brk != nil {
 		match = matchAny
-		keys = append(keys, EndedKey(lk.lock, "break "+brk.nonce))
+		keys = append(keys, EndedKey(lk.key, "break "+brk.nonce))
 		if brk.leader != "" {
 			keys = append(keys, brk.leader)
 		}
@@ -317,7 +294,7 @@ type breakCall struct {
 // releaseWith runs the release script of lk on keys with args, as
 // runRelease describes, and goes on serving the queue if it stopped short.
 func (c *Core) releaseWith(ctx context.Context, lk *keySet, keys, args []any) (any, error) {
-	reply, err := c.run(ctx, lk.ops.release, keys, args...).Result()
+	reply, err := c.run(ctx, lk.kind.releaseScript(), keys, args...).Result()
 	if err != nil {
 		return reply, err
 	}
@@ -346,7 +323,7 @@ func (c *Core) serveOn(ctx context.Context, lk *keySet, reply any) any {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serveOnFor)
 	defer cancel()
 	for more := true; more && ctx.Err() == nil; {
-		r, err := c.run(ctx, lk.ops.release, lk.keys, vacant, matchExact, notQueued, c.listen.channels).Int64()
+		r, err := c.run(ctx, lk.kind.releaseScript(), lk.keys, vacant, matchExact, notQueued, c.listen.channels).Int64()
 		more = err == nil && (r == releasedServeOn || r == goneServeOn)
 	}
 	if n == goneServeOn {

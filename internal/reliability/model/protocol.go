@@ -443,7 +443,7 @@ func (p protocol) breakLock(w wire, nonce string) (broke, error) {
 }
 
 // refresh restarts a grant's ttl (held.refresh); an election's leader keeps
-// its leader key alive with it (KEYS[3], ops.refreshWith).
+// its leader key alive with it (KEYS[3], lock.refresh).
 func (p protocol) refresh(value string, leader bool) []string {
 	switch {
 	case p.kind == Semaphore:
