@@ -63,7 +63,7 @@ func (l *Locker) Proclaim(ctx context.Context, name string, term uint64, value [
 	}
 	n, err := proclaimScript.Run(ctx, l.client, e.keys, strconv.FormatUint(term, 10), value, e.channel).Int64()
 	if err != nil {
-		return lease.WrapRedis("correctness", "proclaim in election", name, lease.KeyErr(e.channel, err))
+		return lease.WrapRedis("correctness", "proclaim in election", name, lease.KeyErr(e.leader, err))
 	}
 	if n != electionDone {
 		return fmt.Errorf("%w: election %s: term %d is not in office", ErrLockLost, lease.Quote(name), term)
