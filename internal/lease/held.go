@@ -291,34 +291,29 @@ type breakCall struct {
 	nonce, leader string
 }
 
-// releaseWith runs the release script of lk on keys with args, as
-// runRelease describes, and goes on serving the queue if it stopped short.
-func (c *Core) releaseWith(ctx context.Context, lk *keySet, keys, args []any) (any, error) {
-	reply, err := c.run(ctx, lk.kind.releaseScript(), keys, args...).Result()
-	if err != nil {
-		return reply, err
-	}
-	return c.serveOn(ctx, lk, reply), nil
-}
-
 // serveOnFor bounds how long a releaser goes on serving the queue past dead
 // entries; past it, the waiters' own attempts go on (each at most a second
 // later).
 const serveOnFor = 2 * time.Second
 
-// serveOn goes on serving the queue of the lock at lk after a release whose
-// reply says it stopped short at dead entries (their process was killed),
-// one short call after another, so that Redis serves other clients in
-// between; and returns the release's reply as if it had not stopped:
-// leaseHeld for released, leaseGone for gone (also when a lapsed lease's
-// release handed the lock on, which its reply {0, token} says).
-func (c *Core) serveOn(ctx context.Context, lk *keySet, reply any) any {
+// releaseWith runs the release script of lk on keys with args, as
+// runRelease describes. When its reply says it stopped short at dead
+// entries (their process was killed), it goes on serving the queue, one
+// short call after another, so that Redis serves other clients in between;
+// and returns the release's reply as if it had not stopped: leaseHeld for
+// released, leaseGone for gone (also when a lapsed lease's release handed
+// the lock on, which its reply {0, token} says).
+func (c *Core) releaseWith(ctx context.Context, lk *keySet, keys, args []any) (any, error) {
+	reply, err := c.run(ctx, lk.kind.releaseScript(), keys, args...).Result()
+	if err != nil {
+		return reply, err
+	}
 	if _, ok := reply.([]any); ok {
-		return leaseGone // the caller's lease had lapsed; the lock went on
+		return leaseGone, nil // the caller's lease had lapsed; the lock went on
 	}
 	n, _ := reply.(int64)
 	if n != releasedServeOn && n != goneServeOn {
-		return reply
+		return reply, nil
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serveOnFor)
 	defer cancel()
@@ -327,7 +322,7 @@ func (c *Core) serveOn(ctx context.Context, lk *keySet, reply any) any {
 		more = err == nil && (r == releasedServeOn || r == goneServeOn)
 	}
 	if n == goneServeOn {
-		return leaseGone
+		return leaseGone, nil
 	}
-	return leaseHeld
+	return leaseHeld, nil
 }

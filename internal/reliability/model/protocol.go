@@ -365,7 +365,7 @@ func (p protocol) releaseSrc() string {
 	return p.src.Release
 }
 
-// readRelease reads a release's reply (held.release, serveOn): whether it
+// readRelease reads a release's reply (held.release, releaseWith): whether it
 // ended a grant the caller held, and whether the call stopped short at dead
 // entries, so that the caller goes on serving the queue (serveOn).
 // release.lua: 0 gone (or the lease lapsed), -1 another owner's, 1 or 2 or
@@ -397,7 +397,7 @@ func (p protocol) readRelease(reply any) (held, more bool, err error) {
 }
 
 // serveOn is a releaser's next call after a release that stopped short
-// (Core.serveOn): the release script with no value.
+// (Core.releaseWith): the release script with no value.
 func (p protocol) serveOn() []string { return p.eval(p.releaseSrc(), "", "0", "", "0") }
 
 // readServeOn says whether serveOn's reply asks for another call: 3 or -2,
@@ -426,9 +426,9 @@ type broke struct {
 // Core.Break does it (operate.go): a GET of the lock's grant, then one call
 // of the release script that ends exactly that grant and leaves its mark
 // (ARGV[2] '2', endGrant), with an election's leader key (the correctness
-// Locker's Break passes it, an election's or not), read as releaseWith and
-// serveOn read a release: a live lease was broken unless the reply says
-// gone or another owner's.
+// Locker's Break passes it, an election's or not), read as releaseWith reads
+// a release: a live lease was broken unless the reply says gone or another
+// owner's.
 // The moves know nothing else of Break: to change what it sends, change
 // this function.
 func (p protocol) breakLock(w wire, nonce string) (broke, error) {
