@@ -113,16 +113,20 @@ func (l *Locker) Leader(ctx context.Context, name string) (Leader, error) {
 
 // election is one election's keys and channel.
 type election struct {
-	l       *Locker
-	name    string
-	keys    []any // the lock, the leader key
-	channel string
+	l    *Locker
+	name string
+	// leader is the leader key, and channel the channel of its notices
+	// (the same name); keys are the KEYS of the election's scripts, the
+	// lock's key and the leader key, boxed once.
+	leader, channel string
+	keys            []any
 }
 
+// election is the election called name.
 func (l *Locker) election(name string) election {
 	lock := scripts.LockKey(l.opts.prefix, name)
 	leader := scripts.LeaderKey(lock)
-	return election{l: l, name: name, keys: []any{lock, leader}, channel: leader}
+	return election{l: l, name: name, leader: leader, channel: leader, keys: []any{lock, leader}}
 }
 
 // electionOf is election, for op (a phrase for errors) on an open Locker
@@ -154,7 +158,7 @@ func (e election) announce(ctx context.Context, h *lease.Held, value []byte) err
 	_ = h.Release(cctx)
 	if err != nil {
 		e.resign(ctx, h) // the reply may have been lost after it took office
-		return lease.WrapRedis("correctness", "take office in election", e.name, lease.KeyErr(e.channel, err))
+		return lease.WrapRedis("correctness", "take office in election", e.name, lease.KeyErr(e.leader, err))
 	}
 	return fmt.Errorf("%w: election %s: the lease ended before its holder took office", ErrLockLost, lease.Quote(e.name))
 }
@@ -163,7 +167,7 @@ func (e election) announce(ctx context.Context, h *lease.Held, value []byte) err
 // returns. Its refreshes keep the leader key alive, and write it back with
 // value when it was deleted.
 func (e election) lead(ctx context.Context, h *lease.Held, value []byte, fn func(context.Context, uint64) error) error {
-	h.Lead(e.keys[1].(string), func(ctx context.Context) error {
+	h.Lead(e.leader, func(ctx context.Context) error {
 		return announceScript.Run(ctx, e.l.client, e.keys, h.Value(), value, e.channel).Err()
 	})
 	tel := e.l.core.Telemetry()
@@ -237,5 +241,5 @@ func (e election) read(ctx context.Context) (sighting, error) {
 			return s, nil
 		}
 	}
-	return sighting{}, lease.WrapRedis("correctness", "read the leader of election", e.name, lease.KeyErr(e.channel, err))
+	return sighting{}, lease.WrapRedis("correctness", "read the leader of election", e.name, lease.KeyErr(e.leader, err))
 }

@@ -67,7 +67,7 @@ func (l *Locker) Proclaim(ctx context.Context, name string, term uint64, value [
 		done, err = scripts.ReadDone(reply)
 	}
 	if err != nil {
-		return lease.WrapRedis("correctness", "proclaim in election", name, lease.KeyErr(e.channel, err))
+		return lease.WrapRedis("correctness", "proclaim in election", name, lease.KeyErr(e.leader, err))
 	}
 	if !done {
 		return fmt.Errorf("%w: election %s: term %d is not in office", ErrLockLost, lease.Quote(name), term)

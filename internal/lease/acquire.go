@@ -67,7 +67,7 @@ func (c *Core) begin(ctx context.Context, lk *keySet, ttl time.Duration) (acquir
 	if err := CheckName(c.cfg.Errors.InvalidKey, lk.name); err != nil {
 		return acquire{}, err
 	}
-	if err := lk.ops.invalid; err != nil {
+	if err := lk.kind.invalid(); err != nil {
 		return acquire{}, err
 	}
 	if err := checkTTL(c.cfg.Errors.InvalidTTL, ttl); err != nil {
@@ -91,7 +91,8 @@ func (c *Core) Try(ctx context.Context, name string, ttl time.Duration) (*Held, 
 // try makes one attempt to acquire the lock or a permit of the semaphore at
 // lk.
 func (c *Core) try(ctx context.Context, lk *keySet, ttl time.Duration) (*Held, error) {
-	ctx, t := lk.ops.tel.StartAcquire(ctx, lk.ops.tryOp, lk.name)
+	op, _ := lk.kind.spans()
+	ctx, t := lk.kind.telemetry().StartAcquire(ctx, op, lk.name)
 	a, err := c.begin(ctx, lk, ttl)
 	var h *Held
 	if err == nil {
@@ -109,7 +110,7 @@ func (a *acquire) try() (*Held, error) {
 	case err != nil:
 		return nil, a.failed(err)
 	case h == nil:
-		return nil, fmt.Errorf("%w: %s", a.c.cfg.Errors.NotObtained, a.keys.ops.busy(a.keys))
+		return nil, fmt.Errorf("%w: %s", a.c.cfg.Errors.NotObtained, a.keys.kind.busy(a.keys))
 	}
 	return h, nil
 }
@@ -123,12 +124,12 @@ func (a *acquire) try() (*Held, error) {
 // undo a grant the attempt may have made (mayHaveGranted).
 func (a *acquire) once(probe bool) (*Held, found, error) {
 	sent := time.Now()
-	f, err := a.keys.ops.attempt(*a, probe)
+	f, err := a.keys.kind.attempt(*a, probe)
 	// A probe leaves settling to the wait that follows; a lone attempt
 	// serves the queue first, and takes what is left.
 	for i := 0; err == nil && f.settle && !probe && i < maxSettle; i++ {
 		sent = time.Now()
-		f, err = a.keys.ops.settle(*a)
+		f, err = a.keys.kind.settle(*a)
 	}
 	if err != nil {
 		return nil, f, a.c.acquireErr(a.ctx, a.keys, err)
@@ -138,12 +139,6 @@ func (a *acquire) once(probe bool) (*Held, found, error) {
 	}
 	h, err := a.lease(f, sent)
 	return h, f, err
-}
-
-// settleLock makes a lone attempt on a lock through the wait script, which
-// serves the queue first.
-func settleLock(a acquire) (found, error) {
-	return a.runGrant(waitScript, a.readWait, a.owner, Millis(a.ttl), a.keys.ops.arg, notQueued, notQueued, notQueued, a.c.listen.channels)
 }
 
 // lease makes the lease of grant f, measured from start: a time no later than
@@ -170,13 +165,13 @@ func (a *acquire) lease(f found, start time.Time) (*Held, error) {
 // probe leaves that to the wait that follows.
 func setNX(a acquire, probe bool) (found, error) {
 	client := a.c.cfg.Client
-	ok, err := client.SetNX(a.ctx, a.keys.lock, a.owner, a.ttl).Result()
+	ok, err := client.SetNX(a.ctx, a.keys.key, a.owner, a.ttl).Result()
 	if err != nil || ok || probe {
 		return found{granted: ok, value: a.owner, holderTTL: -1}, err
 	}
 	pipe := client.Pipeline()
-	holder := pipe.Get(a.ctx, a.keys.lock)
-	pttl := pipe.PTTL(a.ctx, a.keys.lock)
+	holder := pipe.Get(a.ctx, a.keys.key)
+	pttl := pipe.PTTL(a.ctx, a.keys.key)
 	_, _ = pipe.Exec(a.ctx) // each command's error is read below
 	return a.readHolder(holder, pttl)
 }
@@ -212,9 +207,9 @@ func (a *acquire) readHolder(holder *redis.StringCmd, pttl *redis.DurationCmd) (
 }
 
 // acquireFenced is a fenced lock's lone attempt (a probe too), the fenced
-// acquire script.
-func acquireFenced(a acquire, _ bool) (found, error) {
-	return a.runGrant(fencedAcquireScript, a.readFenced, a.owner, Millis(a.ttl), a.keys.ops.arg)
+// acquire script, for locks of kind.
+func acquireFenced(a acquire, kind any) (found, error) {
+	return a.runGrant(fencedAcquireScript, a.readFenced, a.owner, Millis(a.ttl), kind)
 }
 
 // readFenced reads the fenced acquire script's reply.
@@ -242,7 +237,7 @@ func (a *acquire) granted(v string) (found, error) {
 	switch {
 	case err != nil:
 		return found{}, namesLock(fmt.Errorf("%w: %s: the grant holds %w (key %s)",
-			a.c.cfg.Errors.InvalidToken, a.keys.label(), err, Quote(a.keys.lock)))
+			a.c.cfg.Errors.InvalidToken, a.keys.label(), err, Quote(a.keys.key)))
 	case p.Owner != a.owner:
 		return found{}, errors.New("the grant holds another owner's id")
 	}

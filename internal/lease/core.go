@@ -84,7 +84,6 @@ type Config struct {
 // Core runs locks of one kind for one Locker.
 type Core struct {
 	cfg    Config
-	lock   *ops // of every lock
 	listen *listener
 	strays *strays
 	closed atomic.Bool
@@ -92,8 +91,10 @@ type Core struct {
 	cached atomic.Int64 // entries in names
 	semTel sync.Map     // a semaphore's limit -> its *telemetry.Telemetry
 	// kind is the lock's kind as the scripts name it (grant.lua): "e", "f",
-	// "c" or "t".
-	kind string
+	// "c" or "t"; kindArg is kind boxed once, the ARGV[3] of the locks'
+	// grant scripts.
+	kind    string
+	kindArg any
 	// markLife is how long the mark of an ended grant lasts (release.lua),
 	// in ms, boxed once: markLife(cfg.Client).
 	markLife any
@@ -105,7 +106,7 @@ func New(cfg Config) *Core {
 		cfg.Kind = "leasekit"
 	}
 	c := &Core{cfg: cfg, kind: scriptKind(cfg), markLife: strconv.FormatInt(Millis(markLife(cfg.Client)), 10)}
-	c.lock = lockOps(c)
+	c.kindArg = c.kind
 	c.strays = &strays{c: c, m: make(map[string]*stray), taken: make(map[string]*took), done: make(chan struct{})}
 	c.listen = newListener(c)
 	return c

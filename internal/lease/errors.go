@@ -86,7 +86,7 @@ type named struct{ error }
 func (n named) Unwrap() error { return n.error }
 
 // acquireErr names the lock or semaphore in err, an acquire's failure. An
-// error reply the caller can act on matches its sentinel too (ops.refused):
+// error reply the caller can act on matches its sentinel too (kind.refused):
 // a corrupt fence counter InvalidToken, a semaphore in use with another
 // limit LimitMismatch.
 func (c *Core) acquireErr(ctx context.Context, lk *keySet, err error) error {
@@ -94,7 +94,7 @@ func (c *Core) acquireErr(ctx context.Context, lk *keySet, err error) error {
 	if errors.As(err, &n) {
 		return err
 	}
-	if e := lk.ops.refused(c, lk, err); e != nil {
+	if e := lk.kind.refused(lk, err); e != nil {
 		return e
 	}
 	return c.redisErr(ctx, "acquire", lk, err)
@@ -115,7 +115,7 @@ func (c *Core) fenceErr(lk *keySet, err error) error {
 // redisErr names the operation, the lock or semaphore and its key in err, a
 // failure of Redis or of its reply.
 func (c *Core) redisErr(ctx context.Context, op string, lk *keySet, err error) error {
-	return WrapRedis(c.cfg.Kind, op+" "+lk.ops.what, lk.name, KeyErr(lk.ops.keyOf(c, ctx, lk, err), err))
+	return WrapRedis(c.cfg.Kind, op+" "+lk.kind.what(), lk.name, KeyErr(lk.kind.keyOf(ctx, lk, err), err))
 }
 
 // KeyErr is err, a failure of Redis on key, with the key named.

@@ -9,7 +9,6 @@ import (
 
 	"github.com/leasekit/leasekit/internal/telemetry"
 	"github.com/leasekit/leasekit/scripts"
-	"github.com/redis/go-redis/v9"
 )
 
 // Held is a granted lease.
@@ -57,7 +56,7 @@ func (h *Held) recordEnd(ctx context.Context, lost bool, reason telemetry.Reason
 	h.ended = true
 	h.mu.Unlock()
 	if !done {
-		h.keys.ops.tel.HoldEnded(ctx, h.keys.name, h.granted, lost, reason)
+		h.keys.kind.telemetry().HoldEnded(ctx, h.keys.name, h.granted, lost, reason)
 	}
 }
 
@@ -79,7 +78,7 @@ func (h *Held) ttlSet() time.Duration {
 }
 
 // Key is the lock's Redis key.
-func (h *Held) Key() string { return h.keys.lock }
+func (h *Held) Key() string { return h.keys.key }
 
 // Token is the grant's fencing token (0 for efficiency locks).
 func (h *Held) Token() uint64 { return h.token }
@@ -126,7 +125,7 @@ func (h *Held) refresh(ctx context.Context, ttl time.Duration) (scripts.LeaseSta
 	h.mu.Lock()
 	leader, restore := h.leader, h.restore
 	h.mu.Unlock()
-	r, err := h.sendRefresh(ctx, ttl, leader).Result()
+	r, err := h.keys.kind.refresh(ctx, h, ttl, leader).Result()
 	var got scripts.Refreshed
 	if err == nil {
 		got, err = scripts.ReadRefresh(r)
@@ -149,28 +148,6 @@ func (h *Held) refresh(ctx context.Context, ttl time.Duration) (scripts.LeaseSta
 	return n, nil
 }
 
-// sendRefresh runs the refresh script of the lease; with leader, an
-// election's leader key, which it keeps alive too.
-func (h *Held) sendRefresh(ctx context.Context, ttl time.Duration, leader string) *redis.Cmd {
-	if leader == "" {
-		return h.keys.ops.refresh(h, ctx, ttl)
-	}
-	kind := ""
-	if h.core.cfg.ExpiringCounter {
-		kind = "t"
-	}
-	return h.core.run(ctx, refreshScript, []any{h.keys.keys[0], h.keys.keys[2], leader}, h.value, Millis(ttl), kind)
-}
-
-// refreshLock restarts the ttl of the lock h. Where the fence counter
-// expires with the lease, it lives as long as the lease that drew from it.
-func (h *Held) refreshLock(ctx context.Context, ttl time.Duration) *redis.Cmd {
-	if h.core.cfg.ExpiringCounter {
-		return h.core.run(ctx, refreshScript, h.keys.refreshKeys(), h.value, Millis(ttl), "t")
-	}
-	return h.core.run(ctx, refreshScript, h.keys.held(), h.value, Millis(ttl))
-}
-
 // Release ends the lease if it is still held: the lock goes to the first live
 // waiter queued for it, or is deleted (and, from a Core whose waiters do not
 // queue, a wake-up is published for such waiters).
@@ -182,7 +159,7 @@ func (h *Held) Release(ctx context.Context) error {
 	if h.isReleased() {
 		return fmt.Errorf("%w: %s: it was released already", h.core.cfg.Errors.NotHeld, h.keys.label())
 	}
-	ctx, span := h.keys.ops.tel.Start(ctx, "Release", h.keys.name)
+	ctx, span := h.keys.kind.telemetry().Start(ctx, "Release", h.keys.name)
 	n, err := h.release(ctx)
 	if err == nil && n != scripts.LeaseHeld {
 		err = h.notHeld(n)
@@ -215,7 +192,7 @@ func (h *Held) release(ctx context.Context) (scripts.LeaseState, error) {
 		return ended.Lease, nil
 	}
 	if ended.Handed {
-		h.keys.ops.tel.Handoff(ctx, h.keys.name)
+		h.keys.kind.telemetry().Handoff(ctx, h.keys.name)
 	}
 	h.recordEnd(ctx, false, 0)
 	return scripts.LeaseHeld, nil
@@ -241,7 +218,7 @@ func (c *Core) why(n scripts.LeaseState) string {
 
 // TTL asks Redis how long the lease has left.
 func (h *Held) TTL(ctx context.Context) (time.Duration, error) {
-	r, err := h.core.run(ctx, h.keys.ops.pttl, h.keys.held(), h.value).Result()
+	r, err := h.keys.kind.pttl(ctx, h).Result()
 	var ms int64
 	var n scripts.LeaseState
 	if err == nil {
@@ -288,11 +265,11 @@ func (c *Core) runRelease(ctx context.Context, lk *keySet, value string, leaving
 // leader, an election's leader key, or "".
 func (c *Core) endGrant(ctx context.Context, lk *keySet, value string, brk *breakCall) (scripts.Ended, error) {
 	keys := make([]any, 0, len(lk.keys)+3)
-	keys = append(append(keys, lk.keys...), scripts.EndedKey(lk.lock, value))
+	keys = append(append(keys, lk.keys...), scripts.EndedKey(lk.key, value))
 	match := matchExact
 	if brk != nil {
 		match = matchAny
-		keys = append(keys, scripts.EndedKey(lk.lock, "break "+brk.nonce))
+		keys = append(keys, scripts.EndedKey(lk.key, "break "+brk.nonce))
 		if brk.leader != "" {
 			keys = append(keys, brk.leader)
 		}
@@ -307,39 +284,31 @@ type breakCall struct {
 	nonce, leader string
 }
 
-// releaseWith runs the release script of lk on keys with args, as
-// runRelease describes, and goes on serving the queue if it stopped short.
-func (c *Core) releaseWith(ctx context.Context, lk *keySet, keys, args []any) (scripts.Ended, error) {
-	reply, err := c.run(ctx, lk.ops.release, keys, args...).Result()
-	var ended scripts.Ended
-	if err == nil {
-		ended, err = scripts.ReadEnd(reply)
-	}
-	if err != nil {
-		return ended, err
-	}
-	return c.serveOn(ctx, lk, ended), nil
-}
-
 // serveOnFor bounds how long a releaser goes on serving the queue past dead
 // entries; past it, the waiters' own attempts go on (each at most a second
 // later).
 const serveOnFor = 2 * time.Second
 
-// serveOn goes on serving the queue of the lock at lk after a release whose
-// reply says it stopped short at dead entries (their process was killed),
-// one short call after another, so that Redis serves other clients in
-// between; and returns the release's reply as if it had not stopped. A
-// lapsed lease's release that handed the lock on found the caller's lease
-// gone: so it says.
-func (c *Core) serveOn(ctx context.Context, lk *keySet, ended scripts.Ended) scripts.Ended {
-	if !ended.ServeOn {
-		return ended
+// releaseWith runs the release script of lk on keys with args, as
+// runRelease describes. When its reply says it stopped short at dead
+// entries (their process was killed), it goes on serving the queue, one
+// short call after another, so that Redis serves other clients in between;
+// and returns the release's reply as if it had not stopped. A lapsed
+// lease's release that handed the lock on found the caller's lease gone:
+// so it says.
+func (c *Core) releaseWith(ctx context.Context, lk *keySet, keys, args []any) (scripts.Ended, error) {
+	reply, err := c.run(ctx, lk.kind.releaseScript(), keys, args...).Result()
+	var ended scripts.Ended
+	if err == nil {
+		ended, err = scripts.ReadEnd(reply)
+	}
+	if err != nil || !ended.ServeOn {
+		return ended, err
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serveOnFor)
 	defer cancel()
 	for more := true; more && ctx.Err() == nil; {
-		r, err := c.run(ctx, lk.ops.release, lk.keys, vacant, matchExact, notQueued, c.listen.channels).Result()
+		r, err := c.run(ctx, lk.kind.releaseScript(), lk.keys, vacant, matchExact, notQueued, c.listen.channels).Result()
 		var next scripts.Ended
 		if err == nil {
 			next, err = scripts.ReadEnd(r)
@@ -347,5 +316,5 @@ func (c *Core) serveOn(ctx context.Context, lk *keySet, ended scripts.Ended) scr
 		more = err == nil && next.ServeOn
 	}
 	ended.ServeOn = false
-	return ended
+	return ended, nil
 }

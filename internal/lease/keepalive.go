@@ -44,7 +44,7 @@ func (h *Held) HoldAs(ctx context.Context, op string, fn func(context.Context, *
 	if h.isReleased() || !time.Now().Before(h.Deadline()) {
 		return fmt.Errorf("%w: %s: the lease was released or is past its deadline", h.core.cfg.Errors.NotHeld, h.keys.label())
 	}
-	ctx, span := h.keys.ops.tel.Start(ctx, op, h.keys.name)
+	ctx, span := h.keys.kind.telemetry().Start(ctx, op, h.keys.name)
 	ttl := h.ttlSet()
 	var fnErr, lost error
 	defer func() {
@@ -321,7 +321,7 @@ func (k *keeper) refreshed(r refreshed) (wait time.Duration, done bool) {
 	case r.err == nil:
 		return k.interval, false // fn released it meanwhile
 	}
-	h.keys.ops.tel.RefreshFailed(k.ctx, h.keys.name, r.err)
+	h.keys.kind.telemetry().RefreshFailed(k.ctx, h.keys.name, r.err)
 	if !transient(r.err) && IsServerReply(r.err) {
 		// NOPERM, WRONGTYPE, a script Redis refuses: no retry can confirm
 		// the lease, and fn must stop now.

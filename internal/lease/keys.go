@@ -6,32 +6,26 @@ import "github.com/leasekit/leasekit/scripts"
 // another (the key layout is package scripts').
 const DefaultPrefix = scripts.DefaultPrefix
 
-// keySet is the Redis keys of one lock or semaphore, boxed once as script
-// arguments (ops.keys says which), and the ops that run it. Built once per
-// name and kept (see Core.lockKeys, Core.Semaphore), they spare every
+// keySet is one lock or semaphore as the engine runs it: its name, its
+// Redis keys, boxed once as script arguments, and its kind. Built once per
+// name and kept (see Core.lockKeys, Core.Semaphore), it spares every
 // acquire and release the allocations of building and boxing its keys.
 type keySet struct {
 	name string // the name, as the caller passed it
-	lock string // the first key
+	// key is the lock's key, or the semaphore's permits' (PermitsKey):
+	// its channels and the marks of its releases derive from it; keyArg
+	// is key, boxed.
+	key    string
+	keyArg any
+	// keys are the KEYS of every script that may grant or release it,
+	// boxed once: key, its wait queue, and a lock's fence counter (see
+	// Core.newLock, Core.Semaphore).
 	keys []any
-	ops  *ops
+	kind kind
 }
-
-// newKeys returns the keys of the lock or semaphore called name whose first
-// key is key, run by o.
-func newKeys(name, key string, o *ops) *keySet {
-	return &keySet{name: name, lock: key, keys: o.keys(key), ops: o}
-}
-
-// held are the KEYS of the scripts of a Held.
-func (k *keySet) held() []any { return k.keys[:k.ops.held] }
 
 // label names the lock or semaphore in messages.
-func (k *keySet) label() string { return k.ops.what + " " + Quote(k.name) }
-
-// refreshKeys are the refresh script's keys where the counter expires with
-// the lease: the lock and its counter.
-func (k *keySet) refreshKeys() []any { return []any{k.keys[0], k.keys[2]} }
+func (k *keySet) label() string { return k.kind.what() + " " + Quote(k.name) }
 
 // keyCacheSize bounds the lock names a Core keeps keys for. Locks are usually a
 // few names used again and again; a caller that locks ever new names builds
@@ -48,7 +42,7 @@ func (c *Core) lockKeys(name string) *keySet {
 	if lk, ok := c.names.Load(name); ok {
 		return lk.(*keySet)
 	}
-	lk := newKeys(name, scripts.LockKey(c.cfg.Prefix, name), c.lock)
+	lk := c.newLock(name)
 	if len(name) <= keyCacheNameLen && c.cached.Load() < keyCacheSize {
 		if _, loaded := c.names.LoadOrStore(name, lk); !loaded {
 			c.cached.Add(1)

@@ -12,13 +12,13 @@ func TestKeysAreKeptForABoundedNumberOfNames(t *testing.T) {
 		t.Fatal("the keys of a name seen before were built again")
 	}
 	want := []string{"p:{job}", "p:{job}:queue", "p:{job}:fence"}
-	if got := first.keys; fmt.Sprint(got) != fmt.Sprint(want) || first.lock != want[0] {
-		t.Fatalf("keys: got %v (lock %q), want %v", got, first.lock, want)
+	if got := first.keys; fmt.Sprint(got) != fmt.Sprint(want) || first.key != want[0] {
+		t.Fatalf("keys: got %v (key %q), want %v", got, first.key, want)
 	}
 	for i := range 2 * keyCacheSize {
 		name := fmt.Sprintf("n%d", i)
-		if k := c.lockKeys(name); k.lock != "p:{"+name+"}" {
-			t.Fatalf("lock key of %s: got %q", name, k.lock)
+		if k := c.lockKeys(name); k.key != "p:{"+name+"}" {
+			t.Fatalf("lock key of %s: got %q", name, k.key)
 		}
 	}
 	if n := c.cached.Load(); n != keyCacheSize {

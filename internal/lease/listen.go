@@ -66,17 +66,17 @@ func newListener(c *Core) *listener {
 // and returns its random id when it queues (its entry names it, and grant
 // messages for it carry it), or "" when it does not.
 func (l *listener) join(ctx context.Context, lk *keySet) (*notify.Waiter, string, error) {
-	channel, id := scripts.WakeChannel(lk.lock), ""
+	channel, id := scripts.WakeChannel(lk.key), ""
 	switch {
 	case l.grants != "":
 		channel, id = l.grants, rand.Text()
 	case l.sharded.Load():
-		channel, id = scripts.ShardedGrantChannel(lk.lock, l.id), rand.Text()
+		channel, id = scripts.ShardedGrantChannel(lk.key, l.id), rand.Text()
 	}
 	sub, err := l.notifier.Join(ctx, channel, id)
 	if err != nil && l.grants == "" && id != "" && strings.Contains(err.Error(), "unknown command") {
 		l.unshard(err)
-		sub, err = l.notifier.Join(ctx, scripts.WakeChannel(lk.lock), "")
+		sub, err = l.notifier.Join(ctx, scripts.WakeChannel(lk.key), "")
 		id = ""
 	}
 	return sub, id, err

@@ -48,7 +48,7 @@ func (c *Core) Inspect(ctx context.Context, name string) (Info, error) {
 	var bad *scripts.BadTokenError
 	if errors.As(err, &bad) {
 		return Info{}, namesLock(fmt.Errorf("%w: %s: fence counter %s holds %q, not a fencing token; repair or delete it",
-			c.cfg.Errors.InvalidToken, lk.label(), Quote(scripts.CounterKey(lk.lock)), bad.Text))
+			c.cfg.Errors.InvalidToken, lk.label(), Quote(scripts.CounterKey(lk.key)), bad.Text))
 	} else if err != nil {
 		return Info{}, c.redisErr(ctx, "inspect", lk, err)
 	}
@@ -99,10 +99,10 @@ func (c *Core) Break(ctx context.Context, name, leaderKey string) (broken bool, 
 		return false, err
 	}
 	lk := c.lockKeys(name)
-	tel := lk.ops.tel
+	tel := lk.kind.telemetry()
 	ctx, span := tel.Start(ctx, "Break", name)
 	defer func() { telemetry.End(span, err) }()
-	held, err := c.cfg.Client.Get(ctx, lk.lock).Result()
+	held, err := c.cfg.Client.Get(ctx, lk.key).Result()
 	if err == redis.Nil {
 		return false, nil
 	} else if err != nil {
@@ -129,10 +129,11 @@ func (c *Core) operate(op, name string) error {
 	return CheckName(c.cfg.Errors.InvalidKey, name)
 }
 
-// operationErr is the error of an operator's call that Redis failed: a
-// corrupt fence counter matches InvalidToken, as an acquire's does.
+// operationErr is the error of an operator's call that Redis failed: an
+// error reply the caller can act on matches its sentinel, as an acquire's
+// does (kind.refused).
 func (c *Core) operationErr(ctx context.Context, op string, lk *keySet, err error) error {
-	if e := c.fenceErr(lk, err); e != nil {
+	if e := lk.kind.refused(lk, err); e != nil {
 		return e
 	}
 	return c.redisErr(ctx, op, lk, err)

@@ -25,16 +25,13 @@ type Semaphore struct {
 // limit no semaphore can have fails every acquire with InvalidKey or
 // InvalidLimit.
 func (c *Core) Semaphore(name string, limit int) *Semaphore {
-	o := &ops{what: "semaphore", limit: limit, tel: c.semaphoreTelemetry(limit),
-		tryOp: "TryAcquire", waitOp: "Acquire", keys: permitScriptKeys, held: 2,
-		attempt: takePermit, settle: settlePermits,
-		wait: semWaitScript, release: semReleaseScript, pttl: semPTTLScript, refresh: (*Held).refreshPermit,
-		arg: strconv.Itoa(limit), busy: (*keySet).permitsBusy, refused: (*Core).limitErr,
-		keyOf: (*Core).permitKeyOf, checkGrant: (*waiter).checkPermit}
+	p := &permits{c: c, limit: limit, limitArg: strconv.Itoa(limit), tel: c.semaphoreTelemetry(limit)}
 	if limit < 1 {
-		o.invalid = fmt.Errorf("%w: %d is below 1", c.cfg.Errors.InvalidLimit, limit)
+		p.err = fmt.Errorf("%w: %d is below 1", c.cfg.Errors.InvalidLimit, limit)
 	}
-	return &Semaphore{c: c, keys: newKeys(name, scripts.PermitsKey(c.cfg.Prefix, name), o)}
+	key := scripts.PermitsKey(c.cfg.Prefix, name)
+	var keyArg, queue any = key, scripts.QueueKey(key)
+	return &Semaphore{c: c, keys: &keySet{name: name, key: key, keyArg: keyArg, keys: []any{keyArg, queue}, kind: p}}
 }
 
 // Try makes one attempt to take a permit: one is granted when fewer than the
@@ -69,82 +66,109 @@ func (c *Core) semaphoreTelemetry(limit int) *telemetry.Telemetry {
 	return t.(*telemetry.Telemetry)
 }
 
-// What only a semaphore does, the fields of its ops.
+// permits is the kind of a semaphore's permits: at most limit are live at
+// once. Its keys are the permits (with the header) and the wait queue, the
+// KEYS of all its scripts, and of a Held's too.
+type permits struct {
+	c        *Core
+	limit    int
+	limitArg any // limit in decimal, boxed once: its scripts' ARGV[3]
+	tel      *telemetry.Telemetry
+	err      error // of every acquire, for a limit below 1
+}
 
-// permitScriptKeys are the keys of the semaphore whose permits are at key:
-// the permits (with the header) and the wait queue, the KEYS of all its
-// scripts, and of a Held's too.
-func permitScriptKeys(key string) []any { return []any{key, scripts.QueueKey(key)} }
+var _ kind = (*permits)(nil)
 
-// takePermit is a semaphore's lone attempt: its acquire script serves the
-// waiters queued first, always. A probe need not know whether the caller
-// holds a permit already: its wait finds out.
-func takePermit(a acquire, probe bool) (found, error) {
+// what is "semaphore".
+func (*permits) what() string { return "semaphore" }
+
+// telemetry is the Core's, for semaphores of the limit.
+func (p *permits) telemetry() *telemetry.Telemetry { return p.tel }
+
+// spans are TryAcquire and Acquire.
+func (*permits) spans() (try, wait string) { return "TryAcquire", "Acquire" }
+
+// invalid is the error of a limit below 1, or nil.
+func (p *permits) invalid() error { return p.err }
+
+// waitScript is sem_wait.lua, with the limit.
+func (p *permits) waitScript() (Script, any) { return semWaitScript, p.limitArg }
+
+// releaseScript is sem_release.lua.
+func (*permits) releaseScript() Script { return semReleaseScript }
+
+// attempt is the acquire script, which serves the waiters queued first,
+// always. A probe need not know whether the caller holds a permit
+// already: its wait finds out.
+func (p *permits) attempt(a acquire, probe bool) (found, error) {
 	if probe {
-		return a.runGrant(semAcquireScript, a.readWait, a.owner, Millis(a.ttl), a.keys.ops.arg, a.c.listen.channels, isProbe)
+		return a.runGrant(semAcquireScript, a.readWait, a.owner, Millis(a.ttl), p.limitArg, a.c.listen.channels, isProbe)
 	}
-	return a.runGrant(semAcquireScript, a.readWait, a.owner, Millis(a.ttl), a.keys.ops.arg, a.c.listen.channels)
+	return a.runGrant(semAcquireScript, a.readWait, a.owner, Millis(a.ttl), p.limitArg, a.c.listen.channels)
 }
 
-// settlePermits goes on serving the queue: a lone attempt again.
-func settlePermits(a acquire) (found, error) { return takePermit(a, false) }
+// settle goes on serving the queue: a lone attempt again.
+func (p *permits) settle(a acquire) (found, error) { return p.attempt(a, false) }
 
-// refreshPermit restarts the ttl of the permit h.
-func (h *Held) refreshPermit(ctx context.Context, ttl time.Duration) *redis.Cmd {
-	return h.core.run(ctx, semRefreshScript, h.keys.held(), h.value, Millis(ttl))
+// refresh restarts the ttl of the permit h; a permit leads no election.
+func (p *permits) refresh(ctx context.Context, h *Held, ttl time.Duration, _ string) *redis.Cmd {
+	return p.c.run(ctx, semRefreshScript, h.keys.keys, h.value, Millis(ttl))
 }
 
-// permitsBusy says why a lone attempt found no permit free.
-func (k *keySet) permitsBusy() string {
-	return fmt.Sprintf("semaphore %s: all %d permits are held", Quote(k.name), k.ops.limit)
+// pttl runs sem_pttl.lua.
+func (p *permits) pttl(ctx context.Context, h *Held) *redis.Cmd {
+	return p.c.run(ctx, semPTTLScript, h.keys.keys, h.value)
 }
 
-// limitErr is the error of a semaphore's script that found its live
-// permits granted under another limit, matching LimitMismatch; nil for any
-// other.
-func (c *Core) limitErr(lk *keySet, err error) error {
+// busy says every permit is held.
+func (p *permits) busy(lk *keySet) string {
+	return fmt.Sprintf("semaphore %s: all %d permits are held", Quote(lk.name), p.limit)
+}
+
+// refused is the error of a semaphore's script that found its live permits
+// granted under another limit, matching LimitMismatch; nil for any other.
+func (p *permits) refused(lk *keySet, err error) error {
 	var re redis.Error
 	if errors.As(err, &re) {
 		if other, ok := scripts.OtherLimit(re.Error()); ok {
 			return fmt.Errorf("%w: %s has permits live under limit %s, and this Semaphore's limit is %d",
-				c.cfg.Errors.LimitMismatch, lk.label(), other, lk.ops.limit)
+				p.c.cfg.Errors.LimitMismatch, lk.label(), other, p.limit)
 		}
 	}
 	return nil
 }
 
-// permitKeyOf is the key that err, a failure of a script on the semaphore
-// at lk, is about: for a script that met a key of another type (WRONGTYPE,
-// which names no key), the one of its keys that holds another type, found
-// in one more round trip; else its permits'.
-func (c *Core) permitKeyOf(ctx context.Context, lk *keySet, err error) string {
+// keyOf is, for a script that met a key of another type (WRONGTYPE, which
+// names no key), the one of its keys that holds another type, found in one
+// more round trip; else its permits'.
+func (p *permits) keyOf(ctx context.Context, lk *keySet, err error) string {
 	if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
-		return lk.lock
+		return lk.key
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	pipe := c.cfg.Client.Pipeline()
-	cards := make([]*redis.IntCmd, len(lk.keys))
-	for i, k := range lk.keys {
-		cards[i] = pipe.ZCard(ctx, k.(string)) // every key of a semaphore is a sorted set
-	}
+	queue := scripts.QueueKey(lk.key)
+	pipe := p.c.cfg.Client.Pipeline()
+	// Every key of a semaphore is a sorted set.
+	permits, queued := pipe.ZCard(ctx, lk.key), pipe.ZCard(ctx, queue)
 	_, _ = pipe.Exec(ctx) // each command's error is read below
-	for i, cmd := range cards {
-		if redis.HasErrorPrefix(cmd.Err(), "WRONGTYPE") {
-			return lk.keys[i].(string)
-		}
+	switch {
+	case redis.HasErrorPrefix(permits.Err(), "WRONGTYPE"):
+		return lk.key
+	case redis.HasErrorPrefix(queued.Err(), "WRONGTYPE"):
+		return queue
 	}
-	return lk.lock
+	return lk.key
 }
 
-// checkPermit is the error of a grant message that hands w a permit
-// granted under another limit than its own, matching LimitMismatch: the
-// permits live were granted under the other. A message that names no limit
-// is taken.
-func (w *waiter) checkPermit(m scripts.Message) error {
-	if limit := w.keys.ops.limit; m.Limit != 0 && m.Limit != limit {
+// checkGrant is the error of a grant message that hands w a permit granted
+// under another limit than its own, matching LimitMismatch: the permits
+// live were granted under the other. A message that names no limit is
+// taken.
+func (p *permits) checkGrant(w *waiter, m scripts.Message) error {
+	if m.Limit != 0 && m.Limit != p.limit {
 		return fmt.Errorf("%w: %s was handed a permit granted under limit %d, and this Semaphore's limit is %d",
-			w.c.cfg.Errors.LimitMismatch, w.keys.label(), m.Limit, limit)
+			w.c.cfg.Errors.LimitMismatch, w.keys.label(), m.Limit, p.limit)
 	}
 	return nil
 }

@@ -26,7 +26,8 @@ func (c *Core) Obtain(ctx context.Context, name string, ttl time.Duration) (*Hel
 
 // obtain acquires the lock or a permit of the semaphore at lk, waiting.
 func (c *Core) obtain(ctx context.Context, lk *keySet, ttl time.Duration) (*Held, error) {
-	ctx, t := lk.ops.tel.StartAcquire(ctx, lk.ops.waitOp, lk.name)
+	_, op := lk.kind.spans()
+	ctx, t := lk.kind.telemetry().StartAcquire(ctx, op, lk.name)
 	a, err := c.begin(ctx, lk, ttl)
 	var h *Held
 	if err == nil {
@@ -157,7 +158,8 @@ func (w *waiter) attempt() (*Held, found, error) {
 	// ARGV[7], the kind of grant channels, is for the grants the attempt
 	// may hand to the live waiters ahead of this one (a free lock, a lapsed
 	// lease, free permits).
-	f, err := w.runGrant(w.keys.ops.wait, w.readWait, w.owner, Millis(w.ttl), w.keys.ops.arg, queue, place, prev, w.c.listen.channels)
+	script, arg := w.keys.kind.waitScript()
+	f, err := w.runGrant(script, w.readWait, w.owner, Millis(w.ttl), arg, queue, place, prev, w.c.listen.channels)
 	if err != nil {
 		if e := w.entry; e != nil {
 			e.server = math.MaxInt64 // no grant message is sure until an attempt succeeds
@@ -281,7 +283,7 @@ func (w *waiter) handed(msg string) (*Held, error) {
 	if !ok || m.Gen != e.gen || m.At < e.server {
 		return nil, nil
 	}
-	if err := w.keys.ops.checkGrant(w, m); err != nil {
+	if err := w.keys.kind.checkGrant(w, m); err != nil {
 		w.logUnreleased(w.release(m.Value(w.owner)))
 		return nil, err
 	}
@@ -345,7 +347,7 @@ func (c *Core) closedWhileWaiting(lk *keySet) error {
 // NotReplicated.
 func (w *waiter) confirm(value string) (bool, error) {
 	c := w.c
-	reply, confirmed, err := c.runConfirmed(w.ctx, refreshScript, w.keys.keys[:1], value, Millis(w.ttl))
+	reply, confirmed, err := c.runConfirmed(w.ctx, refreshScript, []any{w.keys.keyArg}, value, Millis(w.ttl))
 	if err != nil {
 		return false, err
 	}

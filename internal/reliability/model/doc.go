@@ -15,7 +15,7 @@
 // of scripts/wire.go; again at once when the call stopped short at dead
 // entries), sleeps until a grant message or its timer (the holder's ttl,
 // at most a second), releases (and, when the call stopped short, goes on
-// serving the queue with further calls, as Core.serveOn does), refreshes,
+// serving the queue with further calls, as Core.releaseWith does), refreshes,
 // gives up (release.lua taking its entries out of the queue, as
 // waiter.leave does), pauses and resumes, or dies (its subscription goes,
 // and PUBSUB NUMSUB stops counting it). With Config.Tries it also makes

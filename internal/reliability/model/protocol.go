@@ -346,7 +346,7 @@ func (p protocol) releaseSrc() string {
 	return p.src.Release
 }
 
-// readRelease reads a release's reply (held.release, serveOn) with the
+// readRelease reads a release's reply (held.release, releaseWith) with the
 // protocol's reader: whether it ended a grant the caller held, and whether
 // the call stopped short at dead entries, so that the caller goes on
 // serving the queue (serveOn).
@@ -363,7 +363,7 @@ func (p protocol) readRelease(reply any) (held, more bool, err error) {
 }
 
 // serveOn is a releaser's next call after a release that stopped short
-// (Core.serveOn): the release script with no value.
+// (Core.releaseWith): the release script with no value.
 func (p protocol) serveOn() []string { return p.eval(p.releaseSrc(), "", "0", "", "0") }
 
 // readServeOn says whether serveOn's reply asks for another call, as the
@@ -395,9 +395,9 @@ type broke struct {
 // Core.Break does it (operate.go): a GET of the lock's grant, then one call
 // of the release script that ends exactly that grant and leaves its mark
 // (ARGV[2] '2', endGrant), with an election's leader key (the correctness
-// Locker's Break passes it, an election's or not), read as releaseWith and
-// serveOn read a release: a live lease was broken unless the reply says
-// gone or another owner's.
+// Locker's Break passes it, an election's or not), read as releaseWith reads
+// a release: a live lease was broken unless the reply says gone or another
+// owner's.
 // The moves know nothing else of Break: to change what it sends, change
 // this function.
 func (p protocol) breakLock(w wire, nonce string) (broke, error) {
@@ -411,7 +411,7 @@ func (p protocol) breakLock(w wire, nonce string) (broke, error) {
 }
 
 // refresh restarts a grant's ttl (held.refresh); an election's leader keeps
-// its leader key alive with it (KEYS[3], ops.refreshWith).
+// its leader key alive with it (KEYS[3], lock.refresh).
 func (p protocol) refresh(value string, leader bool) []string {
 	switch {
 	case p.kind == Semaphore:
