@@ -15,7 +15,7 @@
 --       script serves first
 -- A counter that holds no token: an error reply starting BADFENCE, nothing
 -- changed.
-local value, token = grant(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[3])
+local value, token = grant(ARGV[1], ARGV[2], ARGV[3])
 if value then
   return token
 elseif value == nil then

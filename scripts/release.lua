@@ -129,7 +129,7 @@ if star then
   w, now = next_waiter(KEYS[2], now, scan)
   local value, token
   if w then
-    value, token = grant(KEYS[1], KEYS[3], w.owner, w.ttl, w.kind, now, true, true)
+    value, token = grant(w.owner, w.ttl, w.kind, now)
   end
   if value then
     announce(publish, w, token or '-', now)

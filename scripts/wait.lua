@@ -61,7 +61,7 @@ if not held then
     redis.call('SET', KEYS[1], '*0', 'PX', 10000)
     return {4, 0, place, us}
   elseif not w or w.mine then
-    local value, bad = grant(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[3], now, true, true)
+    local value, bad = grant(ARGV[1], ARGV[2], ARGV[3], now)
     if not value then
       redis.call('DEL', KEYS[1])
       return redis.error_reply(bad)
@@ -69,7 +69,7 @@ if not held then
     redis.call('ZREM', KEYS[2], ARGV[4], ARGV[6])
     return {1, value}
   end
-  local value, token = grant(KEYS[1], KEYS[3], w.owner, w.ttl, w.kind, now, true, true)
+  local value, token = grant(w.owner, w.ttl, w.kind, now)
   if not value then
     -- A counter that holds no token: the waiter gets its bare ticket (no
     -- grant) and meets the error itself, as from a release.
