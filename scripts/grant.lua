@@ -8,10 +8,10 @@
 -- fenced, 'c' fenced with the clock floor, 't' also with a counter that
 -- expires with the lease. A fenced value is "owner:token". now is the TIME
 -- reply of a call that serves the queue (wait, release): the lock is free,
--- and the grant carries the mark of waiters with its lease's expiry, and
--- keeps the key 10 s past it (internal/lease/handoff.go). Without now, a
--- lone acquire (fenced_acquire: a fenced kind) takes the lock only if it is
--- free: otherwise false and the holder's value.
+-- and the grant carries the mark of waiters with its lease's expiry
+-- (prelude.lua's restart). Without now, a lone acquire (fenced_acquire: a
+-- fenced kind) takes the lock only if it is free: otherwise false and the
+-- holder's value.
 --
 -- The token is max(counter + 1, server clock in µs) with the clock floor,
 -- counter + 1 without. Tokens stay decimal strings, compared by length then
@@ -31,13 +31,8 @@
 -- semaphore scenario).
 local function grant(owner, ttl, kind, now)
   local served = now ~= nil
-  local mark, px = '', ttl
-  if served then
-    local expiry = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + tonumber(ttl)
-    mark, px = '*' .. string.format('%d', expiry), tonumber(ttl) + 10000
-  end
   if kind == 'e' then
-    redis.call('SET', KEYS[1], owner .. mark, 'PX', px)
+    restart(owner, ttl, now)
     return owner
   end
   local token, current, taken
@@ -118,6 +113,10 @@ local function grant(owner, ttl, kind, now)
     end
   end
   local value = owner .. ':' .. token
-  redis.call('SET', KEYS[1], value .. mark, 'PX', px)
+  if served then
+    restart(value, ttl, now)
+  else
+    redis.call('SET', KEYS[1], value, 'PX', ttl)
+  end
   return value, token
 end

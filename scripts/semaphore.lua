@@ -1,5 +1,5 @@
 -- semaphore: the functions of a semaphore's scripts, prepended (scripts.go)
--- after queue.lua to each of them. Every one has the same KEYS:
+-- after prelude.lua and queue.lua to each of them. Every one has the same KEYS:
 --
 -- KEYS[1]  the permits: a sorted set of owner ids, each scored by its
 --          permit's expiry (the server clock in ms); an expired one counts
@@ -19,9 +19,9 @@
 -- scanning; sharded: '1'); and from the header, member (its name), limit
 -- (as text), marked, and expiry (0 and nil without a header).
 local function open(sharded)
-  local s = {now = redis.call('TIME'), expiry = 0}
+  local s = {expiry = 0}
+  s.ms, s.now = clock()
   s.scan, s.publish = scanning(sharded)
-  s.ms = tonumber(s.now[1]) * 1000 + math.floor(tonumber(s.now[2]) / 1000)
   local h = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
   if h[2] and tonumber(h[2]) < 0 then
     s.member, s.expiry = h[1], -tonumber(h[2])

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/leasekit/leasekit/scripts"
 )
 
 // The handoff's wire format. This file builds and parses every string of it;
@@ -92,7 +94,7 @@ const queuedMark = "*"
 
 // Linger is how long a key whose value carries the mark of waiters
 // outlives its lease; the queue outlives the holder's lease as long.
-const Linger = 10 * time.Second
+const Linger = scripts.Linger * time.Millisecond
 
 // Value is a lock's value, parsed.
 type Value struct {
