@@ -30,7 +30,6 @@ local s, err = enter(ARGV[3], ARGV[7])
 if not s then
   return redis.error_reply(err)
 end
-prune(s)
 local code, place, now = 0, '', ''
 if s.count > 0 and renew(s) then
   redis.call('ZREM', KEYS[2], ARGV[4], ARGV[6])
