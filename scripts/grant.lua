@@ -18,17 +18,6 @@
 -- text: tostring() of a Lua number above 1e14 rounds (%.14g). A counter
 -- more than an hour ahead of the clock (a clock that ran fast and was set
 -- back, or a forged value) is refused as the Register refuses such a token.
--- Redis builds every function of a script anew on each call, so a shared
--- function costs each script it is prepended to, used or not. Measured
--- (redis-server 7.0.15, redis-benchmark -c 1 of EVALSHA, INFO commandstats):
--- an empty script 1.0-1.2 µs a call; with grant.lua and queue.lua before
--- it 1.3-1.4 µs, with queue.lua and semaphore.lua 1.9 µs. The rule: a
--- prepended function stays while it costs well under a tenth of the
--- cheapest use of the scripts it rides on. grant.lua and queue.lua add
--- 0.25 µs to an uncontended efficiency SET + release of 5.2 µs (redsync's:
--- 5.6 µs, same bench run); semaphore.lua's 0.8 µs ride on permits that
--- cost 186-323 µs of server time per contended acquisition (bench
--- semaphore scenario).
 local function grant(owner, ttl, kind, now)
   local served = now ~= nil
   if kind == 'e' then
