@@ -1,7 +1,8 @@
 -- election_leader: the election's leader, read with its lock in one step, so
 -- that a leader key left by a leader whose lease has ended is never taken for
 -- the current one. The leader key is specified in internal/lease/election.go;
--- the lock's value, in internal/lease/handoff.go. (lease.lua is prepended.)
+-- the lock's value, in internal/lease/handoff.go. (prelude.lua and lease.lua
+-- are prepended.)
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the election's leader key (a hash: grant, value)

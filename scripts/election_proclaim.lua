@@ -4,7 +4,7 @@
 -- lease that has not lapsed. A leader key that was deleted is written back with
 -- it. The leader key and the messages are specified in
 -- internal/lease/election.go; the lock's value, in internal/lease/handoff.go.
--- (lease.lua is prepended.)
+-- (prelude.lua and lease.lua are prepended.)
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the election's leader key (a hash: grant, value)

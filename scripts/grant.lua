@@ -1,15 +1,16 @@
 -- grant: the one function that grants a lock, prepended (scripts.go) to
 -- every script that does: fenced_acquire, wait and release.
 --
--- grant(lock, counter, owner, ttl, kind, now, free, queued) stores owner's
--- grant in lock for ttl ms and returns the value stored and, for a fenced
--- kind, its token; or nil and a BADFENCE error text when counter holds no
--- token (nothing is changed then). kind: 'e' efficiency (value = owner),
--- 'f' fenced, 'c' fenced with the clock floor, 't' also with a counter that
--- expires with the lease. A fenced value is "owner:token". queued adds the
--- mark of waiters with the lease's expiry, and keeps the key 10 s past it
--- (internal/lease/handoff.go). now is a TIME reply read already, or nil.
--- Without free, the lock is taken only if free: otherwise false and the
+-- grant(owner, ttl, kind, now) stores owner's grant in the lock KEYS[1] for
+-- ttl ms and returns the value stored and, for a fenced kind, its token; or
+-- nil and a BADFENCE error text when the fence counter KEYS[3] holds no
+-- token (nothing is changed then). kind: 'e' efficiency (value = owner), 'f'
+-- fenced, 'c' fenced with the clock floor, 't' also with a counter that
+-- expires with the lease. A fenced value is "owner:token". now is the TIME
+-- reply of a call that serves the queue (wait, release): the lock is free,
+-- and the grant carries the mark of waiters with its lease's expiry
+-- (prelude.lua's restart). Without now, a lone acquire (fenced_acquire: a
+-- fenced kind) takes the lock only if it is free: otherwise false and the
 -- holder's value.
 --
 -- The token is max(counter + 1, server clock in µs) with the clock floor,
@@ -17,44 +18,28 @@
 -- text: tostring() of a Lua number above 1e14 rounds (%.14g). A counter
 -- more than an hour ahead of the clock (a clock that ran fast and was set
 -- back, or a forged value) is refused as the Register refuses such a token.
--- Redis builds every function of a script anew on each call, so a shared
--- function costs each script it is prepended to, used or not. Measured
--- (redis-server 7.0.15, redis-benchmark -c 1 of EVALSHA, INFO commandstats):
--- an empty script 1.0-1.2 µs a call; with grant.lua and queue.lua before
--- it 1.3-1.4 µs, with queue.lua and semaphore.lua 1.9 µs. The rule: a
--- prepended function stays while it costs well under a tenth of the
--- cheapest use of the scripts it rides on. grant.lua and queue.lua add
--- 0.25 µs to an uncontended efficiency SET + release of 5.2 µs (redsync's:
--- 5.6 µs, same bench run); semaphore.lua's 0.8 µs ride on permits that
--- cost 186-323 µs of server time per contended acquisition (bench
--- semaphore scenario).
-local function grant(lock, counter, owner, ttl, kind, now, free, queued)
-  local mark, px = '', ttl
-  if queued then
-    now = now or redis.call('TIME')
-    local expiry = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + tonumber(ttl)
-    mark, px = '*' .. string.format('%d', expiry), tonumber(ttl) + 10000
-  end
+local function grant(owner, ttl, kind, now)
+  local served = now ~= nil
   if kind == 'e' then
-    redis.call('SET', lock, owner .. mark, 'PX', px)
+    restart(owner, ttl, now)
     return owner
   end
   local token, current, taken
   if kind == 'f' then
-    if not free then
-      local holder = redis.call('GET', lock)
+    if not served then
+      local holder = redis.call('GET', KEYS[1])
       if holder then
         return false, holder
       end
     end
-    current = redis.pcall('GET', counter)
+    current = redis.pcall('GET', KEYS[3])
   else
     now = now or redis.call('TIME')
     token = now[1] .. string.rep('0', 6 - #now[2]) .. now[2]
-    if not free then
+    if not served then
       -- Take the lock with the clock as its token (nearly always the
       -- winner) before touching the counter.
-      local holder = redis.call('SET', lock, owner .. ':' .. token, 'NX', 'PX', ttl, 'GET')
+      local holder = redis.call('SET', KEYS[1], owner .. ':' .. token, 'NX', 'PX', ttl, 'GET')
       if holder then
         return false, holder
       end
@@ -62,9 +47,9 @@ local function grant(lock, counter, owner, ttl, kind, now, free, queued)
     end
     -- Store the clock and read what it replaces; put back below if ahead.
     if kind == 't' then
-      current = redis.pcall('SET', counter, token, 'PX', ttl, 'GET')
+      current = redis.pcall('SET', KEYS[3], token, 'PX', ttl, 'GET')
     else
-      current = redis.pcall('SET', counter, token, 'GET')
+      current = redis.pcall('SET', KEYS[3], token, 'GET')
     end
   end
   if current then
@@ -87,18 +72,18 @@ local function grant(lock, counter, owner, ttl, kind, now, free, queued)
     end
     if bad then
       if token and type(current) == 'string' then
-        redis.call('SET', counter, current)
+        redis.call('SET', KEYS[3], current)
       end
       if taken then
-        redis.call('DEL', lock)
+        redis.call('DEL', KEYS[1])
       end
-      return nil, 'BADFENCE fence counter ' .. counter .. ' ' .. bad .. '; repair or delete it'
+      return nil, 'BADFENCE fence counter ' .. KEYS[3] .. ' ' .. bad .. '; repair or delete it'
     end
     if token and (#token < #current or #token == #current and token <= current) then
       if kind == 't' then
-        redis.call('SET', counter, current, 'PX', ttl)
+        redis.call('SET', KEYS[3], current, 'PX', ttl)
       else
-        redis.call('SET', counter, current)
+        redis.call('SET', KEYS[3], current)
       end
       token = nil
     end
@@ -109,14 +94,18 @@ local function grant(lock, counter, owner, ttl, kind, now, free, queued)
     end
   else
     -- INCR's reply is exact below 2^53; above, Redis's own string.
-    local n = redis.call('INCR', counter)
+    local n = redis.call('INCR', KEYS[3])
     if n < 9007199254740992 then
       token = string.format('%d', n)
     else
-      token = redis.call('GET', counter)
+      token = redis.call('GET', KEYS[3])
     end
   end
   local value = owner .. ':' .. token
-  redis.call('SET', lock, value .. mark, 'PX', px)
+  if served then
+    restart(value, ttl, now)
+  else
+    redis.call('SET', KEYS[1], value, 'PX', ttl)
+  end
   return value, token
 end

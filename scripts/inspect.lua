@@ -1,8 +1,8 @@
 -- inspect: what an operator may know of a lock, read without changing anything:
 -- whether a live lease holds it, for how long, how many live waiters queue for
--- it, and its token. (lease.lua and queue.lua are prepended.) The value with
--- its mark and the queue entry are specified in internal/lease/handoff.go.
--- Never returns the owner id.
+-- it, and its token. (prelude.lua, lease.lua and queue.lua are prepended.)
+-- The value with its mark and the queue entry are specified in
+-- internal/lease/handoff.go. Never returns the owner id.
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the lock's wait queue
@@ -16,8 +16,6 @@
 -- token the holder's fencing token, or when not held the counter's (the
 -- last token granted), as text ('' for none). A counter of another type:
 -- an error reply starting BADFENCE.
-local now = redis.call('TIME')
-local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 local held, ttl, token = redis.call('GET', KEYS[1]), 0, ''
 if held then
   held, ttl = lease(held)

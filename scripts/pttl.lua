@@ -8,21 +8,17 @@
 --   -2  the key is gone (expired or deleted) or the lease lapsed
 --   -3  another owner holds it
 -- A value with the mark of waiters carries its lease's expiry (handoff.go).
+-- (prelude.lua is prepended.)
 local held = redis.call('GET', KEYS[1])
 if not held then
   return -2
-elseif held == ARGV[1] then
-  return redis.call('PTTL', KEYS[1])
-elseif string.sub(held, 1, #ARGV[1] + 1) ~= ARGV[1] .. '*' then
+end
+local grant, _, left = read_value(held)
+if grant ~= ARGV[1] then
   return -3
-end
-local expiry = tonumber(string.sub(held, #ARGV[1] + 2))
-if not expiry then
+elseif not left then
   return redis.call('PTTL', KEYS[1])
-end
-local now = redis.call('TIME')
-local left = expiry - tonumber(now[1]) * 1000 - math.floor(tonumber(now[2]) / 1000)
-if left <= 0 then
+elseif left == 0 then
   return -2
 end
 return left

@@ -1,6 +1,6 @@
 -- queue: the functions that hand a grant to a queued waiter, prepended
--- (scripts.go) to every script that does: wait, release and the
--- semaphore's. The queue entry and the grant message are specified in
+-- (scripts.go, after prelude.lua) to every script that does: wait, release
+-- and the semaphore's. The queue entry and the grant message are specified in
 -- internal/lease/handoff.go.
 --
 -- waiting(e, place, scan) parses the queue entry e, queued at place, and

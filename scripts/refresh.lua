@@ -2,7 +2,8 @@
 -- fence counter of a lock whose counter expires with its lease (kind 't')
 -- is kept at least as long, and so is an election's leader key. A value
 -- with the mark of waiters carries its lease's expiry, and its key outlives
--- the lease by 10 s (internal/lease/handoff.go).
+-- the lease by LINGER (internal/lease/handoff.go). (prelude.lua is
+-- prepended.)
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the lock's fence counter key (only with ARGV[3] = 't')
@@ -20,24 +21,14 @@
 local held = redis.call('GET', KEYS[1])
 if not held then
   return 0
-elseif held == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-elseif string.sub(held, 1, #ARGV[1] + 1) ~= ARGV[1] .. '*' then
-  return -1
-else
-  local expiry = tonumber(string.sub(held, #ARGV[1] + 2))
-  if not expiry then
-    redis.call('PEXPIRE', KEYS[1], ARGV[2]) -- marked by hand, without expiry
-  else
-    local now = redis.call('TIME')
-    local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-    if expiry <= ms then
-      return 0
-    end
-    redis.call('SET', KEYS[1], ARGV[1] .. '*' .. string.format('%d', ms + tonumber(ARGV[2])),
-      'PX', tonumber(ARGV[2]) + 10000)
-  end
 end
+local grant, _, left, now = read_value(held)
+if grant ~= ARGV[1] then
+  return -1
+elseif left == 0 then
+  return 0
+end
+restart(grant, ARGV[2], now)
 if ARGV[3] == 't' and redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then
   redis.call('PEXPIRE', KEYS[2], ARGV[2])
 end

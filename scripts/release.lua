@@ -1,10 +1,10 @@
 -- release: end the caller's grant, handing the lock to the first live waiter
 -- in its queue, or deleting it and waking the waiters that do not queue. A
 -- lock whose lease lapsed (its holder died or froze, with waiters queued) is
--- served the same way, whoever calls. (grant.lua and queue.lua are
--- prepended.) The value with its mark, the queue entry and the grant message
--- are specified in internal/lease/handoff.go; docs/waiting.md tells the
--- strategy.
+-- served the same way, whoever calls. (prelude.lua, grant.lua and queue.lua
+-- are prepended.) The value with its mark, the queue entry and the grant
+-- message are specified in internal/lease/handoff.go; docs/waiting.md tells
+-- the strategy.
 --
 -- A release that ends a grant it names exactly (a holder's, or an
 -- operator's break) leaves a mark of what it did, for ARGV[6] ms: a resend
@@ -92,16 +92,9 @@ local held = redis.call('GET', KEYS[1])
 if not held then
   return ended(0)
 end
-local star = string.find(held, '*', 1, true)
-local now, gone
-if star then
-  local expiry = tonumber(string.sub(held, star + 1))
-  held = string.sub(held, 1, star - 1)
-  if expiry then
-    now = redis.call('TIME')
-    gone = expiry <= tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-  end
-end
+local marked, left, now
+held, marked, left, now = read_value(held)
+local gone = left == 0
 if gone then
   -- The lease lapsed: nobody's to release, and the queue is served below.
 elseif ARGV[2] == '1' then
@@ -123,13 +116,13 @@ end
 if KEYS[4] and not gone then
   redis.call('SET', KEYS[4], breaking and 'b' or 'r', 'PX', ARGV[6])
 end
-if star then
+if marked then
   local scan, publish = scanning(ARGV[4])
   local w
   w, now = next_waiter(KEYS[2], now, scan)
   local value, token
   if w then
-    value, token = grant(KEYS[1], KEYS[3], w.owner, w.ttl, w.kind, now, true, true)
+    value, token = grant(w.owner, w.ttl, w.kind, now)
   end
   if value then
     announce(publish, w, token or '-', now)
@@ -143,18 +136,18 @@ if star then
   elseif scan.more then
     -- Dead entries left ahead: nobody takes the lock until they are gone
     -- (the vacant value, handoff.go).
-    redis.call('SET', KEYS[1], '*0', 'PX', 10000)
+    redis.call('SET', KEYS[1], '*0', 'PX', LINGER)
     return gone and ended(-2) or 3
   elseif w then
     -- A counter that holds no token: the waiter gets its bare ticket (no
     -- grant) and meets the error itself; the lock is deleted below.
     redis.call('ZADD', KEYS[2], w.place, w.entry)
-    redis.call('PEXPIRE', KEYS[2], 10000)
+    redis.call('PEXPIRE', KEYS[2], LINGER)
     redis.call(publish, w.channel, w.ticket)
   end
 end
 redis.call('DEL', KEYS[1])
-if star then
+if marked then
   redis.call('PUBLISH', KEYS[1] .. ':wake', '')
 end
 if gone then

@@ -20,7 +20,8 @@
 // stands on a line of its own, indented two spaces past the prose, alone or
 // as the first element of a table: "--   -1  another owner holds it";
 // TestReplyCodesMatchTheScripts holds the readers' codes against those
-// lines. The scripts that grant a lock (fenced_acquire, wait, release) have
+// lines. Every script of a lock or a semaphore starts with prelude.lua,
+// what they share (prelude.go gives it Linger). The scripts that grant a lock (fenced_acquire, wait, release) have
 // grant.lua, the function they share, prepended; the ones that queue
 // waiters or hand a grant to one (wait, release and the semaphore's), and
 // inspect, queue.lua; the semaphore's (sem_*, but sem_pttl), semaphore.lua
@@ -142,21 +143,21 @@ var (
 	// Release ends a grant the caller holds: it hands the lock to the first
 	// live waiter in the lock's queue, or deletes it and publishes a wake-up.
 	// See release.lua.
-	Release = newScript(grantSrc, queueSrc, releaseSrc)
+	Release = newScript(prelude, grantSrc, queueSrc, releaseSrc)
 
 	// Wait is a waiter's attempt: it takes a free lock or joins the lock's
 	// queue. See wait.lua.
-	Wait = newScript(grantSrc, queueSrc, waitSrc)
+	Wait = newScript(prelude, grantSrc, queueSrc, waitSrc)
 
 	// Refresh restarts the ttl of a lock the caller holds. See refresh.lua.
-	Refresh = newScript(refreshSrc)
+	Refresh = newScript(prelude, refreshSrc)
 
 	// PTTL reports the remaining ttl of a lock the caller holds. See pttl.lua.
-	PTTL = newScript(pttlSrc)
+	PTTL = newScript(prelude, pttlSrc)
 
 	// FencedAcquire takes a free correctness lock with a new fencing token, or
 	// replies with the holder's remaining ttl. See fenced_acquire.lua.
-	FencedAcquire = newScript(grantSrc, fencedAcquireSrc)
+	FencedAcquire = newScript(prelude, grantSrc, fencedAcquireSrc)
 
 	// RegisterWrite stores a value in a fenced register if the writer's token
 	// is at least the highest one that claimed or wrote it. See
@@ -172,51 +173,51 @@ var (
 	// ElectionAnnounce makes the holder of an election's lock its leader: it
 	// stores the leader's value and tells the observers. See
 	// election_announce.lua.
-	ElectionAnnounce = newScript(leaseSrc, electionAnnounceSrc)
+	ElectionAnnounce = newScript(prelude, leaseSrc, electionAnnounceSrc)
 
 	// ElectionLeader reads an election's leader with its lock. See
 	// election_leader.lua.
-	ElectionLeader = newScript(leaseSrc, electionLeaderSrc)
+	ElectionLeader = newScript(prelude, leaseSrc, electionLeaderSrc)
 
 	// ElectionResign clears the leader key of a term that has ended, and
 	// tells the observers when nobody holds the lock. See
 	// election_resign.lua.
-	ElectionResign = newScript(leaseSrc, electionResignSrc)
+	ElectionResign = newScript(prelude, leaseSrc, electionResignSrc)
 
 	// Inspect reads whether a lock is held, for how long, by which token,
 	// and how many live waiters queue for it, changing nothing. See
 	// inspect.lua.
-	Inspect = newScript(leaseSrc, queueSrc, inspectSrc)
+	Inspect = newScript(prelude, leaseSrc, queueSrc, inspectSrc)
 
 	// SemInspect reads a semaphore's limit, live permits and live waiters,
 	// changing nothing. See sem_inspect.lua.
-	SemInspect = newScript(queueSrc, semaphoreSrc, semInspectSrc)
+	SemInspect = newScript(prelude, queueSrc, semaphoreSrc, semInspectSrc)
 
 	// ElectionProclaim changes the value the election reports for the
 	// leader of a term, while it is in office. See election_proclaim.lua.
-	ElectionProclaim = newScript(leaseSrc, electionProclaimSrc)
+	ElectionProclaim = newScript(prelude, leaseSrc, electionProclaimSrc)
 
 	// SemAcquire takes a permit of a semaphore if one is free once the
 	// waiters queued first are served, or replies with the ms until the
 	// first live permit expires. See sem_acquire.lua.
-	SemAcquire = newScript(queueSrc, semaphoreSrc, semAcquireSrc)
+	SemAcquire = newScript(prelude, queueSrc, semaphoreSrc, semAcquireSrc)
 
 	// SemWait is a waiter's attempt for a permit: it keeps its place in the
 	// semaphore's queue and hands free permits out in queue order. See
 	// sem_wait.lua.
-	SemWait = newScript(queueSrc, semaphoreSrc, semWaitSrc)
+	SemWait = newScript(prelude, queueSrc, semaphoreSrc, semWaitSrc)
 
 	// SemRelease ends a permit the caller holds and hands free permits to
 	// the first live waiters. See sem_release.lua.
-	SemRelease = newScript(queueSrc, semaphoreSrc, semReleaseSrc)
+	SemRelease = newScript(prelude, queueSrc, semaphoreSrc, semReleaseSrc)
 
 	// SemRefresh restarts the ttl of a permit the caller holds. See
 	// sem_refresh.lua.
-	SemRefresh = newScript(queueSrc, semaphoreSrc, semRefreshSrc)
+	SemRefresh = newScript(prelude, queueSrc, semaphoreSrc, semRefreshSrc)
 
 	// SemPTTL reports the remaining ttl of a permit the caller holds. See
 	// sem_pttl.lua.
-	SemPTTL = newScript(semPTTLSrc)
+	SemPTTL = newScript(prelude, semPTTLSrc)
 )
 
 // All is every script of the protocol, for tools that name or count what

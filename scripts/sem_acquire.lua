@@ -1,6 +1,7 @@
 -- sem_acquire: one attempt to take a permit of a semaphore, without
 -- queueing: the free permits go to the waiters queued first, and one left
--- over to the caller. (queue.lua and semaphore.lua are prepended.)
+-- over to the caller. (prelude.lua, queue.lua and semaphore.lua are
+-- prepended.)
 --
 -- KEYS     the permits (with the header) and the wait queue (see semaphore.lua)
 -- ARGV[1]  the caller's owner id

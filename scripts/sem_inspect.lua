@@ -1,7 +1,7 @@
 -- sem_inspect: what an operator may know of a semaphore, read without
 -- changing anything: the limit of its live permits, how many are live, and
--- how many live waiters queue. (queue.lua and semaphore.lua are
--- prepended.) Never returns an owner id.
+-- how many live waiters queue. (prelude.lua, queue.lua and semaphore.lua
+-- are prepended.) Never returns an owner id.
 --
 -- KEYS     the permits (with the header) and the wait queue (see semaphore.lua)
 -- ARGV[1]  '1' when grant channels are sharded (Redis Cluster), else '0'

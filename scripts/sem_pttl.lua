@@ -1,4 +1,5 @@
 -- sem_pttl: the remaining ttl of the caller's permit of a semaphore.
+-- (prelude.lua is prepended.)
 --
 -- KEYS     the permits (with the header) and the wait queue (see
 --          semaphore.lua)
@@ -6,8 +7,7 @@
 --
 -- Reply: the remaining ttl in milliseconds, or:
 --   -2  the caller holds no permit (it expired, or was released or taken)
-local now = redis.call('TIME')
-local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local ms = clock()
 local expiry = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if not expiry or tonumber(expiry) <= ms then
   return -2

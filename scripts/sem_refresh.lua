@@ -1,5 +1,6 @@
 -- sem_refresh: restart the ttl of the caller's permit of a semaphore, if it
--- still holds one. (queue.lua and semaphore.lua are prepended.)
+-- still holds one. (prelude.lua, queue.lua and semaphore.lua are
+-- prepended.)
 --
 -- KEYS     the permits (with the header) and the wait queue (see semaphore.lua)
 -- ARGV[1]  the caller's owner id

@@ -1,8 +1,9 @@
 -- sem_release: end the caller's permit of a semaphore, and hand it to the
 -- first live waiter in its queue; if none took it, wake the waiters that do
--- not queue, when some have waited. (queue.lua and semaphore.lua are
--- prepended.) Its ARGV are release.lua's. A permit that expired meanwhile
--- is found by the waiters' next attempt, which serves them in queue order.
+-- not queue, when some have waited. (prelude.lua, queue.lua and
+-- semaphore.lua are prepended.) Its ARGV are release.lua's. A permit that
+-- expired meanwhile is found by the waiters' next attempt, which serves them
+-- in queue order.
 --
 -- A release that ends the caller's permit leaves a mark for ARGV[6] ms, as
 -- release.lua's does: a resend of the same call after a lost reply finds

@@ -2,8 +2,8 @@
 -- place in the queue (or queue it), hand the free permits to the waiters in
 -- queue order, the caller among them in its turn; a waiter that does not
 -- queue takes a permit left over, or marks the semaphore as waited for.
--- (queue.lua and semaphore.lua are prepended.) The queue entry is specified
--- in internal/lease/handoff.go.
+-- (prelude.lua, queue.lua and semaphore.lua are prepended.) The queue
+-- entry is specified in internal/lease/handoff.go.
 --
 -- KEYS     the permits (with the header) and the wait queue (see semaphore.lua)
 -- ARGV[1]  the caller's owner id
@@ -30,7 +30,6 @@ local s, err = enter(ARGV[3], ARGV[7])
 if not s then
   return redis.error_reply(err)
 end
-prune(s)
 local code, place, now = 0, '', ''
 if s.count > 0 and renew(s) then
   redis.call('ZREM', KEYS[2], ARGV[4], ARGV[6])
@@ -52,7 +51,7 @@ if ARGV[4] == '' then
   end
   return {0, ttl, '', ''}
 end
--- The queue outlives the first permit by 10 s; every attempt of a waiter
+-- The queue outlives the first permit by LINGER; every attempt of a waiter
 -- extends it.
-redis.call('PEXPIRE', KEYS[2], ttl + 10000)
+redis.call('PEXPIRE', KEYS[2], ttl + LINGER)
 return {code, ttl, place, now}

@@ -1,5 +1,5 @@
 -- semaphore: the functions of a semaphore's scripts, prepended (scripts.go)
--- after queue.lua to each of them. Every one has the same KEYS:
+-- after prelude.lua and queue.lua to each of them. Every one has the same KEYS:
 --
 -- KEYS[1]  the permits: a sorted set of owner ids, each scored by its
 --          permit's expiry (the server clock in ms); an expired one counts
@@ -16,13 +16,15 @@
 -- open(sharded) reads the clock and the header, and returns the
 -- semaphore's state: now (the TIME reply), ms (the clock in ms), the scan
 -- of the queue and the command that publishes grants (queue.lua's
--- scanning; sharded: '1'); and from the header, member (its name), limit
--- (as text), marked, and expiry (0 and nil without a header).
+-- scanning; sharded: '1'); empty, when the set holds nothing; and from
+-- the header, member (its name), limit (as text), marked, and expiry (0 and
+-- nil without a header).
 local function open(sharded)
-  local s = {now = redis.call('TIME'), expiry = 0}
+  local s = {expiry = 0}
+  s.ms, s.now = clock()
   s.scan, s.publish = scanning(sharded)
-  s.ms = tonumber(s.now[1]) * 1000 + math.floor(tonumber(s.now[2]) / 1000)
   local h = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  s.empty = not h[1]
   if h[2] and tonumber(h[2]) < 0 then
     s.member, s.expiry = h[1], -tonumber(h[2])
     s.marked = string.byte(h[1], -1) == 42
@@ -50,13 +52,17 @@ local function mark(s, marked, expiry)
 end
 
 -- enter(limit, sharded) is open for an acquire with limit: it drops the
--- expired permits and counts the live ones, and returns nil and the error
--- text 'LIMIT n' when they were granted under another limit n. With none
--- live, limit is the semaphore's.
+-- expired permits and counts the live ones (an empty set, the uncontended
+-- case, without asking), and returns nil and the error text 'LIMIT n' when
+-- they were granted under another limit n. With none live, limit is the
+-- semaphore's.
 local function enter(limit, sharded)
   local s = open(sharded)
-  prune(s)
-  s.count = redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%d', s.ms), '+inf')
+  s.count = 0
+  if not s.empty then
+    prune(s)
+    s.count = redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%d', s.ms), '+inf')
+  end
   if s.count == 0 then
     s.limit, s.expiry = limit, 0
   elseif s.limit and s.limit ~= limit then

@@ -3,9 +3,9 @@
 -- or only mark the lock for a waiter that does not queue. A lock that is
 -- free, or whose lease lapsed with waiters queued (its holder died or
 -- froze), goes first to the first live waiter in the queue, exactly as a
--- release would hand it. (grant.lua and queue.lua are prepended.) The value
--- with its mark, the queue entry and the grant message are specified in
--- internal/lease/handoff.go.
+-- release would hand it. (prelude.lua, grant.lua and queue.lua are
+-- prepended.) The value with its mark, the queue entry and the grant
+-- message are specified in internal/lease/handoff.go.
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the lock's wait queue (a sorted set of entries by place)
@@ -35,14 +35,11 @@
 -- efficiency grant). A counter that holds no token: an error reply starting
 -- BADFENCE.
 local now = redis.call('TIME')
-local ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
 local held = redis.call('GET', KEYS[1])
-local star = held and string.find(held, '*', 1, true)
-local expiry
-if star then
-  expiry = tonumber(string.sub(held, star + 1))
-  held = string.sub(held, 1, star - 1)
-  if expiry and expiry <= ms then
+local marked, left
+if held then
+  held, marked, left = read_value(held, now)
+  if left == 0 then
     held = nil -- the lease lapsed: served below, as a release would
   end
 end
@@ -58,10 +55,10 @@ if not held then
   if scan.more then
     -- Dead entries are left ahead: nobody takes the lock until they are
     -- gone (the vacant value, handoff.go).
-    redis.call('SET', KEYS[1], '*0', 'PX', 10000)
+    redis.call('SET', KEYS[1], '*0', 'PX', LINGER)
     return {4, 0, place, us}
   elseif not w or w.mine then
-    local value, bad = grant(KEYS[1], KEYS[3], ARGV[1], ARGV[2], ARGV[3], now, true, true)
+    local value, bad = grant(ARGV[1], ARGV[2], ARGV[3], now)
     if not value then
       redis.call('DEL', KEYS[1])
       return redis.error_reply(bad)
@@ -69,7 +66,7 @@ if not held then
     redis.call('ZREM', KEYS[2], ARGV[4], ARGV[6])
     return {1, value}
   end
-  local value, token = grant(KEYS[1], KEYS[3], w.owner, w.ttl, w.kind, now, true, true)
+  local value, token = grant(w.owner, w.ttl, w.kind, now)
   if not value then
     -- A counter that holds no token: the waiter gets its bare ticket (no
     -- grant) and meets the error itself, as from a release.
@@ -85,8 +82,8 @@ if not held then
   elseif ARGV[5] == '' then
     code, place, us = enqueue(KEYS[2], now, ARGV[4], ARGV[5], ARGV[6])
   end
-  if redis.call('PTTL', KEYS[2]) < ttl + 10000 then
-    redis.call('PEXPIRE', KEYS[2], ttl + 10000)
+  if redis.call('PTTL', KEYS[2]) < ttl + LINGER then
+    redis.call('PEXPIRE', KEYS[2], ttl + LINGER)
   end
   return {code, ttl, place, us, token or '-'}
 end
@@ -95,21 +92,15 @@ if ARGV[3] ~= 'e' then
   mine = string.sub(held, 1, #ARGV[1] + 1) == ARGV[1] .. ':'
 end
 if mine then
-  if expiry then
-    redis.call('SET', KEYS[1], held .. '*' .. string.format('%d', ms + tonumber(ARGV[2])), 'PX', tonumber(ARGV[2]) + 10000)
-  else
-    redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  end
+  restart(held, ARGV[2], left and now)
   redis.call('ZREM', KEYS[2], ARGV[4], ARGV[6])
   return {2, held}
 end
-local ttl
-if expiry then
-  ttl = math.max(expiry - ms, 1)
-elseif star then
+local ttl = left
+if marked and not left then
   ttl = -1 -- marked, without expiry: a key set by hand
-else
-  -- Mark it: from now on the key outlives the lease by 10 s, so that
+elseif not marked then
+  -- Mark it: from now on the key outlives the lease by LINGER, so that
   -- nobody takes it with a plain SET NX before the queue is served.
   ttl = redis.call('PTTL', KEYS[1])
   if ttl == 0 then
@@ -118,17 +109,18 @@ else
   if ttl < 0 then
     redis.call('SET', KEYS[1], held .. '*', 'KEEPTTL')
   else
-    redis.call('SET', KEYS[1], held .. '*' .. string.format('%d', ms + ttl), 'PX', ttl + 10000)
+    restart(held, ttl, now)
   end
 end
 if ARGV[4] == '' then
   return {0, ttl, '', ''}
 end
 code, place, us = enqueue(KEYS[2], now, ARGV[4], ARGV[5], ARGV[6])
--- The queue outlives the holder by 10 s; every attempt of a waiter extends it.
+-- The queue outlives the holder by LINGER; every attempt of a waiter
+-- extends it.
 if ttl < 0 then
   redis.call('PERSIST', KEYS[2])
-elseif redis.call('PTTL', KEYS[2]) < ttl + 10000 then
-  redis.call('PEXPIRE', KEYS[2], ttl + 10000)
+elseif redis.call('PTTL', KEYS[2]) < ttl + LINGER then
+  redis.call('PEXPIRE', KEYS[2], ttl + LINGER)
 end
 return {code, ttl, place, us}

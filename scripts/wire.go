@@ -99,7 +99,7 @@ const Vacant = "*0"
 
 // Linger is how long a key whose value carries the mark of waiters
 // outlives its lease; the queue outlives the holder's lease as long.
-const Linger = 10 * time.Second
+const Linger = LingerMillis * time.Millisecond
 
 // Value is a lock's value, parsed.
 type Value struct {

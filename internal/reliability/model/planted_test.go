@@ -33,15 +33,15 @@ func planted(t *testing.T) []struct {
 	wait := func(s *model.Scripts) *string { return &s.Wait }
 	releaseSecond := plant(t, "  w, now = next_waiter(KEYS[2], now, scan)\n",
 		"  w, now = next_waiter(KEYS[2], now, scan)\n  if w then w, now = next_waiter(KEYS[2], now, scan) end\n", release)
-	refreshAny := plant(t, "ARGV[1] .. '*' then\n  return -1\n", "ARGV[1] .. '*' then\n  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n",
+	refreshAny := plant(t, "grant ~= ARGV[1] then\n  return -1\n", "grant ~= ARGV[1] then\n  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n  return 1\n",
 		func(s *model.Scripts) *string { return &s.Refresh })
 	// grant.lua, prepended to the three scripts that grant
 	noFloor := plant(t, "if kind == 'f' then", "if kind == 'f' or kind == 'c' then", release, wait,
 		func(s *model.Scripts) *string { return &s.FencedAcquire })
-	// a lapsed lease (expiry set; not the vacant value's 0) goes to the
+	// a lapsed lease (not the vacant value's, lapsed too) goes to the
 	// caller, as a free lock went before the engine served the queue first
 	lapsedToCaller := plant(t, "local w = next_waiter(KEYS[2], now, scan, ARGV[4], ARGV[6])",
-		"local w = expiry and expiry > 0 and {mine = true} or next_waiter(KEYS[2], now, scan, ARGV[4], ARGV[6])", wait)
+		"local w = left == 0 and redis.call('GET', KEYS[1]) ~= '*0' and {mine = true} or next_waiter(KEYS[2], now, scan, ARGV[4], ARGV[6])", wait)
 	return []struct {
 		name, want string
 		cfg        model.Config
