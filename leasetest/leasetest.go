@@ -234,7 +234,7 @@ func (e *Env) Steal(name string) (uint64, error) {
 	reply, err := fencedAcquire.Run(ctx, e.Client, []any{key, scripts.QueueKey(key), fence}, thief, lease.Millis(ttl), "f").Result()
 	var got scripts.Attempt
 	if err == nil {
-		got, err = scripts.ReadFencedAcquire(reply, thief)
+		got, err = scripts.ReadAttempt(reply)
 	}
 	if err == nil && !got.Granted() {
 		err = fmt.Errorf("the lock is held again")

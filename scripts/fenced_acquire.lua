@@ -9,32 +9,32 @@
 -- ARGV[2]  the lease ttl in milliseconds
 -- ARGV[3]  the lock's kind: 'f', 'c' or 't' (see grant.lua)
 --
--- Reply when the lock is the caller's: the grant's token, a decimal string
--- (a retried call by the same owner gets the same token back). Otherwise
--- the holder's remaining ttl in ms (at least 1; -1 without expiry), or:
---   0   the holder's lease lapsed with waiters queued, which the wait
---       script serves first
+-- Reply, a table whose first element is a code, as sem_acquire.lua's:
+--   {1, value}        the lock is the caller's: value is its grant,
+--                     owner:token (a retried call by the same owner gets
+--                     the same token back)
+--   {0, ttl, '', ''}  another owner holds it for ttl ms more (at least 1;
+--                     -1 without expiry)
+--   {4, 0, '', ''}    the holder's lease lapsed with waiters queued, which
+--                     the wait script serves first
 -- A counter that holds no token: an error reply starting BADFENCE, nothing
 -- changed.
 local value, token = grant(ARGV[1], ARGV[2], ARGV[3])
 if value then
-  return token
+  return {1, value}
 elseif value == nil then
   return redis.error_reply(token)
 end
 local holder, _, left, now = read_value(token)
 if left == 0 then
-  return 0
+  return {4, 0, '', ''}
 end
 local mine = ARGV[1] .. ':'
 if string.sub(holder, 1, #mine) == mine then
   restart(holder, ARGV[2], now)
-  return string.sub(holder, #mine + 1)
+  return {1, holder}
 elseif left then
-  return left
+  return {0, left, '', ''}
 end
 local ttl = redis.call('PTTL', KEYS[1])
-if ttl == 0 then
-  return 1
-end
-return ttl
+return {0, ttl == 0 and 1 or ttl, '', ''}

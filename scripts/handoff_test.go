@@ -119,7 +119,7 @@ func testHandoff(t *testing.T, b *redistest.Backend, fenced, sharded bool) {
 	entry := func(owner string, gen int) string { return entryOf(owner, kind, 0, gen, "chan-"+owner) }
 	release := func(v, leaving string) any {
 		t.Helper()
-		reply, err := redistest.Script(scripts.Release).Run(ctx, b.Client, lockKeys, v, "0", leaving, shardedArg).Result()
+		reply, err := endResult(redistest.Script(scripts.Release).Run(ctx, b.Client, lockKeys, v, "0", leaving, shardedArg))
 		if err != nil {
 			t.Fatalf("release of %q: %v", v, err)
 		}
@@ -283,7 +283,7 @@ func TestHandoffGrantsTheWaitersKind(t *testing.T) {
 			release, want string
 			reply         any
 		}{{"holder", "fenced:7*", "7"}, {"fenced:7", "plain*", int64(2)}} {
-			if reply, err := redistest.Script(scripts.Release).Run(ctx, b.Client, lockKeys, step.release, "0", "", "0").Result(); err != nil || reply != step.reply {
+			if reply, err := endResult(redistest.Script(scripts.Release).Run(ctx, b.Client, lockKeys, step.release, "0", "", "0")); err != nil || reply != step.reply {
 				t.Fatalf("release of %s: got %v, %v, want %v", step.release, reply, err, step.reply)
 			}
 			if v := lockValue(t, b); v != step.want {
@@ -293,7 +293,8 @@ func TestHandoffGrantsTheWaitersKind(t *testing.T) {
 		// A clock-floor waiter gets the server clock at the release as its
 		// token, and the counter follows.
 		before := serverMicros(t, b.Client)
-		reply, err := redistest.Script(scripts.Release).Run(ctx, b.Client, lockKeys, "plain", "0", "", "0").Text()
+		got, err := endResult(redistest.Script(scripts.Release).Run(ctx, b.Client, lockKeys, "plain", "0", "", "0"))
+		reply, _ := got.(string)
 		after := serverMicros(t, b.Client)
 		token, perr := strconv.ParseInt(reply, 10, 64)
 		if err != nil || perr != nil || token < before || token > after {
@@ -384,7 +385,7 @@ func TestHandoffDropsMalformedEntries(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := serverMicros(t, b.Client)
-		if reply, err := redistest.Script(scripts.Release).Run(ctx, b.Client, lockKeys, "holder", "0", "", "0").Result(); err != nil || reply != int64(2) {
+		if reply, err := endResult(redistest.Script(scripts.Release).Run(ctx, b.Client, lockKeys, "holder", "0", "", "0")); err != nil || reply != int64(2) {
 			t.Fatalf("release: got %v, %v, want 2, handed to the one well-formed entry", reply, err)
 		}
 		if v := lockValue(t, b); v != "good*" {
@@ -418,7 +419,7 @@ func TestHandoffJudgesNoPatience(t *testing.T) {
 		).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if reply, err := redistest.Script(scripts.Release).Run(ctx, b.Client, lockKeys, "holder", "0", "", "0").Result(); err != nil || reply != "6" {
+		if reply, err := endResult(redistest.Script(scripts.Release).Run(ctx, b.Client, lockKeys, "holder", "0", "", "0")); err != nil || reply != "6" {
 			t.Fatalf("release: got %v, %v, want token 6, handed to the first waiter", reply, err)
 		}
 		if v := lockValue(t, b); v != "first:6*" {
@@ -493,7 +494,7 @@ func TestQueuedMark(t *testing.T) {
 		ctx := t.Context()
 		release := func(value string) any {
 			t.Helper()
-			reply, err := redistest.Script(scripts.Release).Run(ctx, b.Client, lockKeys, value, "0", "", "0").Result()
+			reply, err := endResult(redistest.Script(scripts.Release).Run(ctx, b.Client, lockKeys, value, "0", "", "0"))
 			if err != nil {
 				t.Fatalf("release of %s: %v", value, err)
 			}

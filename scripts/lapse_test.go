@@ -87,7 +87,7 @@ func TestLapsedLeaseWithoutLiveWaiters(t *testing.T) {
 		b.Client.Set(ctx, "lock:fence", "7", 0)
 		b.Client.ZAdd(ctx, "lock:queue", redis.Z{Score: 1, Member: entryOf("dead", "f", 0, 0, "nobody")})
 		lapse(t, b, "holder:7")
-		if n, err := redistest.Script(scripts.FencedAcquire).Run(ctx, b.Client, lockKeys, "lone", 60000, "f").Int64(); err != nil || n != 0 {
+		if n, err := fencedInt(redistest.Script(scripts.FencedAcquire).Run(ctx, b.Client, lockKeys, "lone", 60000, "f")); err != nil || n != 0 {
 			t.Fatalf("fenced acquire of a lapsed lease: got %d, %v, want 0 (serve the queue first)", n, err)
 		}
 		if got := waitReply(t, b, "lone", "f", "", "", ""); got[0] != int64(1) || got[1] != "lone:8" {
@@ -127,7 +127,7 @@ func TestDeadEntriesAreServedInShortCalls(t *testing.T) {
 		listen := deadEntries(t, b, "lock:queue", "e", 1000)
 		release := func(value string) any {
 			t.Helper()
-			reply, err := redistest.Script(scripts.Release).Run(ctx, b.Client, lockKeys, value, "0", "", "0").Result()
+			reply, err := endResult(redistest.Script(scripts.Release).Run(ctx, b.Client, lockKeys, value, "0", "", "0"))
 			if err != nil {
 				t.Fatalf("release of %q: %v", value, err)
 			}

@@ -36,7 +36,7 @@ func TestReleaseMark(t *testing.T) {
 			if match == "2" {
 				keys = breakKeys("n1")
 			}
-			reply, err := redistest.Script(scripts.Release).Run(ctx, b.Client, keys, value, match, "", "0", "", "10000").Result()
+			reply, err := endResult(redistest.Script(scripts.Release).Run(ctx, b.Client, keys, value, match, "", "0", "", "10000"))
 			if err != nil {
 				t.Fatalf("release of %q (ARGV[2] %s): %v", value, match, err)
 			}
@@ -94,7 +94,7 @@ func TestReleaseMark(t *testing.T) {
 		b.Client.Set(ctx, "lock", "holder", time.Minute)
 		want("the same break again", release(markedKeys, "holder", "2"), int64(-1))
 		want("the lock after it", b.Client.Get(ctx, "lock").Val(), "holder")
-		if reply, err := redistest.Script(scripts.Release).Run(ctx, b.Client, breakKeys("n2"), "holder", "2", "", "0", "", "10000").Result(); err != nil || reply != int64(1) {
+		if reply, err := endResult(redistest.Script(scripts.Release).Run(ctx, b.Client, breakKeys("n2"), "holder", "2", "", "0", "", "10000")); err != nil || reply != int64(1) {
 			t.Fatalf("another break: got %v, %v, want 1", reply, err)
 		}
 	})

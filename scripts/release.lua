@@ -37,21 +37,21 @@
 -- ARGV[5]  another entry to remove with ARGV[3] (its next one), optional
 -- ARGV[6]  how long the marks last, in ms: optional, with KEYS[4] only
 --
--- Reply:
---   1   the lock was deleted (or an earlier send of this call ended the
---       grant)
---   2   it was handed to a waiter, as an efficiency grant (a fenced grant
---       replies its new token, a decimal string)
---   0   the caller's lease is gone (the key is, or the lease lapsed)
---   -1  another owner holds it (nothing changed)
---   -3  an operator broke the caller's lease (nothing changed)
---   3   released, with dead entries still ahead of the first live waiter:
---       the lock is left vacant, and the caller calls again (with ARGV[1]
---       '') to go on
---   -2  gone, with dead entries ahead: likewise
---   {0, token}  the caller's lease had lapsed, and this call handed the lock
---       to the first live waiter, with that grant's token ('-' for an
---       efficiency grant)
+-- Reply, a table {code, token}: token is that of the grant this call handed
+-- the lock on with to the first live waiter ('-' for an efficiency grant),
+-- or '' when it handed none. The codes:
+--   {1, ''}     the lock was deleted (or an earlier send of this call ended
+--               the grant)
+--   {2, token}  it was handed to a waiter
+--   {0, ''}     the caller's lease is gone (the key is, or the lease
+--               lapsed); with a token, the lease had lapsed and this call
+--               handed the lock on
+--   {-1, ''}    another owner holds it (nothing changed)
+--   {-3, ''}    an operator broke the caller's lease (nothing changed)
+--   {3, ''}     released, with dead entries still ahead of the first live
+--               waiter: the lock is left vacant, and the caller calls again
+--               (with ARGV[1] '') to go on
+--   {-2, ''}    gone, with dead entries ahead: likewise
 local breaking = ARGV[2] == '2'
 
 -- ended(code) is the reply of a holder's release that found no grant of
@@ -78,7 +78,7 @@ if breaking and KEYS[5] then
   if did then
     -- This break ran already: reply what it did, and do nothing more.
     redis.call('PEXPIRE', KEYS[5], ARGV[6])
-    return did == 'b' and 1 or -1
+    return {did == 'b' and 1 or -1, ''}
   end
   -- Nothing broken yet: so says the mark, for a resend, until below.
   redis.call('SET', KEYS[5], 'x', 'PX', ARGV[6])
@@ -90,7 +90,7 @@ if ARGV[3] ~= '' then
 end
 local held = redis.call('GET', KEYS[1])
 if not held then
-  return ended(0)
+  return {ended(0), ''}
 end
 local marked, left, now
 held, marked, left, now = read_value(held)
@@ -99,10 +99,10 @@ if gone then
   -- The lease lapsed: nobody's to release, and the queue is served below.
 elseif ARGV[2] == '1' then
   if #ARGV[1] < 2 or string.sub(ARGV[1], -1) ~= ':' or string.sub(held, 1, #ARGV[1]) ~= ARGV[1] then
-    return -1
+    return {-1, ''}
   end
 elseif held ~= ARGV[1] then
-  return ended(-1)
+  return {ended(-1), ''}
 elseif breaking then
   local colon = KEYS[6] and string.find(held, ':', 1, true)
   if colon and redis.call('HGET', KEYS[6], 'grant') == held then
@@ -128,16 +128,16 @@ if marked then
     announce(publish, w, token or '-', now)
     if gone then
       if ended(0) == 1 then
-        return 1 -- an earlier send ended the caller's grant
+        return {1, ''} -- an earlier send ended the caller's grant
       end
       return {0, token or '-'}
     end
-    return token or 2
+    return {2, token or '-'}
   elseif scan.more then
     -- Dead entries left ahead: nobody takes the lock until they are gone
     -- (the vacant value, handoff.go).
     redis.call('SET', KEYS[1], '*0', 'PX', LINGER)
-    return gone and ended(-2) or 3
+    return {gone and ended(-2) or 3, ''}
   elseif w then
     -- A counter that holds no token: the waiter gets its bare ticket (no
     -- grant) and meets the error itself; the lock is deleted below.
@@ -151,6 +151,6 @@ if marked then
   redis.call('PUBLISH', KEYS[1] .. ':wake', '')
 end
 if gone then
-  return ended(0)
+  return {ended(0), ''}
 end
-return 1
+return {1, ''}

@@ -12,13 +12,9 @@ import (
 // codes are those the Reply section of each script's header lists, one a
 // line; TestReplyCodesMatchTheScripts holds them against those lines.
 
-// fenced_acquire.lua: the number it replies when it does not grant is the
-// holder's ttl, or this code.
-const fencedLapsed int64 = 0 // the holder's lease lapsed with waiters queued
-
 // AttemptCode says what an attempt to acquire did: the first element of the
-// reply of wait.lua, sem_wait.lua and sem_acquire.lua (which has no
-// AttemptQueued).
+// reply of wait.lua, sem_wait.lua, and sem_acquire.lua and fenced_acquire.lua
+// (which have no AttemptQueued).
 type AttemptCode int64
 
 // The codes of an attempt.
@@ -31,7 +27,7 @@ const (
 )
 
 // Attempt is the reply of an attempt to acquire: wait, sem_wait,
-// sem_acquire, and fenced_acquire (ReadFencedAcquire).
+// sem_acquire or fenced_acquire.
 type Attempt struct {
 	Code AttemptCode
 	// Value is the grant's stored value, with AttemptGranted and
@@ -61,7 +57,8 @@ func unexpected(reply any) error {
 	return fmt.Errorf("unexpected reply of type %T", reply)
 }
 
-// ReadAttempt reads the reply of wait, sem_wait or sem_acquire.
+// ReadAttempt reads the reply of wait, sem_wait, sem_acquire or
+// fenced_acquire.
 func ReadAttempt(reply any) (Attempt, error) {
 	r, _ := reply.([]any)
 	if len(r) == 0 {
@@ -106,23 +103,6 @@ func ReadAttempt(reply any) (Attempt, error) {
 		}
 	}
 	return a, nil
-}
-
-// ReadFencedAcquire reads the reply of fenced_acquire for owner: granted,
-// with the grant's value, or the holder's remaining ttl, or AttemptSettle
-// for a lease that lapsed with waiters queued, which the wait script serves
-// first.
-func ReadFencedAcquire(reply any, owner string) (Attempt, error) {
-	switch v := reply.(type) {
-	case string:
-		return Attempt{Code: AttemptGranted, Value: owner + ":" + v}, nil
-	case int64:
-		if v == fencedLapsed {
-			return Attempt{Code: AttemptSettle}, nil
-		}
-		return Attempt{Code: AttemptWaiting, HolderTTL: v}, nil
-	}
-	return Attempt{}, unexpected(reply)
 }
 
 // LeaseState is what a refresh, a release or a ttl read found of the
@@ -218,31 +198,50 @@ type Ended struct {
 // caller's: gone, another owner's, or broken.
 func (e Ended) Unheld() bool { return e.Lease != LeaseHeld }
 
-// ReadEnd reads the reply of release or sem_release.
+// ReadEnd reads the reply of release ({code, token}) or sem_release (a
+// code: a permit has no token, and its handoff reads as "-").
 func ReadEnd(reply any) (Ended, error) {
-	switch v := reply.(type) {
-	case string: // a fenced grant handed on: its token
-		return Ended{Lease: LeaseHeld, Handed: true, Token: v}, nil
-	case []any: // the caller's lease had lapsed; the lock went on
-		if len(v) == 2 && v[0] == leaseGone {
-			if t, ok := v[1].(string); ok {
-				return Ended{Lease: LeaseGone, Handed: true, Token: t}, nil
-			}
-		}
+	var n int64
+	token := ""
+	switch r := reply.(type) {
 	case int64:
-		switch v {
-		case releaseHanded:
-			return Ended{Lease: LeaseHeld, Handed: true, Token: "-"}, nil
-		case releasedServeOn:
-			return Ended{Lease: LeaseHeld, ServeOn: true}, nil
-		case goneServeOn:
-			return Ended{Lease: LeaseGone, ServeOn: true}, nil
+		n = r
+		if n == releaseHanded {
+			token = "-"
 		}
-		if s, ok := states[v]; ok {
-			return Ended{Lease: s}, nil
+	case []any:
+		var ok1, ok2 bool
+		if len(r) == 2 {
+			n, ok1 = r[0].(int64)
+			token, ok2 = r[1].(string)
 		}
+		if !ok1 || !ok2 {
+			return Ended{}, unexpected(reply)
+		}
+	default:
+		return Ended{}, unexpected(reply)
 	}
-	return Ended{}, unexpected(reply)
+	e := Ended{Handed: token != "", Token: token}
+	switch n {
+	case releaseHanded:
+		e.Lease = LeaseHeld
+	case releasedServeOn:
+		e.Lease, e.ServeOn = LeaseHeld, true
+	case goneServeOn:
+		e.Lease, e.ServeOn = LeaseGone, true
+	default:
+		s, ok := states[n]
+		if !ok {
+			return Ended{}, unexpected(reply)
+		}
+		e.Lease = s
+	}
+	// Only a handoff, or a lapsed lease's release that handed the lock
+	// on, names a token.
+	if e.Handed != (n == releaseHanded) && n != leaseGone {
+		return Ended{}, unexpected(reply)
+	}
+	return e, nil
 }
 
 // ReadTTL reads the reply of pttl or sem_pttl: the lease's remaining ms (-1:
@@ -403,9 +402,6 @@ func ReadLeader(reply any, withValue bool) (Sighting, error) {
 	return s, nil
 }
 
-// registerStored is register_write.lua's reply when it stored the value.
-const registerStored int64 = 1
-
 // The refusals of a fenced register's scripts (register_fence.lua).
 const (
 	RefusedCorrupt = "corrupt" // a field holds no token: Field, Text
@@ -433,15 +429,14 @@ type Fenced struct {
 // ReadFence reads the reply of register_write or register_claim. A token in
 // it that does not parse is a *BadTokenError.
 func ReadFence(reply any) (Fenced, error) {
-	if reply == registerStored {
-		return Fenced{}, nil
-	}
 	r, _ := reply.([]any)
 	var word string
 	if len(r) > 0 {
 		word, _ = r[0].(string)
 	}
 	switch {
+	case word == "ok" && len(r) == 1: // register_write stored the value
+		return Fenced{}, nil
 	case word == "ok" && len(r) == 3:
 		w, _ := r[1].(string)
 		writer, err := strconv.ParseUint(w, 10, 64)

@@ -18,7 +18,7 @@ func TestReplyCodesMatchTheScripts(t *testing.T) {
 	attempts := []int64{int64(AttemptGranted), int64(AttemptHeld), int64(AttemptQueued), int64(AttemptWaiting), int64(AttemptSettle)}
 	done := []int64{1, 0} // ReadDone
 	want := map[string][]int64{
-		"fenced_acquire":    {fencedLapsed},
+		"fenced_acquire":    {int64(AttemptGranted), int64(AttemptWaiting), int64(AttemptSettle)},
 		"wait":              attempts,
 		"sem_wait":          attempts,
 		"sem_acquire":       {int64(AttemptGranted), int64(AttemptHeld), int64(AttemptWaiting), int64(AttemptSettle)},
@@ -32,7 +32,6 @@ func TestReplyCodesMatchTheScripts(t *testing.T) {
 		"election_proclaim": done,
 		"election_resign":   done,
 		"election_leader":   {int64(OfficeFree), int64(OfficeWaiting), int64(OfficeLeading)},
-		"register_write":    {registerStored},
 	}
 	files, err := filepath.Glob("*.lua")
 	if err != nil || len(files) == 0 {
@@ -114,15 +113,19 @@ func TestReadAttempt(t *testing.T) {
 			t.Errorf("ReadAttempt(%v): the error %q shows the reply's value", tc.reply, err)
 		}
 	}
-	got, err := ReadFencedAcquire("7", "o")
-	if err != nil || got != (Attempt{Code: AttemptGranted, Value: "o:7"}) {
-		t.Errorf("ReadFencedAcquire(\"7\"): got %+v, %v", got, err)
+	fenced := map[string]Attempt{
+		"granted": {Code: AttemptGranted, Value: "o:7"},
+		"held":    {Code: AttemptWaiting, HolderTTL: 250},
+		"lapsed":  {Code: AttemptSettle},
 	}
-	if got, _ := ReadFencedAcquire(int64(0), "o"); got.Code != AttemptSettle {
-		t.Errorf("ReadFencedAcquire(0): got %+v, want AttemptSettle", got)
-	}
-	if got, _ := ReadFencedAcquire(int64(250), "o"); got != (Attempt{Code: AttemptWaiting, HolderTTL: 250}) {
-		t.Errorf("ReadFencedAcquire(250): got %+v", got)
+	for name, reply := range map[string]any{
+		"granted": []any{int64(1), "o:7"},
+		"held":    []any{int64(0), int64(250), "", ""},
+		"lapsed":  []any{int64(4), int64(0), "", ""},
+	} {
+		if got, err := ReadAttempt(reply); err != nil || got != fenced[name] {
+			t.Errorf("fenced_acquire's reply, %s: got %+v, %v", name, got, err)
+		}
 	}
 }
 
@@ -132,18 +135,27 @@ func TestReadEnd(t *testing.T) {
 		want  Ended
 		ok    bool
 	}{
+		{[]any{int64(1), ""}, Ended{Lease: LeaseHeld}, true},
+		{[]any{int64(2), "-"}, Ended{Lease: LeaseHeld, Handed: true, Token: "-"}, true},
+		{[]any{int64(2), "9"}, Ended{Lease: LeaseHeld, Handed: true, Token: "9"}, true},
+		{[]any{int64(0), ""}, Ended{Lease: LeaseGone}, true},
+		{[]any{int64(0), "9"}, Ended{Lease: LeaseGone, Handed: true, Token: "9"}, true},
+		{[]any{int64(-1), ""}, Ended{Lease: LeaseTaken}, true},
+		{[]any{int64(-3), ""}, Ended{Lease: LeaseBroken}, true},
+		{[]any{int64(3), ""}, Ended{Lease: LeaseHeld, ServeOn: true}, true},
+		{[]any{int64(-2), ""}, Ended{Lease: LeaseGone, ServeOn: true}, true},
+		// sem_release replies a bare code
 		{int64(1), Ended{Lease: LeaseHeld}, true},
 		{int64(2), Ended{Lease: LeaseHeld, Handed: true, Token: "-"}, true},
-		{"9", Ended{Lease: LeaseHeld, Handed: true, Token: "9"}, true},
 		{int64(0), Ended{Lease: LeaseGone}, true},
-		{int64(-1), Ended{Lease: LeaseTaken}, true},
-		{int64(-3), Ended{Lease: LeaseBroken}, true},
 		{int64(3), Ended{Lease: LeaseHeld, ServeOn: true}, true},
-		{int64(-2), Ended{Lease: LeaseGone, ServeOn: true}, true},
-		{[]any{int64(0), "9"}, Ended{Lease: LeaseGone, Handed: true, Token: "9"}, true},
+		{[]any{int64(2), ""}, Ended{}, false},
 		{[]any{int64(1), "9"}, Ended{}, false},
+		{[]any{int64(-1), "9"}, Ended{}, false},
 		{[]any{int64(0)}, Ended{}, false},
+		{[]any{"1", ""}, Ended{}, false},
 		{[]any{}, Ended{}, false},
+		{"9", Ended{}, false},
 		{int64(4), Ended{}, false},
 		{nil, Ended{}, false},
 	} {
@@ -249,7 +261,7 @@ func TestReadFence(t *testing.T) {
 		want  Fenced
 		ok    bool
 	}{
-		{int64(1), Fenced{}, true},
+		{[]any{"ok"}, Fenced{}, true},
 		{[]any{"ok", "5", "v"}, Fenced{Writer: 5, Value: []byte("v")}, true},
 		{[]any{"ok", "0", nil}, Fenced{}, true},
 		{[]any{"corrupt", "token", "x"}, Fenced{Refused: RefusedCorrupt, Field: "token", Text: "x"}, true},

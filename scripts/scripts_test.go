@@ -32,7 +32,7 @@ func TestCompareAndChange(t *testing.T) {
 				return redistest.Script(scripts.PTTL).Run(ctx, b.Client, keys, o).Int64()
 			}, -3, -2},
 			{"release", func(o string) (int64, error) {
-				return redistest.Script(scripts.Release).Run(ctx, b.Client, releaseKeys, o, "0", "", "0").Int64()
+				return endCode(redistest.Script(scripts.Release).Run(ctx, b.Client, releaseKeys, o, "0", "", "0"))
 			}, -1, 0},
 		}
 		for _, tc := range cases {
@@ -51,16 +51,16 @@ func TestCompareAndChange(t *testing.T) {
 			t.Errorf("pttl by the owner after refresh: got %d, want over 60000", got)
 		}
 		for _, prefix := range []string{"owner-b:", "owner-", "", ":"} {
-			if got, _ := redistest.Script(scripts.Release).Run(ctx, b.Client, releaseKeys, prefix, "1", "", "0").Int64(); got != -1 {
+			if got, _ := endCode(redistest.Script(scripts.Release).Run(ctx, b.Client, releaseKeys, prefix, "1", "", "0")); got != -1 {
 				t.Errorf("release by prefix %q of %q: got %d, want -1", prefix, "owner-a", got)
 			}
 		}
 		b.Client.Set(ctx, "lock", ":33", time.Minute)
-		if got, _ := redistest.Script(scripts.Release).Run(ctx, b.Client, releaseKeys, ":", "1", "", "0").Int64(); got != -1 {
+		if got, _ := endCode(redistest.Script(scripts.Release).Run(ctx, b.Client, releaseKeys, ":", "1", "", "0")); got != -1 {
 			t.Errorf("release by the empty owner prefix %q of %q: got %d, want -1", ":", ":33", got)
 		}
 		b.Client.Set(ctx, "lock", "owner-a:33", time.Minute)
-		if got, _ := redistest.Script(scripts.Release).Run(ctx, b.Client, releaseKeys, "owner-a:", "1", "", "0").Int64(); got != 1 {
+		if got, _ := endCode(redistest.Script(scripts.Release).Run(ctx, b.Client, releaseKeys, "owner-a:", "1", "", "0")); got != 1 {
 			t.Errorf("release by a matching prefix: got %d, want 1", got)
 		}
 		if b.Client.Exists(ctx, "lock").Val() != 0 {
@@ -76,7 +76,7 @@ func TestCompareAndChange(t *testing.T) {
 
 func fencedAcquire(t *testing.T, b *redistest.Backend, owner, kind string) any {
 	t.Helper()
-	reply, err := redistest.Script(scripts.FencedAcquire).Run(t.Context(), b.Client, []string{"lock", "lock:queue", "lock:fence"}, owner, 60000, kind).Result()
+	reply, err := fencedResult(redistest.Script(scripts.FencedAcquire).Run(t.Context(), b.Client, []string{"lock", "lock:queue", "lock:fence"}, owner, 60000, kind))
 	if err != nil {
 		t.Fatalf("fenced acquire: %v", err)
 	}
@@ -154,7 +154,7 @@ func TestFencedAcquireRefusesACounterAheadOfTheClock(t *testing.T) {
 			redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 				ctx := t.Context()
 				b.Client.Set(ctx, "lock:fence", ahead, 0)
-				_, err := redistest.Script(scripts.FencedAcquire).Run(ctx, b.Client, lockKeys, "owner-a", 60000, kind).Result()
+				_, err := fencedResult(redistest.Script(scripts.FencedAcquire).Run(ctx, b.Client, lockKeys, "owner-a", 60000, kind))
 				if err == nil || !strings.HasPrefix(err.Error(), "BADFENCE") || !strings.Contains(err.Error(), "more than an hour ahead") ||
 					!strings.Contains(err.Error(), "repair or delete it") {
 					t.Fatalf("acquire with the counter 2 h ahead: got %v, want BADFENCE saying it is more than an hour ahead", err)
@@ -170,7 +170,7 @@ func TestFencedAcquireRefusesACounterAheadOfTheClock(t *testing.T) {
 	}
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		b.Client.Set(t.Context(), "lock:fence", ahead, 0)
-		token, err := redistest.Script(scripts.FencedAcquire).Run(t.Context(), b.Client, lockKeys, "owner-a", 60000, "f").Text()
+		token, err := fencedText(redistest.Script(scripts.FencedAcquire).Run(t.Context(), b.Client, lockKeys, "owner-a", 60000, "f"))
 		if n, _ := strconv.ParseInt(ahead, 10, 64); err != nil || token != strconv.FormatInt(n+1, 10) {
 			t.Fatalf("acquire without the clock floor: got %q, %v, want the counter + 1", token, err)
 		}
@@ -200,14 +200,14 @@ func TestRegisterFence(t *testing.T) {
 			want any // nil: refused as ahead of the ceiling
 		}{
 			{"claim of a new register", claim, "9", "c", reply{"ok", "0", nil}},
-			{"write by the claimer", write, "9", "c", int64(1)},
-			{"write again: the same grant", write, "9", "c", int64(1)},
+			{"write by the claimer", write, "9", "c", reply{"ok"}},
+			{"write again: the same grant", write, "9", "c", reply{"ok"}},
 			{"claim by a newer token", claim, "10", "c", reply{"ok", "9", "v9"}}, // longer is larger, though "10" < "9" as text
 			{"write by the token it superseded", write, "9", "c", reply{"stale", "10"}},
 			{"claim by the token it superseded", claim, "9", "c", reply{"stale", "10"}},
-			{"write by the newer claimer", write, "10", "c", int64(1)},
+			{"write by the newer claimer", write, "10", "c", reply{"ok"}},
 			{"a clock-floor token", claim, tok(0), "c", reply{"ok", "10", "v10"}},
-			{"59 minutes ahead", write, tok(59 * time.Minute), "c", int64(1)},
+			{"59 minutes ahead", write, tok(59 * time.Minute), "c", reply{"ok"}},
 			{"61 minutes ahead", write, tok(61 * time.Minute), "c", nil},
 			{"61 minutes ahead, claimed", claim, tok(61 * time.Minute), "c", nil},
 			{"the largest uint64", claim, "18446744073709551615", "c", nil},
@@ -216,7 +216,7 @@ func TestRegisterFence(t *testing.T) {
 			{"written below a claim", write, tok(60 * time.Minute), "", reply{"stale", tok(61 * time.Minute)}},
 			// A token equal to the highest is the same grant: not checked
 			// again.
-			{"the claimer writes", write, tok(61 * time.Minute), "c", int64(1)},
+			{"the claimer writes", write, tok(61 * time.Minute), "c", reply{"ok"}},
 		}
 		for _, s := range steps {
 			got := s.run(s.tok, s.chk)
@@ -374,7 +374,7 @@ func TestRegisterClaimRetention(t *testing.T) {
 func TestFencedAcquireRefusesAKeyOfAnotherType(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		b.Client.HSet(t.Context(), "lock", "f", "v")
-		_, err := redistest.Script(scripts.FencedAcquire).Run(t.Context(), b.Client, []string{"lock", "lock:queue", "lock:fence"}, "owner-a", 60000, "c").Result()
+		_, err := fencedResult(redistest.Script(scripts.FencedAcquire).Run(t.Context(), b.Client, []string{"lock", "lock:queue", "lock:fence"}, "owner-a", 60000, "c"))
 		if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 			t.Fatalf("got %v, want WRONGTYPE: a hash must not be taken for a free lock", err)
 		}
@@ -388,7 +388,7 @@ func TestFencedAcquireRefusesACounterOfAnotherType(t *testing.T) {
 	for _, kind := range []string{"f", "c", "t"} {
 		redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 			b.Client.HSet(t.Context(), "lock:fence", "f", "v")
-			_, err := redistest.Script(scripts.FencedAcquire).Run(t.Context(), b.Client, []string{"lock", "lock:queue", "lock:fence"}, "owner-a", 60000, kind).Result()
+			_, err := fencedResult(redistest.Script(scripts.FencedAcquire).Run(t.Context(), b.Client, []string{"lock", "lock:queue", "lock:fence"}, "owner-a", 60000, kind))
 			if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 				t.Fatalf("kind %s: got %v, want WRONGTYPE: a hash must not be overwritten as a counter", kind, err)
 			}
@@ -427,7 +427,7 @@ func TestReleaseWakesOnlyMarkedLocks(t *testing.T) {
 					t.Fatalf("the waiter without an entry made a queue")
 				}
 			}
-			if n, err := redistest.Script(scripts.Release).Run(ctx, b.Client, keys, "owner-a", "0", "", "0").Int64(); err != nil || n != 1 {
+			if n, err := endCode(redistest.Script(scripts.Release).Run(ctx, b.Client, keys, "owner-a", "0", "", "0")); err != nil || n != 1 {
 				t.Fatalf("release (marked %v): got %d, %v, want 1", marked, n, err)
 			}
 			if b.Client.Exists(ctx, "lock").Val() != 0 {

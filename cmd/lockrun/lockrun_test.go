@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -409,7 +410,11 @@ func TestStatusNeverShowsTheOwner(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	owner, token, _ := strings.Cut(value, ":")
+	pv, err := scripts.ParseValue(value, true)
+	if err != nil {
+		t.Fatalf("the lock's value: %v", err)
+	}
+	owner, token := pv.Owner, strconv.FormatUint(pv.Token, 10)
 	for _, flags := range [][]string{{"-status", "report"}, {"-fenced", "-status", "report"}} {
 		r := h.run(flags...)
 		wantCode(t, r, 0)

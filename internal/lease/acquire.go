@@ -214,7 +214,7 @@ func acquireFenced(a acquire, kind any) (found, error) {
 
 // readFenced reads the fenced acquire script's reply.
 func (a *acquire) readFenced(reply any) (found, error) {
-	at, err := scripts.ReadFencedAcquire(reply, a.owner)
+	at, err := scripts.ReadAttempt(reply)
 	if err != nil {
 		return found{}, err
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -91,7 +90,8 @@ func ambiguousAcquire(t *testing.T, k kind, get func(locker) func(context.Contex
 // the one before. It returns the token.
 func checkRetriedToken(t *testing.T, i int, direct *redis.Client, name, held string, token, last uint64) uint64 {
 	t.Helper()
-	_, inKey, _ := strings.Cut(held, ":")
+	p, _ := scripts.ParseValue(held, true)
+	inKey := strconv.FormatUint(p.Token, 10)
 	counter := value(t, direct, scripts.CounterKey(scripts.LockKey(lease.DefaultPrefix, name)))
 	if want := strconv.FormatUint(token, 10); inKey != want || counter != want {
 		t.Fatalf("cut %d: got token %d, the key holds %q and the counter %q, want all three equal (the retry must not mint a second token)", i, token, inKey, counter)

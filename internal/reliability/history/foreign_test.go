@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -135,10 +134,8 @@ type foreigner struct {
 }
 
 func newForeigner(value string) *foreigner {
-	owner, token, _ := strings.Cut(value, ":")
-	f := &foreigner{value: value, owner: owner, rng: rand.New(rand.NewPCG(7, 11)), ids: rand.NewChaCha8([32]byte{7})}
-	f.token, _ = strconv.ParseUint(token, 10, 64)
-	return f
+	p, _ := scripts.ParseValue(value, true)
+	return &foreigner{value: value, owner: p.Owner, token: p.Token, rng: rand.New(rand.NewPCG(7, 11)), ids: rand.NewChaCha8([32]byte{7})}
 }
 
 // call queues the n-th foreign call on pipe, and describes it.

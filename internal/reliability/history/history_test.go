@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -433,26 +432,31 @@ func (grantHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		if err != nil {
 			return err
 		}
-		var token string
-		switch reply := cmd.(*redis.Cmd).Val().(type) {
-		case string: // a fenced acquire's token, or the token a release handed on
-			token = reply
-		case []any: // a waiter's try: {1, "owner:token"} when it granted
-			if len(reply) == 2 && reply[0] == int64(1) {
-				value, _ := reply[1].(string)
-				_, token, _ = strings.Cut(value, ":")
-			}
-			// ... and a fifth element when it handed a lapsed lease's
-			// lock to the first live waiter, another client.
-			// A release of a lease that had lapsed says so with {0, token}.
-			if len(reply) == 5 || len(reply) == 2 && reply[0] == int64(0) {
-				handed, _ := reply[len(reply)-1].(string)
-				if n, err := strconv.ParseUint(handed, 10, 64); err == nil {
-					lock, _ := cmd.Args()[3].(string)
-					log.ops = append(log.ops, porcupine.Operation{ClientId: log.lane, Call: call, Return: ret, Output: n})
-					log.handed.Store(handedGrant{lock, n}, struct{}{})
+		// What the reply says was granted, read as the engine reads it: a
+		// grant's token (a fenced acquire's, a waiter's, or the token a
+		// release handed on), and the token of a grant a waiter's try or a
+		// lapsed lease's release handed to the first live waiter, another
+		// client. An efficiency grant ("-") has none.
+		var token, handed string
+		reply := cmd.(*redis.Cmd).Val()
+		if script == scripts.Release {
+			if e, err := scripts.ReadEnd(reply); err == nil && e.Handed && e.Token != "-" {
+				if e.Lease == scripts.LeaseHeld {
+					token = e.Token
+				} else {
+					handed = e.Token
 				}
 			}
+		} else if at, err := scripts.ReadAttempt(reply); err == nil {
+			if v, err := scripts.ParseValue(at.Value, true); at.Granted() && err == nil {
+				token = strconv.FormatUint(v.Token, 10)
+			}
+			handed = at.Handed
+		}
+		if n, err := strconv.ParseUint(handed, 10, 64); err == nil {
+			lock, _ := cmd.Args()[3].(string)
+			log.ops = append(log.ops, porcupine.Operation{ClientId: log.lane, Call: call, Return: ret, Output: n})
+			log.handed.Store(handedGrant{lock, n}, struct{}{})
 		}
 		if token == "" {
 			return nil

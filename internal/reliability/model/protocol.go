@@ -142,12 +142,7 @@ func (p protocol) readTry(reply any, owner string) (attempt, error) {
 	case Semaphore:
 		return p.readWait(reply, owner)
 	default:
-		switch v := reply.(type) {
-		case string: // the token
-			return p.granted(owner+":"+v, owner)
-		case int64: // the holder's ttl; 0: its lease lapsed with waiters queued
-			return attempt{holderTTL: v, settle: v == 0}, nil
-		}
+		return p.readWait(reply, owner) // fenced_acquire replies as sem_acquire
 	}
 	return attempt{}, unexpected(reply)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/leasekit/leasekit/internal/testkit/faultproxy"
 	"github.com/leasekit/leasekit/internal/testkit/proc"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -101,7 +102,11 @@ func (h *queuedHook) seen(cmd redis.Cmder) {
 		return
 	}
 	for _, arg := range cmd.Args() {
-		if s, ok := arg.(string); ok && len(strings.Fields(s)) == 6 {
+		if s, ok := arg.(string); ok {
+			// (A script's own source, sent by EVAL, is no entry.)
+			if _, _, entry := scripts.EntryTicket(s); !entry || strings.Contains(s, "\n") {
+				continue
+			}
 			h.once.Do(func() { fmt.Println("queued") })
 			return
 		}
@@ -238,22 +243,26 @@ func queueState(t *testing.T, c redis.UniversalClient, queue, lock string) strin
 	t.Helper()
 	ctx := t.Context()
 	held := c.Get(ctx, lock).Val()
-	owner, _, _ := strings.Cut(held, ":")
-	owner, _, _ = strings.Cut(owner, "*")
+	pv, err := scripts.ParseValue(held, true)
+	if err != nil { // an efficiency lock's value: no token
+		pv, _ = scripts.ParseValue(held, false)
+	}
+	owner := pv.Owner
 	var out []string
 	holder := "nobody"
 	if held != "" {
 		holder = "an owner not queued"
 	}
 	for i, z := range c.ZRangeWithScores(ctx, queue, 0, -1).Val() {
-		f := strings.Fields(z.Member.(string))
-		if len(f) < 6 {
+		member, _ := z.Member.(string)
+		_, channel, ok := scripts.EntryTicket(member)
+		if !ok {
 			out = append(out, fmt.Sprintf("entry %d: malformed", i))
 			continue
 		}
-		subs := c.PubSubNumSub(ctx, f[5]).Val()[f[5]]
+		subs := c.PubSubNumSub(ctx, channel).Val()[channel]
 		out = append(out, fmt.Sprintf("entry %d at %.0f: %d subscribers", i, z.Score, subs))
-		if f[0] == owner {
+		if scripts.EntryOwner(member) == owner {
 			holder = fmt.Sprintf("entry %d's owner", i)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/leasekit/leasekit/correctness"
 	"github.com/leasekit/leasekit/efficiency"
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -121,7 +122,7 @@ func (o *ownerLog) owner() string {
 // the mark of waiters: scripts/wire.go) is the grant of owner with
 // token (0 for efficiency).
 func holds(v, owner string, token uint64) bool {
-	v, _, _ = strings.Cut(v, "*")
+	v = scripts.Grant(v)
 	if token == 0 {
 		return v == owner
 	}
@@ -152,7 +153,7 @@ func checkHeld(ctx context.Context, c redis.UniversalClient, name, owner string,
 
 // tokenOf is the token in a lock value, or "-" for an efficiency value.
 func tokenOf(v string) string {
-	v, _, _ = strings.Cut(v, "*")
+	v = scripts.Grant(v)
 	if i := strings.LastIndexByte(v, ':'); i >= 0 {
 		return v[i+1:]
 	}
