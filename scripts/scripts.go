@@ -4,7 +4,9 @@
 // (wire.go: values, queue entries, grant messages, headers), and a typed
 // reader for every script's reply (replies.go). The engine
 // (internal/lease), the faces, the tools and the tests call these; none of
-// them reads a reply code or parses a value itself.
+// them reads a reply code or parses a value itself. docs/protocol.md lists
+// the states of a lock and of a permit and which script moves between them
+// (TestStates holds it against the scripts).
 //
 // A Script is its name, its source and its keys/args contract: the package
 // sends nothing and ties leasekit to no Redis client. A runner in the engine
