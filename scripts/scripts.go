@@ -23,8 +23,9 @@
 // as the first element of a table: "--   -1  another owner holds it";
 // TestReplyCodesMatchTheScripts holds the readers' codes against those
 // lines. Every script of a lock or a semaphore starts with prelude.lua,
-// what they share (prelude.go gives it Linger). The scripts that grant a lock (fenced_acquire, wait, release) have
-// grant.lua, the function they share, prepended; the ones that queue
+// what they share (prelude.go gives it Linger). The scripts that grant a
+// lock (fenced_acquire, wait, release) have grant.lua, the function they
+// share, prepended; the ones that queue
 // waiters or hand a grant to one (wait, release and the semaphore's), and
 // inspect, queue.lua; the semaphore's (sem_*, but sem_pttl), semaphore.lua
 // after it; the two of a register (register_write, register_claim),

@@ -91,10 +91,10 @@ func hammer(t *testing.T, client *redis.Client, key string) {
 			t.Fatalf("batch %d: %v", batch, err)
 		}
 		for i, cmd := range cmds {
-			if n, err := cmd.Int64(); err != nil || n != -1 {
+			if found, err := foundOf(cmd); err != nil || found != scripts.LeaseTaken {
 				succeeded++
 				if succeeded <= 5 {
-					t.Errorf("%s: got %d, %v; want -1, nil (another owner holds it)", calls[i], n, err)
+					t.Errorf("%s: got %v (%v), %v; want another owner holds it", calls[i], cmd.Val(), found, err)
 				}
 			}
 		}
@@ -297,4 +297,19 @@ func TestForeignHandsStaleLeases(t *testing.T) {
 			}
 		})
 	}
+}
+
+// foundOf is what a release or refresh found of the caller's lease, read
+// with the protocol's readers: a release replies a table, a refresh a code.
+func foundOf(cmd *redis.Cmd) (scripts.LeaseState, error) {
+	v, err := cmd.Result()
+	if err != nil {
+		return 0, err
+	}
+	if _, release := v.([]any); release {
+		e, err := scripts.ReadEnd(v)
+		return e.Lease, err
+	}
+	r, err := scripts.ReadRefresh(v)
+	return r.Lease, err
 }

@@ -448,7 +448,7 @@ func (grantHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 				}
 			}
 		} else if at, err := scripts.ReadAttempt(reply); err == nil {
-			if v, err := scripts.ParseValue(at.Value, true); at.Granted() && err == nil {
+			if v, err := scripts.ParseValue(at.Value, true); at.Code == scripts.AttemptGranted && err == nil {
 				token = strconv.FormatUint(v.Token, 10)
 			}
 			handed = at.Handed
