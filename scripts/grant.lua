@@ -39,11 +39,12 @@ local function grant(owner, ttl, kind, now)
     if not served then
       -- Take the lock with the clock as its token (nearly always the
       -- winner) before touching the counter.
-      local holder = redis.call('SET', KEYS[1], owner .. ':' .. token, 'NX', 'PX', ttl, 'GET')
+      local value = owner .. ':' .. token
+      local holder = redis.call('SET', KEYS[1], value, 'NX', 'PX', ttl, 'GET')
       if holder then
         return false, holder
       end
-      taken = true
+      taken = value -- the value this call stored
     end
     -- Store the clock and read what it replaces; put back below if ahead.
     if kind == 't' then
@@ -56,19 +57,21 @@ local function grant(owner, ttl, kind, now)
     -- current is a GET's reply, or the error table of one that met a key
     -- of another type. A token is digits without a leading zero, below
     -- 2^63 - 1 so that INCR can count on.
-    local bad, ceiling
-    if token then
-      ceiling = (now[1] + 3600) .. string.sub(token, -6)
-    end
+    local bad
     if type(current) == 'table' then
       bad = 'holds a key of another type (' .. tostring(current.err) .. ')'
     elseif #current > 19 or current ~= '0' and not string.find(current, '^[1-9]%d*$') then
       bad = 'holds "' .. string.sub(current, 1, 40) .. '", not a fencing token (decimal digits below 2^63-1)'
     elseif #current == 19 and current >= '9223372036854775807' then
       bad = 'holds ' .. current .. ', the largest token there is: no larger one can be drawn'
-    elseif ceiling and (#current > #ceiling or #current == #ceiling and current > ceiling) then
-      bad = 'holds ' .. current .. ', more than an hour ahead of the server clock (' .. token ..
-          ' µs): every fence refuses such a token (did the clock run fast and get set back?)'
+    elseif token and (#current > #token or #current == #token and current > token) then
+      -- Only a counter ahead of the clock can be an hour ahead of it: the
+      -- ceiling is built for that one alone.
+      local ceiling = (now[1] + 3600) .. string.sub(token, -6)
+      if #current > #ceiling or #current == #ceiling and current > ceiling then
+        bad = 'holds ' .. current .. ', more than an hour ahead of the server clock (' .. token ..
+            ' µs): every fence refuses such a token (did the clock run fast and get set back?)'
+      end
     end
     if bad then
       if token and type(current) == 'string' then
@@ -90,7 +93,7 @@ local function grant(owner, ttl, kind, now)
   end
   if token then
     if taken then
-      return owner .. ':' .. token, token
+      return taken, token
     end
   else
     -- INCR's reply is exact below 2^53; above, Redis's own string.
