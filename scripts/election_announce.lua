@@ -4,7 +4,7 @@
 -- nothing. A leader whose leader key was deleted writes it back the same way.
 -- The leader key expires with the lease (refresh.lua keeps it alive). The
 -- leader key and the messages are specified in internal/lease/election.go; the
--- lock's value, in internal/lease/handoff.go. (prelude.lua and lease.lua are
+-- lock's value, in scripts/wire.go. (prelude.lua and lease.lua are
 -- prepended.)
 --
 -- KEYS[1]  the lock key

@@ -1,7 +1,7 @@
 -- election_leader: the election's leader, read with its lock in one step, so
 -- that a leader key left by a leader whose lease has ended is never taken for
 -- the current one. The leader key is specified in internal/lease/election.go;
--- the lock's value, in internal/lease/handoff.go. (prelude.lua and lease.lua
+-- the lock's value, in scripts/wire.go. (prelude.lua and lease.lua
 -- are prepended.)
 --
 -- KEYS[1]  the lock key

@@ -3,7 +3,7 @@
 -- term is in office: the lock holds the grant whose token is the term, with a
 -- lease that has not lapsed. A leader key that was deleted is written back with
 -- it. The leader key and the messages are specified in
--- internal/lease/election.go; the lock's value, in internal/lease/handoff.go.
+-- internal/lease/election.go; the lock's value, in scripts/wire.go.
 -- (prelude.lua and lease.lua are prepended.)
 --
 -- KEYS[1]  the lock key

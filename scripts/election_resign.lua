@@ -3,7 +3,7 @@
 -- observers that the election has no leader. A successor the release handed the
 -- lock to announces itself (election_announce), so no message is sent for it.
 -- The leader key and the messages are specified in internal/lease/election.go;
--- the lock's value, in internal/lease/handoff.go. (prelude.lua and lease.lua
+-- the lock's value, in scripts/wire.go. (prelude.lua and lease.lua
 -- are prepended.)
 --
 -- KEYS[1]  the lock key

@@ -27,11 +27,11 @@ func entryOf(owner, kind string, patience, gen int, channel string) string {
 // previous entry's place and text, and returns its reply.
 func waitReply(t *testing.T, b *redistest.Backend, owner, kind, queue, place, prev string) []any {
 	t.Helper()
-	reply, err := redistest.Script(scripts.Wait).Run(t.Context(), b.Client, lockKeys, owner, 60000, kind, queue, place, prev).Slice()
+	reply, err := redistest.Script(scripts.Wait).Run(t.Context(), b.Client, lockKeys, owner, 60000, kind, queue, place, prev).Result()
 	if err != nil {
 		t.Fatalf("wait by %s: %v", owner, err)
 	}
-	return reply
+	return table(t, reply)
 }
 
 // lockValue is the lock's value with the expiry its mark of waiters

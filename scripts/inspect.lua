@@ -2,7 +2,7 @@
 -- whether a live lease holds it, for how long, how many live waiters queue for
 -- it, and its token. (prelude.lua, lease.lua and queue.lua are prepended.)
 -- The value with its mark and the queue entry are specified in
--- internal/lease/handoff.go. Never returns the owner id.
+-- scripts/wire.go. Never returns the owner id.
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the lock's wait queue

@@ -3,10 +3,12 @@ package scripts_test
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -18,42 +20,70 @@ func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 // the lock on. scripts.ReadEnd is the reader the engine uses; these tests
 // hold the script to exact replies.
 func shortEnd(reply any) any {
-	r, _ := reply.([]any)
-	if len(r) != 2 {
+	r, ok := reply.(string)
+	if !ok {
 		return reply
 	}
-	code, ok1 := r[0].(int64)
-	token, ok2 := r[1].(string)
+	code, token, _ := strings.Cut(r, " ")
+	n, err := strconv.ParseInt(code, 10, 64)
 	switch {
-	case !ok1 || !ok2:
+	case err != nil:
 		return reply
-	case token == "":
-		return code
-	case code == 2 && token == "-":
-		return int64(2)
-	case code == 2:
+	case token == "" || n == 2 && token == "-":
+		return n
+	case n == 2:
 		return token
 	}
-	return reply
+	return []any{n, token}
 }
 
 // shortFenced is a reply of fenced_acquire as the tests here compare it:
-// the grant's token, or the holder's ttl (0: its lease lapsed).
+// the token of the caller's grant, the holder's ttl, or 0 for a lapsed
+// lease with waiters queued.
 func shortFenced(reply any) any {
-	r, _ := reply.([]any)
+	r, ok := reply.(string)
+	if !ok {
+		return reply
+	}
+	f := strings.Split(r, " ")
 	switch {
-	case len(r) == 2 && r[0] == int64(1):
-		v, _ := r[1].(string)
+	case len(f) >= 2 && f[0] == "1":
+		v := strings.Join(f[1:], " ")
 		return v[strings.LastIndexByte(v, ':')+1:]
-	case len(r) == 4 && r[0] == int64(0):
-		return r[1]
-	case len(r) == 4 && r[0] == int64(4):
+	case len(f) == 4 && f[0] == "0":
+		if n, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+			return n
+		}
+	case r == "4 0  ":
 		return int64(0)
 	}
 	return reply
 }
 
-// endResult and fencedResult are cmd's reply, short, and its error.
+// table is an attempt's reply (wait, sem_wait, sem_acquire), read by
+// scripts.ReadAttempt, as the tests here compare it: {code, value}, or
+// {code, ttl, place, now} with the handed grant's token after (now is ""
+// when the script did not read the clock).
+func table(t *testing.T, reply any) []any {
+	t.Helper()
+	a, err := scripts.ReadAttempt(reply)
+	if err != nil {
+		t.Fatalf("attempt: %v", err)
+	}
+	if a.Granted() {
+		return []any{int64(a.Code), a.Value}
+	}
+	now := ""
+	if a.Now != 0 {
+		now = strconv.FormatInt(a.Now, 10)
+	}
+	r := []any{int64(a.Code), a.HolderTTL, a.Place, now}
+	if a.Handed != "" {
+		r = append(r, a.Handed)
+	}
+	return r
+}
+
 func endResult(cmd *redis.Cmd) (any, error) { v, err := cmd.Result(); return shortEnd(v), err }
 
 func fencedResult(cmd *redis.Cmd) (any, error) { v, err := cmd.Result(); return shortFenced(v), err }

@@ -1,25 +1,13 @@
--- prelude: what the scripts of a lock and of a semaphore say once, prepended
--- (scripts.go) before every other file of each: the server's clock, a lock's
--- value, and the restart of its lease. The line before this one, written by
--- prelude.go, is LINGER: how long in ms a lock's key whose value carries the
--- mark of waiters outlives its lease, and a queue the lease of the holder it
--- waits for (Linger in Go). The value and its mark are specified in
--- internal/lease/handoff.go; the states they make, in docs/protocol.md.
---
--- Redis builds every function of a script anew on each call, so a shared
--- function costs each script it is prepended to, used or not. Measured
--- (redis-server 7.0.15, redis-benchmark -c 1 of EVALSHA, INFO commandstats):
--- an empty script 1.0-1.2 µs a call; with grant.lua and queue.lua before
--- it 1.3-1.4 µs, with queue.lua and semaphore.lua 1.9 µs; this prelude's
--- three functions add 0.1-0.3 µs (release.lua on a missing key: 3.9-4.1
--- µs without, 4.1-4.2 with). The rule: a prepended function stays while it
--- costs well under a tenth of the cheapest use of the scripts it rides on.
--- grant.lua and queue.lua add 0.25 µs to an uncontended efficiency SET +
--- release of 5.2 µs (redsync's: 5.6 µs, same bench run); semaphore.lua's
--- 0.8 µs ride on permits that cost 186-323 µs of server time per contended
--- acquisition (bench semaphore scenario). So the prelude holds only these
--- three, and none calls Redis but to read the clock, once, and to restart a
--- lease.
+-- prelude: what the scripts of a lock and of a semaphore share: the
+-- server's clock, a lock's value, and the restart of its lease. A script
+-- gets, before its own file, the functions of this file and of the other
+-- shared files (grant, queue, semaphore, lease, register_fence) that it
+-- calls, and those they call (scripts.go). LINGER, in the code, is written
+-- as its number (prelude.go): how long in ms a lock's key whose value
+-- carries the mark of waiters outlives its lease, and a queue the lease of
+-- the holder it waits for (Linger in Go). The value and its mark are
+-- specified in scripts/wire.go; the states they make, in docs/protocol.md,
+-- and what a shared function costs a call, in its section "Cost".
 
 -- clock(now) is the server clock in ms, and the TIME reply it was read from:
 -- now if given, else read here.

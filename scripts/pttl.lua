@@ -7,7 +7,7 @@
 -- expiry), or:
 --   -2  the key is gone (expired or deleted) or the lease lapsed
 --   -3  another owner holds it
--- A value with the mark of waiters carries its lease's expiry (handoff.go).
+-- A value with the mark of waiters carries its lease's expiry (wire.go).
 -- (prelude.lua is prepended.)
 local held = redis.call('GET', KEYS[1])
 if not held then

@@ -1,7 +1,7 @@
 -- queue: the functions that hand a grant to a queued waiter, prepended
 -- (scripts.go, after prelude.lua) to every script that does: wait, release
 -- and the semaphore's. The queue entry and the grant message are specified in
--- internal/lease/handoff.go.
+-- scripts/wire.go.
 --
 -- waiting(e, place, scan) parses the queue entry e, queued at place, and
 -- returns its waiter as a table {owner, ttl, kind, ticket, channel, entry,
@@ -10,7 +10,7 @@
 -- count; scan.numsub is 'NUMSUB' or 'SHARDNUMSUB', and scan keeps each
 -- channel's count, asked once per script). The patience field is not
 -- judged: the server's clock can step, and a step would spend it; a waiter
--- that gives up takes its entry out itself (handoff.go).
+-- that gives up takes its entry out itself (internal/lease).
 local function waiting(e, place, scan)
   -- entry = owner SP ttl SP kind SP patience SP ticket SP channel
   local a = string.find(e, ' ', 1, true)

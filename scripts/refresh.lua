@@ -2,7 +2,7 @@
 -- fence counter of a lock whose counter expires with its lease (kind 't')
 -- is kept at least as long, and so is an election's leader key. A value
 -- with the mark of waiters carries its lease's expiry, and its key outlives
--- the lease by LINGER (internal/lease/handoff.go). (prelude.lua is
+-- the lease by LINGER (scripts/wire.go). (prelude.lua is
 -- prepended.)
 --
 -- KEYS[1]  the lock key

@@ -9,10 +9,11 @@
 --          accepts restarts the key's expiry, and a missing register is held
 --          to the clock floor (register_fence.lua). Absent or '': no expiry.
 --
--- Reply: {'ok', writer, value} when the token was recorded as claimed, with
--- the token that wrote the value ('0' and false if none); otherwise refused's
--- reply ({'corrupt', field, text}, {'stale', highest}, {'floor', floor} or
--- {'ahead', ceiling}) and nothing changed.
+-- Reply: 'ok writer value' when the token was recorded as claimed, with the
+-- token that wrote the value (the value, the rest of the string, may hold
+-- spaces; 'ok 0' when the register holds none); otherwise refused's reply
+-- ('corrupt field text', 'stale highest', 'floor floor' or 'ahead
+-- ceiling') and nothing changed.
 local keep = ARGV[2] == 'c' and ARGV[3] ~= '' and ARGV[3] or nil
 local h = redis.call('HMGET', KEYS[1], 'token', 'claimed', 'value')
 local no = refused(h[1], h[2], ARGV[1], ARGV[2], keep)
@@ -25,4 +26,7 @@ end
 if keep then
   redis.call('PEXPIRE', KEYS[1], keep)
 end
-return {'ok', h[1] or '0', h[3]}
+if h[3] then
+  return 'ok ' .. (h[1] or '0') .. ' ' .. h[3]
+end
+return 'ok ' .. (h[1] or '0')

@@ -3,11 +3,12 @@
 -- 'token' that wrote it, and 'claimed', the highest token that claimed it.
 --
 -- refused returns the reply that refuses token, or nil when token may claim
--- or write: {'corrupt', field, text} when the register's 'token' or 'claimed'
--- holds no token (text: its first 40 bytes); {'stale', highest} when a newer
--- token has claimed or written; {'floor', floor} when keep is set, the
+-- or write, a string of fields as a lock's replies are (the last field is
+-- the rest): 'corrupt field text' when the register's 'token' or 'claimed'
+-- holds no token (text: its first 40 bytes); 'stale highest' when a newer
+-- token has claimed or written; 'floor floor' when keep is set, the
 -- register holds no token and token is below the clock floor (see below);
--- {'ahead', ceiling} when check is 'c' and a token new to the register is
+-- 'ahead ceiling' when check is 'c' and a token new to the register is
 -- beyond the ceiling (the server clock in microseconds plus an hour).
 -- written and claimed are the register's 'token' and 'claimed' (false when
 -- absent).
@@ -34,7 +35,7 @@ local function refused(written, claimed, token, check, keep)
     end
     if t then
       if #t > 20 or not string.find(t, '^[1-9]%d*$') or #t == 20 and t > '18446744073709551615' then
-        return {'corrupt', field, string.sub(t, 1, 40)}
+        return 'corrupt ' .. field .. ' ' .. string.sub(t, 1, 40)
       end
       if not highest or #t > #highest or #t == #highest and t > highest then
         highest = t
@@ -46,14 +47,14 @@ local function refused(written, claimed, token, check, keep)
     if highest == token then
       return nil -- the same grant again: the ceiling passed it already
     end
-    return {'stale', highest}
+    return 'stale ' .. highest
   end
   local now
   if keep and not highest then
     now = redis.call('TIME')
     local floor = (now[1] - math.floor(keep / 1000) + 3601) .. string.rep('0', 6 - #now[2]) .. now[2]
     if n < #floor or n == #floor and token < floor then
-      return {'floor', floor}
+      return 'floor ' .. floor
     end
   end
   -- TIME costs more than the rest: only a new token that could be beyond the
@@ -62,7 +63,7 @@ local function refused(written, claimed, token, check, keep)
     now = now or redis.call('TIME')
     local ceiling = (now[1] + 3600) .. string.rep('0', 6 - #now[2]) .. now[2]
     if n > #ceiling or n == #ceiling and token > ceiling then
-      return {'ahead', ceiling}
+      return 'ahead ' .. ceiling
     end
   end
   return nil

@@ -1,10 +1,10 @@
 -- release: end the caller's grant, handing the lock to the first live waiter
 -- in its queue, or deleting it and waking the waiters that do not queue. A
 -- lock whose lease lapsed (its holder died or froze, with waiters queued) is
--- served the same way, whoever calls. (prelude.lua, grant.lua and queue.lua
--- are prepended.) The value with its mark, the queue entry and the grant
--- message are specified in internal/lease/handoff.go; docs/waiting.md tells
--- the strategy.
+-- served the same way, whoever calls. (What it calls of prelude.lua comes
+-- first; of grant.lua and queue.lua, on the branch that hands the lock on.)
+-- The value with its mark, the queue entry and the grant message are
+-- specified in scripts/wire.go; docs/waiting.md tells the strategy.
 --
 -- A release that ends a grant it names exactly (a holder's, or an
 -- operator's break) leaves a mark of what it did, for ARGV[6] ms: a resend
@@ -37,21 +37,21 @@
 -- ARGV[5]  another entry to remove with ARGV[3] (its next one), optional
 -- ARGV[6]  how long the marks last, in ms: optional, with KEYS[4] only
 --
--- Reply, a table {code, token}: token is that of the grant this call handed
--- the lock on with to the first live waiter ('-' for an efficiency grant),
--- or '' when it handed none. The codes:
---   {1, ''}     the lock was deleted (or an earlier send of this call ended
---               the grant)
---   {2, token}  it was handed to a waiter
---   {0, ''}     the caller's lease is gone (the key is, or the lease
---               lapsed); with a token, the lease had lapsed and this call
---               handed the lock on
---   {-1, ''}    another owner holds it (nothing changed)
---   {-3, ''}    an operator broke the caller's lease (nothing changed)
---   {3, ''}     released, with dead entries still ahead of the first live
---               waiter: the lock is left vacant, and the caller calls again
---               (with ARGV[1] '') to go on
---   {-2, ''}    gone, with dead entries ahead: likewise
+-- Reply, a string: the code, and, when this call handed the lock on to the
+-- first live waiter, a space and the token of that grant ('-' for an
+-- efficiency grant). The codes:
+--   1          the lock was deleted (or an earlier send of this call ended
+--              the grant)
+--   2 token    it was handed to a waiter
+--   0          the caller's lease is gone (the key is, or the lease
+--              lapsed); with a token, the lease had lapsed and this call
+--              handed the lock on
+--   -1         another owner holds it (nothing changed)
+--   -3         an operator broke the caller's lease (nothing changed)
+--   3          released, with dead entries still ahead of the first live
+--              waiter: the lock is left vacant, and the caller calls again
+--              (with ARGV[1] '') to go on
+--   -2         gone, with dead entries ahead: likewise
 local breaking = ARGV[2] == '2'
 
 -- ended(code) is the reply of a holder's release that found no grant of
@@ -78,7 +78,7 @@ if breaking and KEYS[5] then
   if did then
     -- This break ran already: reply what it did, and do nothing more.
     redis.call('PEXPIRE', KEYS[5], ARGV[6])
-    return {did == 'b' and 1 or -1, ''}
+    return did == 'b' and '1' or '-1'
   end
   -- Nothing broken yet: so says the mark, for a resend, until below.
   redis.call('SET', KEYS[5], 'x', 'PX', ARGV[6])
@@ -90,7 +90,7 @@ if ARGV[3] ~= '' then
 end
 local held = redis.call('GET', KEYS[1])
 if not held then
-  return {ended(0), ''}
+  return ended(0) .. ''
 end
 local marked, left, now
 held, marked, left, now = read_value(held)
@@ -99,10 +99,10 @@ if gone then
   -- The lease lapsed: nobody's to release, and the queue is served below.
 elseif ARGV[2] == '1' then
   if #ARGV[1] < 2 or string.sub(ARGV[1], -1) ~= ':' or string.sub(held, 1, #ARGV[1]) ~= ARGV[1] then
-    return {-1, ''}
+    return '-1'
   end
 elseif held ~= ARGV[1] then
-  return {ended(-1), ''}
+  return ended(-1) .. ''
 elseif breaking then
   local colon = KEYS[6] and string.find(held, ':', 1, true)
   if colon and redis.call('HGET', KEYS[6], 'grant') == held then
@@ -117,6 +117,9 @@ if KEYS[4] and not gone then
   redis.call('SET', KEYS[4], breaking and 'b' or 'r', 'PX', ARGV[6])
 end
 if marked then
+  -- Only here does a release hand the lock on: the functions that do it
+  -- are built on this branch alone (scripts.go).
+  -- (shared functions)
   local scan, publish = scanning(ARGV[4])
   local w
   w, now = next_waiter(KEYS[2], now, scan)
@@ -128,16 +131,16 @@ if marked then
     announce(publish, w, token or '-', now)
     if gone then
       if ended(0) == 1 then
-        return {1, ''} -- an earlier send ended the caller's grant
+        return '1' -- an earlier send ended the caller's grant
       end
-      return {0, token or '-'}
+      return '0 ' .. (token or '-')
     end
-    return {2, token or '-'}
+    return '2 ' .. (token or '-')
   elseif scan.more then
     -- Dead entries left ahead: nobody takes the lock until they are gone
-    -- (the vacant value, handoff.go).
+    -- (the vacant value, wire.go).
     redis.call('SET', KEYS[1], '*0', 'PX', LINGER)
-    return {gone and ended(-2) or 3, ''}
+    return (gone and ended(-2) or 3) .. ''
   elseif w then
     -- A counter that holds no token: the waiter gets its bare ticket (no
     -- grant) and meets the error itself; the lock is deleted below.
@@ -151,6 +154,6 @@ if marked then
   redis.call('PUBLISH', KEYS[1] .. ':wake', '')
 end
 if gone then
-  return {ended(0), ''}
+  return ended(0) .. ''
 end
-return {1, ''}
+return '1'

@@ -12,7 +12,7 @@ import (
 // codes are those the Reply section of each script's header lists, one a
 // line; TestReplyCodesMatchTheScripts holds them against those lines.
 
-// AttemptCode says what an attempt to acquire did: the first element of the
+// AttemptCode says what an attempt to acquire did: the first field of the
 // reply of wait.lua, sem_wait.lua, and sem_acquire.lua and fenced_acquire.lua
 // (which have no AttemptQueued).
 type AttemptCode int64
@@ -54,55 +54,63 @@ func unexpected(reply any) error {
 	if items, ok := reply.([]any); ok {
 		return fmt.Errorf("unexpected reply: a table of %d elements", len(items))
 	}
+	if s, ok := reply.(string); ok {
+		return fmt.Errorf("unexpected reply: a string of %d bytes", len(s))
+	}
 	return fmt.Errorf("unexpected reply of type %T", reply)
 }
 
 // ReadAttempt reads the reply of wait, sem_wait, sem_acquire or
-// fenced_acquire.
+// fenced_acquire: a string of fields (wait.lua's header).
 func ReadAttempt(reply any) (Attempt, error) {
-	r, _ := reply.([]any)
-	if len(r) == 0 {
+	code, rest, ok := readCode(reply)
+	if !ok {
 		return Attempt{}, unexpected(reply)
 	}
-	code, _ := r[0].(int64)
 	a := Attempt{Code: AttemptCode(code)}
 	switch a.Code {
 	case AttemptGranted, AttemptHeld:
-		if len(r) != 2 {
+		if rest == "" {
 			return Attempt{}, unexpected(reply)
 		}
-		v, ok := r[1].(string)
-		if !ok {
-			return Attempt{}, unexpected(reply)
-		}
-		a.Value = v
+		a.Value = rest
 		return a, nil
 	case AttemptWaiting, AttemptQueued, AttemptSettle:
 	default:
 		return Attempt{}, unexpected(reply)
 	}
-	if len(r) != 4 && len(r) != 5 {
+	f := strings.Split(rest, " ")
+	if len(f) != 3 && len(f) != 4 {
 		return Attempt{}, unexpected(reply)
 	}
-	left, ok1 := r[1].(int64)
-	place, ok2 := r[2].(string)
-	now, ok3 := r[3].(string)
-	if !ok1 || !ok2 || !ok3 {
+	left, err := strconv.ParseInt(f[0], 10, 64)
+	if err != nil {
 		return Attempt{}, unexpected(reply)
 	}
-	a.HolderTTL, a.Place = left, place
-	if now != "" {
-		var err error
-		if a.Now, err = ParseMicros(now); err != nil {
+	a.HolderTTL, a.Place = left, f[1]
+	if f[2] != "" {
+		if a.Now, err = ParseMicros(f[2]); err != nil {
 			return Attempt{}, unexpected(reply)
 		}
 	}
-	if len(r) == 5 {
-		if a.Handed, ok1 = r[4].(string); !ok1 {
+	if len(f) == 4 {
+		if a.Handed = f[3]; a.Handed == "" {
 			return Attempt{}, unexpected(reply)
 		}
 	}
 	return a, nil
+}
+
+// readCode splits a reply that is a string of fields into its code, the
+// first field, and the rest after the space that follows it.
+func readCode(reply any) (code int64, rest string, ok bool) {
+	s, ok := reply.(string)
+	if !ok {
+		return 0, "", false
+	}
+	first, rest, _ := strings.Cut(s, " ")
+	code, err := strconv.ParseInt(first, 10, 64)
+	return code, rest, err == nil
 }
 
 // LeaseState is what a refresh, a release or a ttl read found of the
@@ -198,27 +206,12 @@ type Ended struct {
 // caller's: gone, another owner's, or broken.
 func (e Ended) Unheld() bool { return e.Lease != LeaseHeld }
 
-// ReadEnd reads the reply of release ({code, token}) or sem_release (a
-// code: a permit has no token, and its handoff reads as "-").
+// ReadEnd reads the reply of release or sem_release: a code, and after a
+// space the token of a grant it handed on ("-" for an efficiency grant or a
+// permit).
 func ReadEnd(reply any) (Ended, error) {
-	var n int64
-	token := ""
-	switch r := reply.(type) {
-	case int64:
-		n = r
-		if n == releaseHanded {
-			token = "-"
-		}
-	case []any:
-		var ok1, ok2 bool
-		if len(r) == 2 {
-			n, ok1 = r[0].(int64)
-			token, ok2 = r[1].(string)
-		}
-		if !ok1 || !ok2 {
-			return Ended{}, unexpected(reply)
-		}
-	default:
+	n, token, ok := readCode(reply)
+	if !ok || strings.Contains(token, " ") {
 		return Ended{}, unexpected(reply)
 	}
 	e := Ended{Handed: token != "", Token: token}
@@ -429,34 +422,27 @@ type Fenced struct {
 // ReadFence reads the reply of register_write or register_claim. A token in
 // it that does not parse is a *BadTokenError.
 func ReadFence(reply any) (Fenced, error) {
-	r, _ := reply.([]any)
-	var word string
-	if len(r) > 0 {
-		word, _ = r[0].(string)
-	}
-	switch {
-	case word == "ok" && len(r) == 1: // register_write stored the value
+	r, _ := reply.(string)
+	f := strings.SplitN(r, " ", 3)
+	switch word := f[0]; {
+	case r == "ok": // register_write stored the value
 		return Fenced{}, nil
-	case word == "ok" && len(r) == 3:
-		w, _ := r[1].(string)
-		writer, err := strconv.ParseUint(w, 10, 64)
+	case word == "ok" && len(f) >= 2:
+		writer, err := strconv.ParseUint(f[1], 10, 64)
 		if err != nil {
-			return Fenced{}, &BadTokenError{Text: w}
+			return Fenced{}, &BadTokenError{Text: f[1]}
 		}
-		f := Fenced{Writer: writer}
-		if v, ok := r[2].(string); ok {
-			f.Value = []byte(v)
+		fenced := Fenced{Writer: writer}
+		if len(f) == 3 {
+			fenced.Value = []byte(f[2])
 		}
-		return f, nil
-	case word == RefusedCorrupt && len(r) == 3:
-		field, _ := r[1].(string)
-		text, _ := r[2].(string)
-		return Fenced{Refused: word, Field: field, Text: text}, nil
-	case (word == RefusedStale || word == RefusedFloor || word == RefusedAhead) && len(r) == 2:
-		s, _ := r[1].(string)
-		bound, err := strconv.ParseUint(s, 10, 64)
+		return fenced, nil
+	case word == RefusedCorrupt && len(f) == 3:
+		return Fenced{Refused: word, Field: f[1], Text: f[2]}, nil
+	case (word == RefusedStale || word == RefusedFloor || word == RefusedAhead) && len(f) == 2:
+		bound, err := strconv.ParseUint(f[1], 10, 64)
 		if err != nil {
-			return Fenced{}, &BadTokenError{Text: s}
+			return Fenced{}, &BadTokenError{Text: f[1]}
 		}
 		return Fenced{Refused: word, Bound: bound}, nil
 	}

@@ -3,7 +3,9 @@ package scripts
 import (
 	"errors"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -90,20 +92,25 @@ func TestReadAttempt(t *testing.T) {
 		want  Attempt
 		ok    bool
 	}{
-		{[]any{int64(1), "o:3"}, Attempt{Code: AttemptGranted, Value: "o:3"}, true},
-		{[]any{int64(2), "o"}, Attempt{Code: AttemptHeld, Value: "o"}, true},
-		{[]any{int64(3), int64(250), "17", "42"}, Attempt{Code: AttemptQueued, HolderTTL: 250, Place: "17", Now: 42}, true},
-		{[]any{int64(0), int64(-1), "", ""}, Attempt{Code: AttemptWaiting, HolderTTL: -1}, true},
-		{[]any{int64(4), int64(0), "17", "42", "9"}, Attempt{Code: AttemptSettle, Place: "17", Now: 42, Handed: "9"}, true},
-		{[]any{int64(1)}, Attempt{}, false},
-		{[]any{int64(1), int64(3)}, Attempt{}, false},
-		{[]any{int64(3), int64(250), "17"}, Attempt{}, false},
-		{[]any{int64(3), "250", "17", "42"}, Attempt{}, false},
-		{[]any{int64(3), int64(250), "17", "x"}, Attempt{}, false},
-		{[]any{int64(5), int64(250), "17", "42"}, Attempt{}, false},
-		{[]any{}, Attempt{}, false},
+		{"1 o:3", Attempt{Code: AttemptGranted, Value: "o:3"}, true},
+		{"1 o w:3", Attempt{Code: AttemptGranted, Value: "o w:3"}, true}, // the value is the rest
+		{"2 o", Attempt{Code: AttemptHeld, Value: "o"}, true},
+		{"3 250 17 42", Attempt{Code: AttemptQueued, HolderTTL: 250, Place: "17", Now: 42}, true},
+		{"0 -1  ", Attempt{Code: AttemptWaiting, HolderTTL: -1}, true},
+		{"4 0 17 42 9", Attempt{Code: AttemptSettle, Place: "17", Now: 42, Handed: "9"}, true},
+		{"1", Attempt{}, false},
+		{"1 ", Attempt{}, false},
+		{"3 250 17", Attempt{}, false},
+		{"3 x 17 42", Attempt{}, false},
+		{"3 250 17 x", Attempt{}, false},
+		{"0 250 17 42 ", Attempt{}, false},
+		{"3 250 17 42 9 9", Attempt{}, false},
+		{"5 250 17 42", Attempt{}, false},
+		{"x o:3", Attempt{}, false},
+		{"", Attempt{}, false},
 		{int64(1), Attempt{}, false},
-		{"o:3", Attempt{}, false},
+		{[]any{int64(1), "o:3"}, Attempt{}, false},
+		{nil, Attempt{}, false},
 	} {
 		got, err := ReadAttempt(tc.reply)
 		if (err == nil) != tc.ok || got != tc.want {
@@ -119,9 +126,9 @@ func TestReadAttempt(t *testing.T) {
 		"lapsed":  {Code: AttemptSettle},
 	}
 	for name, reply := range map[string]any{
-		"granted": []any{int64(1), "o:7"},
-		"held":    []any{int64(0), int64(250), "", ""},
-		"lapsed":  []any{int64(4), int64(0), "", ""},
+		"granted": "1 o:7",
+		"held":    "0 250  ",
+		"lapsed":  "4 0  ",
 	} {
 		if got, err := ReadAttempt(reply); err != nil || got != fenced[name] {
 			t.Errorf("fenced_acquire's reply, %s: got %+v, %v", name, got, err)
@@ -135,28 +142,25 @@ func TestReadEnd(t *testing.T) {
 		want  Ended
 		ok    bool
 	}{
-		{[]any{int64(1), ""}, Ended{Lease: LeaseHeld}, true},
-		{[]any{int64(2), "-"}, Ended{Lease: LeaseHeld, Handed: true, Token: "-"}, true},
-		{[]any{int64(2), "9"}, Ended{Lease: LeaseHeld, Handed: true, Token: "9"}, true},
-		{[]any{int64(0), ""}, Ended{Lease: LeaseGone}, true},
-		{[]any{int64(0), "9"}, Ended{Lease: LeaseGone, Handed: true, Token: "9"}, true},
-		{[]any{int64(-1), ""}, Ended{Lease: LeaseTaken}, true},
-		{[]any{int64(-3), ""}, Ended{Lease: LeaseBroken}, true},
-		{[]any{int64(3), ""}, Ended{Lease: LeaseHeld, ServeOn: true}, true},
-		{[]any{int64(-2), ""}, Ended{Lease: LeaseGone, ServeOn: true}, true},
-		// sem_release replies a bare code
-		{int64(1), Ended{Lease: LeaseHeld}, true},
-		{int64(2), Ended{Lease: LeaseHeld, Handed: true, Token: "-"}, true},
-		{int64(0), Ended{Lease: LeaseGone}, true},
-		{int64(3), Ended{Lease: LeaseHeld, ServeOn: true}, true},
-		{[]any{int64(2), ""}, Ended{}, false},
-		{[]any{int64(1), "9"}, Ended{}, false},
-		{[]any{int64(-1), "9"}, Ended{}, false},
-		{[]any{int64(0)}, Ended{}, false},
-		{[]any{"1", ""}, Ended{}, false},
-		{[]any{}, Ended{}, false},
-		{"9", Ended{}, false},
-		{int64(4), Ended{}, false},
+		{"1", Ended{Lease: LeaseHeld}, true},
+		{"2 -", Ended{Lease: LeaseHeld, Handed: true, Token: "-"}, true},
+		{"2 9", Ended{Lease: LeaseHeld, Handed: true, Token: "9"}, true},
+		{"0", Ended{Lease: LeaseGone}, true},
+		{"0 9", Ended{Lease: LeaseGone, Handed: true, Token: "9"}, true},
+		{"-1", Ended{Lease: LeaseTaken}, true},
+		{"-3", Ended{Lease: LeaseBroken}, true},
+		{"3", Ended{Lease: LeaseHeld, ServeOn: true}, true},
+		{"-2", Ended{Lease: LeaseGone, ServeOn: true}, true},
+		{"2", Ended{}, false},
+		{"2 ", Ended{}, false},
+		{"2 9 9", Ended{}, false},
+		{"1 9", Ended{}, false},
+		{"-1 9", Ended{}, false},
+		{"4", Ended{}, false},
+		{"x", Ended{}, false},
+		{"", Ended{}, false},
+		{int64(1), Ended{}, false},
+		{[]any{int64(1), ""}, Ended{}, false},
 		{nil, Ended{}, false},
 	} {
 		got, err := ReadEnd(tc.reply)
@@ -261,15 +265,19 @@ func TestReadFence(t *testing.T) {
 		want  Fenced
 		ok    bool
 	}{
-		{[]any{"ok"}, Fenced{}, true},
-		{[]any{"ok", "5", "v"}, Fenced{Writer: 5, Value: []byte("v")}, true},
-		{[]any{"ok", "0", nil}, Fenced{}, true},
-		{[]any{"corrupt", "token", "x"}, Fenced{Refused: RefusedCorrupt, Field: "token", Text: "x"}, true},
-		{[]any{"stale", "9"}, Fenced{Refused: RefusedStale, Bound: 9}, true},
-		{[]any{"floor", "9"}, Fenced{Refused: RefusedFloor, Bound: 9}, true},
-		{[]any{"ahead", "9"}, Fenced{Refused: RefusedAhead, Bound: 9}, true},
-		{[]any{"stale"}, Fenced{}, false},
-		{[]any{"what", "9"}, Fenced{}, false},
+		{"ok", Fenced{}, true},
+		{"ok 5 v", Fenced{Writer: 5, Value: []byte("v")}, true},
+		{"ok 5 v w", Fenced{Writer: 5, Value: []byte("v w")}, true},
+		{"ok 5 ", Fenced{Writer: 5, Value: []byte{}}, true},
+		{"ok 0", Fenced{}, true},
+		{"corrupt token x y", Fenced{Refused: RefusedCorrupt, Field: "token", Text: "x y"}, true},
+		{"stale 9", Fenced{Refused: RefusedStale, Bound: 9}, true},
+		{"floor 9", Fenced{Refused: RefusedFloor, Bound: 9}, true},
+		{"ahead 9", Fenced{Refused: RefusedAhead, Bound: 9}, true},
+		{"stale", Fenced{}, false},
+		{"stale 9 9", Fenced{}, false},
+		{[]any{"ok"}, Fenced{}, false},
+		{"what 9", Fenced{}, false},
 		{int64(0), Fenced{}, false},
 	} {
 		got, err := ReadFence(tc.reply)
@@ -278,7 +286,7 @@ func TestReadFence(t *testing.T) {
 			t.Errorf("ReadFence(%v): got %+v, %v; want %+v (ok %v)", tc.reply, got, err, tc.want, tc.ok)
 		}
 	}
-	if _, err := ReadFence([]any{"stale", "x"}); !errors.As(err, &bad) || bad.Text != "x" {
+	if _, err := ReadFence("stale x"); !errors.As(err, &bad) || bad.Text != "x" {
 		t.Errorf("a bound that is no token: got %v", err)
 	}
 	if v, tok, err := ReadRegister([]any{"v", "3"}); err != nil || string(v) != "v" || tok != 3 {
@@ -301,5 +309,47 @@ func TestRefusals(t *testing.T) {
 	}
 	if _, ok := OtherLimit("BADFENCE x"); ok {
 		t.Error("OtherLimit of a BADFENCE: ok")
+	}
+}
+
+// TestScriptsDefineWhatTheyCall: each script's source defines every shared
+// function it calls before it calls it, and no function it never calls
+// (each costs every call a closure, docs/protocol.md "Cost"); its code says
+// no LINGER but the number.
+func TestScriptsDefineWhatTheyCall(t *testing.T) {
+	shared := map[string]bool{}
+	for _, lib := range []string{prelude, grantSrc, queueSrc, semaphoreSrc, leaseSrc, registerFenceSrc} {
+		for _, m := range definition.FindAllStringSubmatch(lib, -1) {
+			shared[m[1]] = true
+		}
+	}
+	if len(shared) < 15 {
+		t.Fatalf("shared functions: got %d, want the files' 15 or more", len(shared))
+	}
+	defines := regexp.MustCompile(`(?m)^local function (\w+)\(`)
+	calls := regexp.MustCompile(`([A-Za-z_.:]\w*)\s*\(`)
+	for _, s := range All {
+		code := comment.ReplaceAllString(s.Source, "")
+		defined := map[string]int{} // where
+		for _, m := range defines.FindAllStringSubmatchIndex(code, -1) {
+			name := code[m[2]:m[3]]
+			defined[name] = m[0]
+			uses := regexp.MustCompile(`\b`+name+`\b`).FindAllStringIndex(code, -1)
+			if len(uses) < 2 {
+				t.Errorf("%s defines %s and never calls it", s.Name, name)
+			}
+		}
+		for _, m := range calls.FindAllStringSubmatchIndex(code, -1) {
+			name := code[m[2]:m[3]]
+			if at, ok := defined[name]; shared[name] && (!ok || at > m[0]) {
+				t.Errorf("%s calls %s before defining it", s.Name, name)
+			}
+		}
+		if strings.Contains(code, "LINGER") {
+			t.Errorf("%s: its code says LINGER, not %d", s.Name, LingerMillis)
+		}
+	}
+	if !strings.Contains(Release.Source, "'PX', "+strconv.Itoa(LingerMillis)+")") {
+		t.Errorf("release's source does not set the vacant value for Linger ms")
 	}
 }

@@ -18,19 +18,20 @@
 // change in any release: they are exported for leasekit's own packages.
 //
 // Each .lua file's header comment names its KEYS, ARGV and reply. A reply
-// code (a number that says what the call did, rather than a ttl or a token)
-// stands on a line of its own, indented two spaces past the prose, alone or
-// as the first element of a table: "--   -1  another owner holds it";
+// is a number or a string (docs/protocol.md, "Cost"): a string of fields,
+// each after one space, the code first; only the scripts read rarely
+// (inspect, sem_inspect, election_leader) reply tables. A reply code (a
+// number that says what the call did, rather than a ttl or a token) stands
+// on a line of its own, indented two spaces past the prose, alone or first
+// in its fields: "--   -1  another owner holds it";
 // TestReplyCodesMatchTheScripts holds the readers' codes against those
-// lines. Every script of a lock or a semaphore starts with prelude.lua,
-// what they share (prelude.go gives it Linger). The scripts that grant a
-// lock (fenced_acquire, wait, release) have grant.lua, the function they
-// share, prepended; the ones that queue
-// waiters or hand a grant to one (wait, release and the semaphore's), and
-// inspect, queue.lua; the semaphore's (sem_*, but sem_pttl), semaphore.lua
-// after it; the two of a register (register_write, register_claim),
-// register_fence.lua; and the election's and inspect, which read a lock's
-// lease without holding it, lease.lua.
+// lines. The shared files hold the functions scripts share: prelude.lua
+// (the clock, a lock's value, the restart of a lease), grant.lua (the
+// grant of a lock), queue.lua (the wait queue and its handoff),
+// semaphore.lua (permits), lease.lua (a lock's lease read by one that does
+// not hold it) and register_fence.lua (a register's fence). Each script's
+// source is those of their functions it calls, and those they call, then
+// its own file (newScript).
 //
 // Not every command leasekit sends is a script: the efficiency acquire is a
 // plain SET NX PX, a Register's read an HMGET, the correctness audit CONFIG
@@ -74,11 +75,23 @@ func (s *Script) Hash() string { return s.hash }
 var header = regexp.MustCompile(`(?m)^-- (KEYS|ARGV)(?:\[(\d+)\])?\s+(.*)$`)
 
 // newScript is the script whose source is parts, the last of them the
-// script's own file, whose header lists its keys and arguments.
+// script's own file, whose header lists its keys and arguments, and the
+// others the shared files it may call: of those, the source has only what
+// the script calls (used). A file may say where the functions that only its
+// rest calls go, with a line "-- (shared functions)": Redis builds each
+// function anew on every call that reaches its definition, so a script
+// whose common path needs few of them puts the others on the branch that
+// calls them (release.lua, after its lock's value says waiters queue).
 func newScript(parts ...string) *Script {
-	own := parts[len(parts)-1]
+	own, libs := parts[len(parts)-1], defsOf(parts[:len(parts)-1])
 	name, _, _ := strings.Cut(strings.TrimPrefix(own, "-- "), ":")
-	src := strings.Join(parts, "")
+	top, rest := own, ""
+	if m := branch.FindStringIndex(own); m != nil {
+		top, rest = own[:m[1]], own[m[1]:]
+	}
+	placed := map[string]bool{}
+	src := used(top, libs, placed) + top
+	src = linger(src + used(rest, libs, placed) + rest)
 	sum := sha1.Sum([]byte(src))
 	s := &Script{Name: name, Source: src, hash: hex.EncodeToString(sum[:])}
 	for _, m := range header.FindAllStringSubmatch(own, -1) {
@@ -89,6 +102,81 @@ func newScript(parts ...string) *Script {
 		}
 	}
 	return s
+}
+
+// branch matches the line of a script's own file after which go the shared
+// functions that only the code below it calls.
+var branch = regexp.MustCompile(`(?m)^[ \t]*-- \(shared functions\)\n`)
+
+// definition matches what a shared file defines: a local function, to its
+// closing "end".
+var definition = regexp.MustCompile(`(?ms)^local function (\w+)\(.*?^end\n`)
+
+// comment, literal and word find a Lua comment, a quoted string, and a
+// name.
+var (
+	comment = regexp.MustCompile(`--[^\n]*`)
+	literal = regexp.MustCompile(`'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"`)
+	word    = regexp.MustCompile(`[A-Za-z_]\w*`)
+)
+
+// def is a function of a shared file: its name, its text with the comment
+// above it, and its code (the text without comments and quoted strings).
+type def struct{ name, text, code string }
+
+// defsOf is the functions of the shared files libs, in the files' order.
+func defsOf(libs []string) []def {
+	var defs []def
+	for _, lib := range libs {
+		at := 0
+		for _, m := range definition.FindAllStringSubmatchIndex(lib, -1) {
+			// The text starts at the comment above the definition: after
+			// the last blank line before it.
+			start := at
+			if i := strings.LastIndex(lib[at:m[0]], "\n\n"); i >= 0 {
+				start = at + i + 2
+			}
+			text := strings.TrimLeft(lib[start:m[1]], "\n")
+			code := literal.ReplaceAllString(comment.ReplaceAllString(text, ""), "")
+			defs = append(defs, def{lib[m[2]:m[3]], text, code})
+			at = m[1]
+		}
+	}
+	return defs
+}
+
+// used is the text of the functions of defs that code calls, and those
+// they call in turn, in their files' order, less those placed already; it
+// adds them to placed. Redis runs the whole text of a script on every call,
+// and each function statement it reaches builds its function anew: one the
+// script never calls would cost it a closure a call (docs/protocol.md,
+// "Cost").
+func used(code string, defs []def, placed map[string]bool) string {
+	calls := map[string]bool{}
+	var mark func(code string)
+	mark = func(code string) {
+		for _, w := range word.FindAllString(code, -1) {
+			if calls[w] || placed[w] {
+				continue
+			}
+			for _, d := range defs {
+				if d.name == w {
+					calls[w] = true
+					mark(d.code)
+				}
+			}
+		}
+	}
+	mark(literal.ReplaceAllString(comment.ReplaceAllString(code, ""), ""))
+	var b strings.Builder
+	for _, d := range defs {
+		if calls[d.name] {
+			placed[d.name] = true
+			b.WriteString(d.text)
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
 }
 
 var (

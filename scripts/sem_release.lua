@@ -21,9 +21,10 @@
 -- ARGV[5]  another entry to remove with ARGV[3] (its next one), optional
 -- ARGV[6]  how long the mark lasts, in ms: optional, with KEYS[3] only
 --
--- Reply:
+-- Reply, a string as release.lua's: the code, and after a space '-' when
+-- this call handed a permit on (a permit has no token):
 --   1   released (or an earlier send of this call released it)
---   2   released, and handed to a waiter
+--   2 -  released, and handed to a waiter
 --   0   the caller holds no permit (it expired, or was never granted)
 --   3   released (or, with ARGV[1] '', served) with dead entries still
 --       ahead of the first live waiter: the caller calls again with ARGV[1]
@@ -39,24 +40,24 @@ if ARGV[1] == '' then
   s.count = redis.call('ZCOUNT', KEYS[1], '(' .. string.format('%d', s.ms), '+inf')
   serve(s)
   if s.scan.more then
-    return 3
+    return '3'
   elseif s.marked and s.count < (tonumber(s.limit) or 0) then
     redis.call('PUBLISH', KEYS[1] .. ':wake', '')
   end
-  return 1
+  return '1'
 elseif redis.call('ZREM', KEYS[1], ARGV[1]) == 0 then
   if KEYS[3] and redis.call('GET', KEYS[3]) then
     redis.call('PEXPIRE', KEYS[3], ARGV[6])
-    return 1
+    return '1'
   end
-  return 0
+  return '0'
 end
 if KEYS[3] then
   redis.call('SET', KEYS[3], 'r', 'PX', ARGV[6])
 end
 local w = next_waiter(KEYS[2], s.now, s.scan)
 if s.scan.more then
-  return 3
+  return '3'
 elseif not w then
   if s.marked then
     redis.call('PUBLISH', KEYS[1] .. ':wake', '')
@@ -64,8 +65,8 @@ elseif not w then
   if s.member and redis.call('ZCARD', KEYS[1]) == 1 then
     redis.call('ZREM', KEYS[1], s.member) -- the last permit: nothing is left
   end
-  return 1
+  return '1'
 end
 admit(s, w.owner, w.ttl)
 announce(s.publish, w, '-', s.now, s.limit)
-return 2
+return '2 -'

@@ -6,9 +6,9 @@
 --          for nothing, and the next release or waiter drops it. Beside
 --          them, the header: the one member scored below 0, which says what
 --          limit the live permits were granted under and when the key
---          expires (internal/lease/handoff.go). One key holds both, so that
+--          expires (scripts/wire.go). One key holds both, so that
 --          no permit can outlive the limit it was granted under.
--- KEYS[2]  the wait queue (entries as in internal/lease/handoff.go)
+-- KEYS[2]  the wait queue (entries as in scripts/wire.go)
 --
 -- The owner id and the ttl of the caller are ARGV[1] and ARGV[2] of every
 -- script that grants.

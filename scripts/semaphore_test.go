@@ -28,28 +28,28 @@ func newSemaphore(t *testing.T, b *redistest.Backend) *semaphore {
 // try runs sem_acquire for owner with limit and returns its reply.
 func (s *semaphore) try(owner, limit string) []any {
 	s.t.Helper()
-	reply, err := redistest.Script(scripts.SemAcquire).Run(s.t.Context(), s.b.Client, semKeys, owner, 60000, limit, s.sharded).Slice()
+	reply, err := redistest.Script(scripts.SemAcquire).Run(s.t.Context(), s.b.Client, semKeys, owner, 60000, limit, s.sharded).Result()
 	if err != nil {
 		s.t.Fatalf("sem_acquire by %s: %v", owner, err)
 	}
-	return reply
+	return table(s.t, reply)
 }
 
 // wait runs sem_wait for owner with limit, the entry to queue and the
 // previous one's place and text.
 func (s *semaphore) wait(owner, limit, queue, place, prev string) []any {
 	s.t.Helper()
-	reply, err := redistest.Script(scripts.SemWait).Run(s.t.Context(), s.b.Client, semKeys, owner, 60000, limit, queue, place, prev, s.sharded).Slice()
+	reply, err := redistest.Script(scripts.SemWait).Run(s.t.Context(), s.b.Client, semKeys, owner, 60000, limit, queue, place, prev, s.sharded).Result()
 	if err != nil {
 		s.t.Fatalf("sem_wait by %s: %v", owner, err)
 	}
-	return reply
+	return table(s.t, reply)
 }
 
 // release runs sem_release for owner, taking leaving out of the queue first.
 func (s *semaphore) release(owner, leaving string) int64 {
 	s.t.Helper()
-	n, err := redistest.Script(scripts.SemRelease).Run(s.t.Context(), s.b.Client, semKeys, owner, "0", leaving, s.sharded).Int64()
+	n, err := endCode(redistest.Script(scripts.SemRelease).Run(s.t.Context(), s.b.Client, semKeys, owner, "0", leaving, s.sharded))
 	if err != nil {
 		s.t.Fatalf("sem_release by %s: %v", owner, err)
 	}

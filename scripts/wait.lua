@@ -5,7 +5,7 @@
 -- froze), goes first to the first live waiter in the queue, exactly as a
 -- release would hand it. (prelude.lua, grant.lua and queue.lua are
 -- prepended.) The value with its mark, the queue entry and the grant
--- message are specified in internal/lease/handoff.go.
+-- message are specified in scripts/wire.go.
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the lock's wait queue (a sorted set of entries by place)
@@ -18,20 +18,21 @@
 -- ARGV[6]  that previous entry, or ''
 -- ARGV[7]  '1' when grant channels are sharded (Redis Cluster), else '0'
 --
--- Reply, a table whose first element is a code:
---   {1, value}            the lock is the caller's, granted by this call
---   {2, value}            it was the caller's already (its ttl restarted)
---   {3, ttl, place, now}  this call queued ARGV[4] (at ARGV[5] if given: the
---                         previous entry was gone)
---   {0, ttl, place, now}  the previous entry is still queued (it stays), or
---                         the caller does not queue (place '')
---   {4, 0, place, now}    the lock is free, but dead entries are still ahead
---                         of the first live waiter: attempt again at once
+-- Reply, a string of fields, each after one space, the code first (a
+-- field may be empty; a value, last, is the rest of the string):
+--   1 value            the lock is the caller's, granted by this call
+--   2 value            it was the caller's already (its ttl restarted)
+--   3 ttl place now    this call queued ARGV[4] (at ARGV[5] if given: the
+--                      previous entry was gone)
+--   0 ttl place now    the previous entry is still queued (it stays), or
+--                      the caller does not queue (place '')
+--   4 0 place now      the lock is free, but dead entries are still ahead
+--                      of the first live waiter: attempt again at once
 -- value is the grant's, without the mark; with codes 1 and 2 the caller's
 -- entries leave the queue. ttl is the holder's remaining ms (-1: no
 -- expiry), now the server clock in µs. When this call handed the lock to
 -- the first live waiter (it found the lock free, or its lease lapsed), a
--- fifth element follows codes 0 and 3: the token of that grant ('-' for an
+-- fifth field follows codes 0 and 3: the token of that grant ('-' for an
 -- efficiency grant). A counter that holds no token: an error reply starting
 -- BADFENCE.
 local now = redis.call('TIME')
@@ -54,9 +55,9 @@ if not held then
   local w = next_waiter(KEYS[2], now, scan, ARGV[4], ARGV[6])
   if scan.more then
     -- Dead entries are left ahead: nobody takes the lock until they are
-    -- gone (the vacant value, handoff.go).
+    -- gone (the vacant value, wire.go).
     redis.call('SET', KEYS[1], '*0', 'PX', LINGER)
-    return {4, 0, place, us}
+    return '4 0 ' .. place .. ' ' .. us
   elseif not w or w.mine then
     local value, bad = grant(ARGV[1], ARGV[2], ARGV[3], now)
     if not value then
@@ -64,7 +65,7 @@ if not held then
       return redis.error_reply(bad)
     end
     redis.call('ZREM', KEYS[2], ARGV[4], ARGV[6])
-    return {1, value}
+    return '1 ' .. value
   end
   local value, token = grant(w.owner, w.ttl, w.kind, now)
   if not value then
@@ -78,14 +79,14 @@ if not held then
   announce(publish, w, token or '-', now)
   local ttl = tonumber(w.ttl)
   if ARGV[4] == '' then
-    return {0, ttl, '', '', token or '-'}
+    return '0 ' .. ttl .. '   ' .. (token or '-')
   elseif ARGV[5] == '' then
     code, place, us = enqueue(KEYS[2], now, ARGV[4], ARGV[5], ARGV[6])
   end
   if redis.call('PTTL', KEYS[2]) < ttl + LINGER then
     redis.call('PEXPIRE', KEYS[2], ttl + LINGER)
   end
-  return {code, ttl, place, us, token or '-'}
+  return code .. ' ' .. ttl .. ' ' .. place .. ' ' .. us .. ' ' .. (token or '-')
 end
 local mine = held == ARGV[1]
 if ARGV[3] ~= 'e' then
@@ -94,7 +95,7 @@ end
 if mine then
   restart(held, ARGV[2], left and now)
   redis.call('ZREM', KEYS[2], ARGV[4], ARGV[6])
-  return {2, held}
+  return '2 ' .. held
 end
 local ttl = left
 if marked and not left then
@@ -113,7 +114,7 @@ elseif not marked then
   end
 end
 if ARGV[4] == '' then
-  return {0, ttl, '', ''}
+  return '0 ' .. ttl .. '  '
 end
 code, place, us = enqueue(KEYS[2], now, ARGV[4], ARGV[5], ARGV[6])
 -- The queue outlives the holder by LINGER; every attempt of a waiter
@@ -123,4 +124,4 @@ if ttl < 0 then
 elseif redis.call('PTTL', KEYS[2]) < ttl + LINGER then
   redis.call('PEXPIRE', KEYS[2], ttl + LINGER)
 end
-return {code, ttl, place, us}
+return code .. ' ' .. ttl .. ' ' .. place .. ' ' .. us

@@ -300,13 +300,13 @@ func TestForeignHandsStaleLeases(t *testing.T) {
 }
 
 // foundOf is what a release or refresh found of the caller's lease, read
-// with the protocol's readers: a release replies a table, a refresh a code.
+// with the protocol's readers: a release replies a string, a refresh a code.
 func foundOf(cmd *redis.Cmd) (scripts.LeaseState, error) {
 	v, err := cmd.Result()
 	if err != nil {
 		return 0, err
 	}
-	if _, release := v.([]any); release {
+	if _, release := v.(string); release {
 		e, err := scripts.ReadEnd(v)
 		return e.Lease, err
 	}

@@ -260,8 +260,8 @@ func (o *outcome) fail(err error) {
 // handedOn notes in o the grant a call's reply says it handed on, unless
 // the reply came from a replay (resume): it was read before a later reply
 // was lost, and what it claims may be over.
-func (c *checker) handedOn(o *outcome, reply any) {
-	if t := c.p.handedOn(reply); t != "" && !o.replayed {
+func (c *checker) handedOn(o *outcome, reply any, released bool) {
+	if t := c.p.handedOn(reply, released); t != "" && !o.replayed {
 		o.handed = append(o.handed, t)
 	}
 }
@@ -357,7 +357,7 @@ func (c *checker) try(x *executor, n *world, i int, settle bool, o *outcome) {
 	if settle {
 		owner := n.owner(i)
 		reply := c.send(x, n, o, c.p.settleName(), c.p.settle(owner))
-		c.handedOn(o, reply)
+		c.handedOn(o, reply, false)
 		a, err = c.p.readWait(reply, owner)
 		o.short = a.settle
 	} else {
@@ -388,7 +388,7 @@ func (c *checker) attempt(x *executor, n *world, i int, o *outcome) {
 	owner := n.owner(i)
 	fresh := n.clients[i].e.place == ""
 	reply := c.send(x, n, o, c.p.waitName(), c.p.wait(owner, n.clients[i].e))
-	c.handedOn(o, reply)
+	c.handedOn(o, reply, false)
 	a, err := c.p.readWait(reply, owner)
 	granted, late := c.got(x, n, i, a, err, o)
 	cl := &n.clients[i]
@@ -532,7 +532,7 @@ func (c *checker) ended(cl client) client {
 // (Core.serveOn).
 func (c *checker) releaseOp(x *executor, n *world, i int, o *outcome, op string, cmd []string) bool {
 	reply := c.send(x, n, o, op, cmd)
-	c.handedOn(o, reply)
+	c.handedOn(o, reply, true)
 	held, more, err := c.p.readRelease(reply)
 	if err != nil {
 		o.fail(err)
@@ -643,7 +643,7 @@ func (c *checker) servedOn(x *executor, n *world, o *outcome, until int64) bool 
 		return false
 	}
 	reply := c.send(x, n, o, c.p.releaseName()+" (serve on)", c.p.serveOn())
-	c.handedOn(o, reply)
+	c.handedOn(o, reply, true)
 	more := c.p.readServeOn(reply)
 	o.short = o.short || more
 	return more

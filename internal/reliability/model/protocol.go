@@ -251,17 +251,19 @@ func (p protocol) readWait(reply any, owner string) (attempt, error) {
 }
 
 // handedOn is the token a reply says its call handed the lock on with to
-// the first live waiter ("-" for an efficiency grant), or "": an attempt's
-// or a release's. A semaphore's calls hand permits, which have no token.
-func (p protocol) handedOn(reply any) string {
+// the first live waiter ("-" for an efficiency grant), or "": a release's
+// (released), else an attempt's. A semaphore's calls hand permits, which
+// have no token.
+func (p protocol) handedOn(reply any, released bool) string {
 	if p.kind == Semaphore {
 		return ""
 	}
-	if at, err := scripts.ReadAttempt(reply); err == nil {
+	if released {
+		if e, err := scripts.ReadEnd(reply); err == nil && e.Handed {
+			return e.Token
+		}
+	} else if at, err := scripts.ReadAttempt(reply); err == nil {
 		return at.Handed
-	}
-	if e, err := scripts.ReadEnd(reply); err == nil && e.Handed {
-		return e.Token
 	}
 	return ""
 }
@@ -402,7 +404,7 @@ func (p protocol) breakLock(w wire, nonce string) (broke, error) {
 	}
 	reply := w.send("release.lua (break)", p.endGrant(scripts.Grant(held), "2", nonce))
 	broken, more, err := p.readRelease(reply)
-	return broke{broken: broken, more: more, handed: p.handedOn(reply)}, err
+	return broke{broken: broken, more: more, handed: p.handedOn(reply, true)}, err
 }
 
 // refresh restarts a grant's ttl (held.refresh); an election's leader keeps
