@@ -70,7 +70,9 @@ type Finding struct {
 //     refreshes and releases fail with NOPERM, and locks stay held until
 //     their ttl runs out.
 //   - clock-floor: disabled is a risk; enabled, tokens depend on the server
-//     clock never going back further than an outage lasted.
+//     clock never going back further than an outage lasted. With WithTokens
+//     it is OK: the tokens do not depend on Redis. The other checks still
+//     tell when Redis can grant a lock twice.
 //
 // A check that cannot run (miniredis, an ACL that denies CONFIG or INFO) is
 // StatusUnverified, never OK. The error is for a Redis that cannot be reached
@@ -311,6 +313,11 @@ func infoFields(text string) map[string]string {
 
 func (l *Locker) clockFloor() Finding {
 	const check = "clock-floor"
+	if l.opts.tokens != nil {
+		return Finding{check, StatusOK, "not needed: tokens come from the token source (WithTokens), not the Redis counter, " +
+			"so Redis losing its state can grant a lock twice but not with a token that is not newer; " +
+			"the fences refuse the older holder"}
+	}
 	if !l.opts.clockFloor {
 		return Finding{check, StatusRisk, "disabled: a lost counter (restart, eviction, failover) starts tokens again from 1, " +
 			"and a superseded holder's old token can then pass every fence"}

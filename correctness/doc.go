@@ -22,8 +22,10 @@
 // default) makes the next token max(counter + 1, server clock in µs), which
 // turns those losses into the much rarer failure of a server clock that jumps
 // back further than the outage lasted. It is no substitute for a
-// consensus-backed store. Audit inspects the deployment and reports what
-// threatens these properties; the first Acquire of a Locker logs its findings.
+// consensus-backed store: WithTokens draws the tokens from one instead
+// (package etcdtokens, etcd), while waiting and handoff stay in Redis.
+// Audit inspects the deployment and reports what threatens these
+// properties; the first Acquire of a Locker logs its findings.
 // The floor also bounds what a forged token can do: with it, a fence that
 // reads the Redis clock (Register, FencingProxy with WithProxyStore) refuses
 // a token more than an hour ahead of that clock in microseconds, which no

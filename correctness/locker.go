@@ -64,10 +64,12 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 			Late:          ErrLateGrant,
 			InvalidToken:  ErrInvalidToken,
 			NotReplicated: ErrNotReplicated,
+			NoToken:       ErrNoToken,
 		},
 		Fenced:          true,
 		ClockFloor:      l.opts.clockFloor,
 		ExpiringCounter: l.opts.expiringCounter,
+		Tokens:          tokensOf(l.opts.tokens),
 		Replicas:        l.opts.replicas,
 		ReplicaWait:     l.opts.replicaWait,
 	})
@@ -118,9 +120,10 @@ const auditTimeout = 5 * time.Second
 // TryAcquire makes one attempt to take the lock called name for ttl, with a
 // new fencing token. It fails as
 // [github.com/leasekit/leasekit/efficiency.Locker.TryObtain] does, and also
-// with ErrInvalidToken when the lock's fence counter holds no token, and
-// with ErrNotReplicated when WithReplicas is set and too few replicas
-// confirm the grant.
+// with ErrInvalidToken when the lock's fence counter holds no token, with
+// ErrNotReplicated when WithReplicas is set and too few replicas confirm the
+// grant, and with ErrNoToken when WithTokens is set and its source cannot
+// issue the grant's token.
 func (l *Locker) TryAcquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
 	h, err := l.core.Try(ctx, name, ttl)
 	l.auditOnce(ctx, err)
@@ -133,7 +136,8 @@ func (l *Locker) TryAcquire(ctx context.Context, name string, ttl time.Duration)
 // Acquire takes the lock called name for ttl, with a new fencing token,
 // waiting while another owner holds it. It waits, gives up and fails as
 // [github.com/leasekit/leasekit/efficiency.Locker.Obtain] does, and also
-// with TryAcquire's ErrInvalidToken and ErrNotReplicated. A lock that its
+// with TryAcquire's ErrInvalidToken, ErrNotReplicated and ErrNoToken (a
+// waiter does not wait out an outage of its token source). A lock that its
 // holder's release hands over comes with a new token.
 func (l *Locker) Acquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
 	h, err := l.core.Obtain(ctx, name, ttl)

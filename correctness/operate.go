@@ -16,7 +16,7 @@ type Info struct {
 	Held    bool          // a live lease holds the lock
 	TTL     time.Duration // left on that lease; 0 when not held (negative: a key set by hand without expiry)
 	Waiters int           // live waiters queued for it
-	Token   uint64        // the holder's token; when not held, the last token granted (0: none yet)
+	Token   uint64        // the holder's token; when not held, the last token the lock's Redis counter granted (0: none yet), which under WithTokens is not the source's
 }
 
 // Inspect reads the lock called name, and its token, as

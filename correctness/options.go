@@ -25,6 +25,7 @@ type options struct {
 	audit       bool
 
 	expiringCounter bool
+	tokens          TokenSource
 	tel             telemetry.Config
 }
 

@@ -2,8 +2,9 @@
 -- fence counter of a lock whose counter expires with its lease (kind 't')
 -- is kept at least as long, and so is an election's leader key. A value
 -- with the mark of waiters carries its lease's expiry, and its key outlives
--- the lease by LINGER (scripts/wire.go). (prelude.lua is
--- prepended.)
+-- the lease by LINGER (scripts/wire.go). With ARGV[4] it also stores a new
+-- grant in place of the caller's: the same owner's, with a token drawn from
+-- a token source (internal/lease's tokens.go). (prelude.lua is prepended.)
 --
 -- KEYS[1]  the lock key
 -- KEYS[2]  the lock's fence counter key (only with ARGV[3] = 't')
@@ -11,6 +12,8 @@
 -- ARGV[1]  the value the caller's grant stored
 -- ARGV[2]  the new ttl in milliseconds
 -- ARGV[3]  't' for a counter that expires with the lease, else '' or absent
+-- ARGV[4]  the grant to store instead of ARGV[1], optional; a lock holding
+--          it already is the caller's too (a resend of this call)
 --
 -- Reply:
 --   1   the ttl was set
@@ -22,13 +25,19 @@ local held = redis.call('GET', KEYS[1])
 if not held then
   return 0
 end
-local grant, _, left, now = read_value(held)
-if grant ~= ARGV[1] then
+local grant, marked, left, now = read_value(held)
+local new = ARGV[4]
+if grant ~= ARGV[1] and (not new or grant ~= new) then
   return -1
 elseif left == 0 then
   return 0
 end
-restart(grant, ARGV[2], now)
+if new and not now then
+  -- A mark without expiry (a key set by hand) stays, as restart keeps it.
+  redis.call('SET', KEYS[1], marked and new .. '*' or new, 'PX', ARGV[2])
+else
+  restart(new or grant, ARGV[2], now)
+end
 if ARGV[3] == 't' and redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then
   redis.call('PEXPIRE', KEYS[2], ARGV[2])
 end

@@ -143,7 +143,8 @@ func (a *acquire) once(probe bool) (*Held, found, error) {
 
 // lease makes the lease of grant f, measured from start: a time no later than
 // the grant. A grant whose deadline has passed already is released (that
-// grant alone: its exact value) and is an error matching Errors.Late.
+// grant alone: its exact value) and is an error matching Errors.Late. A
+// lock of a Core with Tokens draws its token first (tokens.go).
 func (a *acquire) lease(f found, start time.Time) (*Held, error) {
 	length := a.ttl
 	if f.left > 0 && f.left < a.ttl {
@@ -154,6 +155,9 @@ func (a *acquire) lease(f found, start time.Time) (*Held, error) {
 		a.logUnreleased(a.release(f.value))
 		return nil, fmt.Errorf("%w: %s: the grant's reply came %v after its lease deadline (ttl %v): "+
 			"the ttl is too short for the round trip to Redis; released it", a.c.cfg.Errors.Late, a.keys.label(), late.Round(time.Microsecond), a.ttl)
+	}
+	if l, ok := a.keys.kind.(*lock); ok && a.c.cfg.Tokens != nil {
+		return a.stamped(l, f, start, deadline)
 	}
 	return &Held{core: a.c, keys: a.keys, value: f.value, token: f.token, granted: start, deadline: deadline, ttl: a.ttl}, nil
 }

@@ -31,6 +31,7 @@ func TestScriptsGetTheArgvTheirHeadersList(t *testing.T) {
 	for _, cfg := range []Config{
 		{Kind: "efficiency"},
 		{Kind: "correctness", Fenced: true, ClockFloor: true, ExpiringCounter: true},
+		{Kind: "correctness", Fenced: true, ClockFloor: true, Tokens: drawn()},
 	} {
 		exerciseLock(t, b, count, cfg)
 	}
@@ -50,6 +51,18 @@ func TestScriptsGetTheArgvTheirHeadersList(t *testing.T) {
 				t.Errorf("sent %v ARGV; the header lists %d, the first %d required", sent, most, least)
 			}
 		})
+	}
+}
+
+// drawn is a token source in memory: 1, 2, 3 and on.
+func drawn() Tokens {
+	var mu sync.Mutex
+	var n uint64
+	return func(context.Context, string, uint64) (uint64, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		return n, nil
 	}
 }
 

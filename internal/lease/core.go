@@ -45,6 +45,8 @@ type Errors struct {
 	// NotReplicated is for a grant fewer replicas confirmed than Replicas
 	// asks (fenced kinds).
 	NotReplicated error
+	// NoToken is for a grant whose token Config.Tokens could not draw.
+	NoToken error
 	// InvalidLimit is for a semaphore whose limit is below 1, and
 	// LimitMismatch for an acquire of a semaphore whose live permits were
 	// granted under another limit (kinds with semaphores).
@@ -69,6 +71,9 @@ type Config struct {
 	Fenced          bool
 	ClockFloor      bool
 	ExpiringCounter bool
+	// Tokens, when not nil, draws every grant's token in place of the
+	// counter (tokens.go); the counter's token is its floor. Fenced only.
+	Tokens Tokens
 	// Replicas, when positive, makes every grant wait until that many
 	// replicas confirm it (WAIT), at most ReplicaWait; a grant fewer confirm
 	// is released and fails with NotReplicated.

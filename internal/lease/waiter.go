@@ -216,7 +216,8 @@ func (w *waiter) failure(err error) (again bool, _ error) {
 		w.late++
 		w.tel.Event("late grant")
 		return true, err
-	case !transient(err):
+	case w.c.cfg.Tokens != nil && errors.Is(err, w.c.cfg.Errors.NoToken), !transient(err):
+		// A token source that timed out is no failure of Redis to wait out.
 		return false, err
 	}
 	if w.failures++; w.failures == 1 {
