@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The full test suite. Every pass runs, even after one fails, and a summary
 # of each pass's result and duration ends the output; the exit status is
-# non-zero if any pass failed. Every pass covers the three modules, the
-# library's (./...), the bench's (./bench/...) and the reliability tests'
-# (./internal/reliability/...): go.work joins the nested two to the library,
-# and a pattern from the root stops at a nested module, so each is named.
+# non-zero if any pass failed. Every pass covers the four modules, the
+# library's (./...), the bench's (./bench/...), the reliability tests'
+# (./internal/reliability/...) and the etcd token source's
+# (./correctness/etcdtokens/...): go.work joins the nested three to the
+# library, and a pattern from the root stops at a nested module, so each is
+# named.
 # The passes:
 #   vet       go vet ./... ./bench/... ./internal/reliability/...
 #   gofmt     gofmt -l . lists nothing
@@ -15,10 +17,11 @@
 #   no-redis  every test again with redis-server hidden (LEASEKIT_NO_REDIS=1),
 #             as on a machine with only Go
 # Before the passes it starts a throwaway PostgreSQL server for the SQL
-# fences (.ci/postgres.sh), and removes it on exit.
+# fences (.ci/postgres.sh) and a throwaway 3-member etcd cluster for the
+# token source (.ci/etcd.sh), and removes them on exit.
 # Arguments go to both `go test` passes: .ci/test.sh -run TestSoak.
-# Installs redis-server and PostgreSQL when they are missing and this is a
-# Debian machine we are root on.
+# Installs redis-server, PostgreSQL and etcd (Debian's etcd-server) when
+# they are missing and this is a Debian machine we are root on.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 trap 'exit 130' INT TERM
@@ -49,6 +52,14 @@ redis-server --version >&2
 . .ci/postgres.sh
 if ! postgres_start; then
 	echo "test.sh: could not start PostgreSQL for the SQL fence tests" >&2
+	exit 1
+fi
+# etcd, for the token source: three members on free loopback ports, whose
+# endpoints go to the tests in LEASEKIT_ETCD_ENDPOINTS (.ci/etcd.sh). Tests
+# that kill an etcd leader start clusters of their own.
+. .ci/etcd.sh
+if ! etcd_start; then
+	echo "test.sh: could not start etcd for the token source tests" >&2
 	exit 1
 fi
 # --- end of services ------------------------------------------------------
@@ -87,8 +98,8 @@ check_gofmt() {
 	fi
 }
 
-# The packages of the three modules; go.work makes them one build.
-packages=(./... ./bench/... ./internal/reliability/...)
+# The packages of the four modules; go.work makes them one build.
+packages=(./... ./bench/... ./internal/reliability/... ./correctness/etcdtokens/...)
 
 pass vet go vet "${packages[@]}"
 pass gofmt check_gofmt
@@ -97,7 +108,7 @@ pass staticcheck go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 "${packages[@]
 pass race env -u LEASEKIT_NO_REDIS LEASEKIT_REQUIRE_REDIS=1 go test -race -count=1 "$@" "${packages[@]}"
 # CONTRIBUTING.md promises that `go test ./...` passes on a machine with only
 # Go. This machine has redis-server, so hide it from the harness and prove it.
-pass no-redis env -u LEASEKIT_REQUIRE_REDIS LEASEKIT_NO_REDIS=1 go test -count=1 "$@" "${packages[@]}"
+pass no-redis env -u LEASEKIT_REQUIRE_REDIS -u LEASEKIT_ETCD_ENDPOINTS LEASEKIT_NO_REDIS=1 go test -count=1 "$@" "${packages[@]}"
 
 echo >&2
 echo "test.sh: summary" >&2
