@@ -22,7 +22,7 @@ func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 var quiet = slog.New(slog.DiscardHandler)
 
 // client returns an etcd client of endpoints, closed when the test ends.
-func client(t *testing.T, endpoints []string) *clientv3.Client {
+func client(t testing.TB, endpoints []string) *clientv3.Client {
 	t.Helper()
 	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
