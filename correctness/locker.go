@@ -120,10 +120,9 @@ const auditTimeout = 5 * time.Second
 // TryAcquire makes one attempt to take the lock called name for ttl, with a
 // new fencing token. It fails as
 // [github.com/leasekit/leasekit/efficiency.Locker.TryObtain] does, and also
-// with ErrInvalidToken when the lock's fence counter holds no token, with
-// ErrNotReplicated when WithReplicas is set and too few replicas confirm the
-// grant, and with ErrNoToken when WithTokens is set and its source cannot
-// issue the grant's token.
+// with ErrInvalidToken (a fence counter without a token), ErrNotReplicated
+// (WithReplicas: too few replicas confirmed) and ErrNoToken (WithTokens: no
+// token from the source).
 func (l *Locker) TryAcquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
 	h, err := l.core.Try(ctx, name, ttl)
 	l.auditOnce(ctx, err)
