@@ -80,6 +80,12 @@ func EndedKey(key, value string) string {
 	return key + ":ended:" + string(digest[:])
 }
 
+// StampKey is the key of the mark that the stamp of the grant stamped (the
+// refresh script with a token drawn from a source, internal/lease's
+// tokens.go) leaves on the lock at key, for a resend of the same call: an
+// EndedKey, named by a digest.
+func StampKey(key, stamped string) string { return EndedKey(key, "stamp "+stamped) }
+
 // LeaderKey is the key of the leader of the election whose lock is at
 // lockKey, and the channel of its notices.
 func LeaderKey(lockKey string) string { return lockKey + ":leader" }

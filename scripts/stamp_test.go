@@ -13,15 +13,17 @@ import (
 // TestRefreshStoresAnotherToken: refresh with ARGV[4] (the stamp of a token
 // drawn from a token source, internal/lease's tokens.go) stores that grant
 // in place of the caller's and restarts the lease; a resend of the same call
-// (its reply lost) finds the new grant and counts it the caller's; another
-// owner's grant, a gone key and a lapsed lease are left as they are. A value
-// with the mark of waiters keeps the mark, with the new lease's expiry.
+// (its reply lost) finds the new grant and its mark, and counts it the
+// caller's; the same grant without the mark (the scripts granted it, with
+// a counter's token equal to the one drawn) is not; another owner's grant,
+// a gone key and a lapsed lease are left as they are. A value with the
+// mark of waiters keeps the mark, with the new lease's expiry.
 func TestRefreshStoresAnotherToken(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
-		keys := []string{"lock", "lock:fence"}
 		stamp := func(from, to string) int64 {
 			t.Helper()
+			keys := []string{"lock", "lock:fence", scripts.StampKey("lock", to)}
 			n, err := redistest.Script(scripts.Refresh).Run(ctx, b.Client, keys, from, 60000, "", to).Int64()
 			if err != nil {
 				t.Fatal(err)
@@ -40,6 +42,15 @@ func TestRefreshStoresAnotherToken(t *testing.T) {
 				t.Fatalf("send %d: ttl %v, want the lease restarted at 60s", send, ttl)
 			}
 		}
+		if ttl := b.Client.PTTL(ctx, scripts.StampKey("lock", "o:9001")).Val(); ttl <= 0 || ttl >= time.Minute {
+			t.Fatalf("the stamp's mark has ttl %v, want one short of the lease's 60s", ttl)
+		}
+		b.Client.Set(ctx, "lock", "o:7", time.Minute)
+		b.Client.Set(ctx, "lock", "o:9010", time.Minute) // as the scripts grant
+		if n := stamp("o:7", "o:9010"); n != -1 || b.Client.Exists(ctx, scripts.StampKey("lock", "o:9010")).Val() != 0 {
+			t.Fatalf("stamp of a grant the scripts made with the token drawn: %d, want -1 and no mark", n)
+		}
+		b.Client.Set(ctx, "lock", "o:9001", time.Minute)
 		if n := stamp("p:5", "p:9002"); n != -1 || b.Client.Get(ctx, "lock").Val() != "o:9001" {
 			t.Fatalf("stamp by another owner: %d, the lock holds %q; want -1 and nothing changed", n, b.Client.Get(ctx, "lock").Val())
 		}

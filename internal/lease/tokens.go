@@ -23,7 +23,8 @@ type Tokens func(ctx context.Context, name string, floor uint64) (uint64, error)
 // lock (a waiter is handed it the same way). Then, before the acquire
 // returns, the holder draws the token from the source and stores it in its
 // grant in Redis (the refresh script with a new value, which restarts the
-// lease): the stamp. A stamp that finds the lease gone fails the grant.
+// lease, and marks that it did for a resend): the stamp. A stamp that finds
+// the lease gone fails the grant.
 //
 // So a token is drawn while its holder holds the lease, and stamped while
 // it still does: a later holder's grant, made after that lease ended, draws
@@ -62,7 +63,8 @@ func (a *acquire) stamped(l *lock, f found, start, deadline time.Time) (*Held, e
 	if c.cfg.ExpiringCounter {
 		counter = "t"
 	}
-	reply, err := c.run(a.ctx, refreshScript, []any{a.keys.keyArg, l.counter}, f.value, Millis(a.ttl), counter, value).Result()
+	keys := []any{a.keys.keyArg, l.counter, scripts.StampKey(a.keys.key, value)}
+	reply, err := c.run(a.ctx, refreshScript, keys, f.value, Millis(a.ttl), counter, value).Result()
 	var r scripts.Refreshed
 	if err == nil {
 		r, err = scripts.ReadRefresh(reply)

@@ -33,7 +33,7 @@ func planted(t *testing.T) []struct {
 	wait := func(s *model.Scripts) *string { return &s.Wait }
 	releaseSecond := plant(t, "  w, now = next_waiter(KEYS[2], now, scan)\n",
 		"  w, now = next_waiter(KEYS[2], now, scan)\n  if w then w, now = next_waiter(KEYS[2], now, scan) end\n", release)
-	refreshAny := plant(t, "grant ~= new) then\n  return -1\n", "grant ~= new) then\n  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n  return 1\n",
+	refreshAny := plant(t, "== 1) then\n  return -1\n", "== 1) then\n  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n  return 1\n",
 		func(s *model.Scripts) *string { return &s.Refresh })
 	// grant.lua, prepended to the three scripts that grant
 	noFloor := plant(t, "if kind == 'f' then", "if kind == 'f' or kind == 'c' then", release, wait,
