@@ -58,6 +58,13 @@ type outcome struct {
 	replies     []any
 	replay      *resend
 	replayed    bool
+	// Config.Source (stamp.go): stamp is what a stamp that held stored;
+	// lateStamp says a stamp found its lease gone, restamped that a stamp
+	// sent again found its own, floorless that the stamped grant's Redis
+	// token was not above the one stamped before it, and noToken that a
+	// draw came too late.
+	stamp                                    *stamped
+	lateStamp, restamped, floorless, noToken bool
 }
 
 // leaderRead is the leader a read reported (its term, "" for none), and the
@@ -65,11 +72,13 @@ type outcome struct {
 type leaderRead struct{ got, want string }
 
 // look is a holder's look at its grant stored as value: whether the reply
-// said it holds it, and whether the look was a release (else a refresh).
+// said it holds it, and whether the look was a release (else a refresh);
+// for a stamp (Config.Source), the grant it stores, which it counts the
+// caller's too.
 type look struct {
-	value   string
-	held    bool
-	release bool
+	value, stamped string
+	held           bool
+	release        bool
 }
 
 // apply returns the world after move m in w, and what it did. x runs the
@@ -141,6 +150,10 @@ func (c *checker) do(x *executor, n *world, o *outcome, text string) {
 		n.clients[i] = c.ended(n.clients[i])
 	case mRelease, mServeOn, mRefresh, mAnnounce, mRead:
 		c.holderMove(x, n, i, m.kind, o)
+	case mDraw:
+		c.draw(x, n, i, o)
+	case mStamp:
+		c.stamp(x, n, i, o)
 	default:
 		c.otherMove(x, n, m, o)
 	}
@@ -151,10 +164,11 @@ func (c *checker) do(x *executor, n *world, o *outcome, text string) {
 // release (a message's, or an acquire's reply's that came late after a
 // resend: the acquire's owner id is w's then), a candidate's that could not
 // take office, a Locker's release of a grant handed to a waiter that had
-// left.
+// left, a draw's that came too late; and a stamp, which replaces the
+// owner's grant with its own.
 func (c *checker) releaser(w *world, m move, text string) string {
 	switch m.kind {
-	case mRelease, mGiveUp, mTimeout, mReceive, mAnnounce, mProbe, mTry, mSettle, mAttempt:
+	case mRelease, mGiveUp, mTimeout, mReceive, mAnnounce, mProbe, mTry, mSettle, mAttempt, mDraw, mStamp:
 		return w.owner(int(m.who))
 	case mHear:
 		return ticketID(text)
@@ -246,6 +260,10 @@ func (c *checker) paths(o *outcome) []string {
 	add(PathServedHead, len(o.handed) > 0 && acquires[m.kind])
 	add(PathPassedOn, o.passed)
 	add(PathUnqueued, o.unqueued)
+	add(PathLateStamp, o.lateStamp)
+	add(PathRestamped, o.restamped)
+	add(PathNoToken, o.noToken)
+	add(PathFloorless, o.floorless)
 	return ps
 }
 
@@ -333,6 +351,9 @@ func (c *checker) probe(x *executor, n *world, i int, o *outcome) {
 	if c.cfg.Patience > 0 {
 		cl.giveUpAt = o.at + c.cfg.Patience
 	}
+	if c.cfg.drawEarly {
+		cl.token = c.drawToken(n, "")
+	}
 	owner := n.owner(i)
 	a, err := c.p.readTry(c.send(x, n, o, c.p.probeName(), c.p.probe(owner)), owner)
 	o.short = c.p.kind == Semaphore && a.settle
@@ -362,6 +383,9 @@ func (c *checker) try(x *executor, n *world, i int, settle bool, o *outcome) {
 		o.short = a.settle
 	} else {
 		n.clients[i].cycle++
+		if c.cfg.drawEarly {
+			n.clients[i].token = c.drawToken(n, "")
+		}
 		owner := n.owner(i)
 		a, err = c.p.readTry(c.send(x, n, o, c.p.probeName(), c.p.try(owner)), owner)
 		o.short = c.p.kind == Semaphore && a.settle // code 4; a lock's is a lapsed lease
@@ -461,6 +485,8 @@ func (c *checker) receive(x *executor, n *world, i int, text string, o *outcome)
 	switch start := g.start(cl.e, o.at); {
 	case o.at >= start+ttl-drift:
 		c.releaseOp(x, n, i, o, c.p.releaseName()+" (late grant)", c.p.releaseUnmarked(value))
+	case c.cfg.Source:
+		n.clients[i] = c.toDraw(*cl, value, start, mReceive)
 	default:
 		kept := append(slices.Clone(cl.took), took{cycle: cl.cycle, value: value})
 		if c.cfg.forgetful {
@@ -510,6 +536,10 @@ func (c *checker) got(x *executor, n *world, i int, a attempt, err error, o *out
 		return false, true
 	}
 	o.self = a.value
+	if c.cfg.Source {
+		n.clients[i] = c.toDraw(n.clients[i], a.value, o.at, o.move.kind)
+		return true, false
+	}
 	n.clients[i] = c.granted(n.clients[i], a.value, o.at)
 	return true, false
 }

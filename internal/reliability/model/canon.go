@@ -180,10 +180,14 @@ func (w *world) clientBytes(b []byte, i int, rename func(string) string) []byte 
 }
 
 // encodeClient appends c, a participant of w, to b, its names renamed:
-// its place among those the checker saw queue, not its seq; and the
-// command whose reply it lost, with what it needs to send it again.
+// its place among those the checker saw queue, not its seq; the token it
+// drew (Config.Source); and the command whose reply it lost, with what it
+// needs to send it again.
 func (w *world) encodeClient(b []byte, c *client, rename func(string) string) []byte {
-	b = append(b, '|', byte(c.phase), bit(c.paused), bit(c.subscribed), bit(c.queued), bit(c.office), bit(c.handed), byte(w.rankOf(c.seq)))
+	b = append(b, '|', byte(c.phase), bit(c.paused), bit(c.subscribed), bit(c.queued), bit(c.office), bit(c.handed), byte(w.rankOf(c.seq)),
+		bit(c.lone), bit(c.waiter))
+	b = append(b, c.token...)
+	b = append(b, ' ')
 	for _, v := range []int64{int64(c.cycle), int64(c.e.gen), c.e.server, c.e.sent, c.timer, c.deadline, c.serveUntil, c.giveUpAt} {
 		b = strconv.AppendInt(b, v, 10)
 		b = append(b, ' ')
@@ -219,11 +223,16 @@ func (w *world) encodeResend(b []byte, r *resend, rename func(string) string) []
 	return w.encodeClient(b, &r.pre, rename)
 }
 
-// tail appends what is not a participant's to b, its names renamed.
+// tail appends what is not a participant's to b, its names renamed: the
+// token source's last token among them.
 func (w *world) tail(b []byte, rename func(string) string) []byte {
 	l := w.left
 	b = append(b, '!', byte(l.Die), byte(l.Pause), byte(l.Lose), byte(l.Dup), byte(l.Forge), byte(l.Restart), byte(l.GiveUp), byte(l.Step), byte(l.Resend), byte(l.Break))
 	b = append(b, w.top...)
+	b = append(b, ' ')
+	b = append(b, w.topGrant...)
+	b = append(b, ' ')
+	b = append(b, w.source...)
 	b = append(b, ' ')
 	b = strconv.AppendInt(b, w.freeSince, 10)
 	b = append(b, ' ')

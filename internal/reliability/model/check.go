@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+
+	"github.com/leasekit/leasekit/scripts"
 )
 
 // The invariants, named as Violation.Invariant names them. The package doc
@@ -50,6 +52,9 @@ func (c *checker) judge(w *world, _ move, n *world, o *outcome, timed bool) *Vio
 		return v
 	}
 	if v := c.judgeLook(m, o); v != nil {
+		return v
+	}
+	if v := c.judgeStamp(w, m, n, o); v != nil {
 		return v
 	}
 	c.queueLost(m, n, o)
@@ -147,10 +152,16 @@ func (c *checker) judgeBreak(o *outcome) *Violation {
 // lost, tell what the server held before the move's first send: a release
 // that took effect says so (NoFalseLoss), though the second send finds the
 // lease gone or handed on. (A refresh sent again tells what it finds: the
-// lease as it is now.)
+// lease as it is now.) A stamp (Config.Source) says held when the server
+// held the grant it stamps, or the one it stores with the mark a stamp
+// leaves (its first send stored it), not that grant alone: the scripts
+// may have made it.
 func (c *checker) judgeLook(m move, o *outcome) *Violation {
 	if l := o.look; l != nil {
 		held, when := c.p.heldAs(o.before, l.value), "just before"
+		if l.stamped != "" {
+			held = held || c.p.heldAs(o.before, l.stamped) && o.before.key(scripts.StampKey(lockKey, l.stamped)) != nil
+		}
 		r := o.replay
 		if r != nil && (l.release || r.move.lose > 1) {
 			held, when = r.held, "before its first send"
@@ -178,7 +189,8 @@ func (c *checker) judgeLook(m move, o *outcome) *Violation {
 
 // judgeGrants checks every grant the step made. A step of the clock makes
 // none: a lapsed lease that a step back brings to life again was granted
-// before, and judged then.
+// before, and judged then. Nor does a stamp (Config.Source): it replaces
+// its owner's grant with its own (judgeStamp).
 func (c *checker) judgeGrants(w *world, m move, n *world, o *outcome) *Violation {
 	if m.kind == mStep {
 		return nil
@@ -189,7 +201,7 @@ func (c *checker) judgeGrants(w *world, m move, n *world, o *outcome) *Violation
 	}
 	var fresh []grant
 	for _, g := range after {
-		if !slices.Contains(before, g) {
+		if !slices.Contains(before, g) && !(m.kind == mStamp && g.owner == w.owner(int(m.who))) {
 			fresh = append(fresh, g)
 		}
 	}
@@ -223,7 +235,10 @@ func (c *checker) judgeOneGrant(releaser string, before, after []grant) *Violati
 // every one before. A grant to a waiter that left with a grant a message
 // handed it (even by that participant's own release) is let pass if its
 // Locker remembers that (it passes the grant on: judgeLeftovers), and is
-// held to no order.
+// held to no order. A participant between its grant and its stamp
+// (Config.Source) is still in its acquire. Under Config.Source the Redis
+// counter's tokens fence nothing, and are held to nothing: the stamps'
+// are (judgeStamp).
 func (c *checker) judgeGrant(w *world, m move, n *world, g grant, fresh []grant) *Violation {
 	i, cycle := clientIndex(g.owner, len(w.clients))
 	if i < 0 {
@@ -231,7 +246,7 @@ func (c *checker) judgeGrant(w *world, m move, n *world, g grant, fresh []grant)
 	}
 	cl := &w.clients[i]
 	own := i == int(m.who) && acquires[m.kind]
-	left := cycle != n.clients[i].cycle || !own && (cl.phase == dead || !cl.waiting())
+	left := cycle != n.clients[i].cycle || !own && (cl.phase == dead || !cl.waiting() && !cl.stamps())
 	if _, remembered := cl.tookAs(cycle); left && (cl.phase == dead || !remembered) {
 		return &Violation{Entries, fmt.Sprintf("%s handed to %s, whose wait had ended (%s, acquire %d)",
 			c.p.kind, g.owner, phaseNames[cl.phase], cl.cycle)}
@@ -242,7 +257,7 @@ func (c *checker) judgeGrant(w *world, m move, n *world, g grant, fresh []grant)
 		}
 		n.clients[i].queued = false
 	}
-	if !c.p.fenced() {
+	if !c.p.fenced() || c.cfg.Source {
 		return nil
 	}
 	if !above(g.token, w.top) && !c.unfloored(w) {
@@ -255,9 +270,26 @@ func (c *checker) judgeGrant(w *world, m move, n *world, g grant, fresh []grant)
 // unfloored says w's path lost the fence counter (a restart) and stepped
 // the server's clock back: the clock floor then draws tokens below those
 // granted before, as documented (a clock that goes back further than the
-// outage lasted), so tokens and terms are not held to increase.
+// outage lasted), so tokens and terms are not held to increase; unless
+// they come from a token source (Config.Source), which no fault of the
+// server's touches: then nothing is exempt.
 func (c *checker) unfloored(w *world) bool {
-	return w.back && w.left.Restart < c.cfg.Faults.Restart
+	return !c.cfg.Source && w.back && w.left.Restart < c.cfg.Faults.Restart
+}
+
+// judgeStamp: under Config.Source, a token a participant holds once its
+// stamp's reply said held is above every token held before it, whatever
+// the server lost or its clock did: no path is exempt.
+func (c *checker) judgeStamp(w *world, m move, n *world, o *outcome) *Violation {
+	s := o.stamp
+	if s == nil {
+		return nil
+	}
+	if !above(s.token, w.top) {
+		return &Violation{Tokens, fmt.Sprintf("%s holds token %s, stamped after token %s was held", who(m), s.token, w.top)}
+	}
+	n.top, n.topGrant = s.token, s.grant
+	return nil
 }
 
 // acquires are the moves by which a participant's own command may grant it
@@ -272,7 +304,7 @@ var acquires = map[moveKind]bool{mProbe: true, mTry: true, mSettle: true, mAttem
 // not use (its message came late) queues again there.
 func (c *checker) judgeOrder(w *world, m move, n *world, i int, fresh []grant, g grant) *Violation {
 	mine := 0
-	if cl := &w.clients[i]; cl.waiting() {
+	if cl := &w.clients[i]; cl.waiting() || cl.stamps() {
 		mine = cl.seq
 	}
 	for k := range w.clients {
@@ -386,7 +418,7 @@ func (c *checker) judgeLeftovers(w *world, m move, o *outcome) *Violation {
 			continue
 		}
 		cl := &w.clients[i]
-		mine := cycle == cl.cycle && (cl.waiting() || cl.pending != nil || cl.phase == holding && c.p.heldAs(o.before, cl.value))
+		mine := cycle == cl.cycle && (cl.waiting() || cl.stamps() || cl.pending != nil || cl.phase == holding && c.p.heldAs(o.before, cl.value))
 		if cl.phase == dead || cl.paused || mine {
 			continue
 		}

@@ -57,8 +57,9 @@ type Faults struct {
 	// Resend loses the reply to one of a participant's state-changing
 	// commands (any of them: an acquire's, a wait's, a release's and its
 	// serving on, a refresh's, a give-up's, an election's announce and
-	// resign): the command ran, and the participant sends the same
-	// command again later, as go-redis does, and reads only that reply.
+	// resign, a stamp's under Config.Source): the command ran, and the
+	// participant sends the same command again later, as go-redis does,
+	// and reads only that reply.
 	Resend int
 	// Break is how many times the operator breaks the lock (Core.Break,
 	// on an election with its leader key): not a semaphore, which has no
@@ -118,6 +119,15 @@ type Config struct {
 	// Workers is how many goroutines explore, each with a miniredis of its
 	// own; 0: GOMAXPROCS.
 	Workers int
+	// Source makes a correctness lock's or an election's grants draw their
+	// tokens from a token source outside Redis (correctness.WithTokens,
+	// internal/lease's tokens.go): after each grant its holder draws its
+	// token from a counter the model keeps beside the server (a restart
+	// does not lose it, nor does a step of the clock move it), and then
+	// stamps it into its grant (refresh.lua with ARGV[4]), each a move of
+	// its own; it holds only once the stamp's reply says held. Not with
+	// Patience.
+	Source bool
 
 	// nativeLua runs scripts in miniredis's own EVAL (a test compares).
 	nativeLua bool
@@ -125,6 +135,12 @@ type Config struct {
 	// Locker remembers nothing a waiter took, or hears grant messages for
 	// waiters that left and does nothing.
 	forgetful, deaf bool
+	// drawEarly and unchecked plant bugs in the mirror of the Go client
+	// under Source: it draws its token as its acquire begins (at its probe
+	// or lone try, again at each send of it), before any grant, and stamps
+	// that token into whatever grant the acquire gets; or it takes any
+	// reply of its stamp for held.
+	drawEarly, unchecked bool
 }
 
 // Result is what a check explored, and the first violation it found.
@@ -181,6 +197,19 @@ const (
 	// PathUnqueued: a release that found lost a lease a grant message
 	// handed over took the entry the message named out of the queue.
 	PathUnqueued = "a lost handed lease's entry went"
+	// PathLateStamp: a stamp found its lease gone (Config.Source), and the
+	// acquire went on as after a late grant.
+	PathLateStamp = "a stamp found its lease gone"
+	// PathRestamped: a stamp sent again after its reply was lost found the
+	// grant its first send stored, and held it.
+	PathRestamped = "a stamp sent again found its own"
+	// PathNoToken: a draw came at or after its grant's lease deadline: the
+	// source's call timed out, and the grant was released.
+	PathNoToken = "a draw came too late"
+	// PathFloorless: a stamp held a grant whose Redis token was not above
+	// the Redis token of the grant stamped before it: the Redis counter
+	// would have broken Tokens there, the source's token did not.
+	PathFloorless = "a stamp outran the clock floor"
 )
 
 func (r Result) String() string {
@@ -224,6 +253,12 @@ func newChecker(cfg Config) (*checker, error) {
 		return nil, errors.New("model: a semaphore has no Break")
 	case slices.Contains(cfg.Steps, 0) || cfg.Patience < 0:
 		return nil, errors.New("model: a step of the clock must move it, and Patience may not be negative")
+	case cfg.Source && cfg.Kind != Correctness && cfg.Kind != Election:
+		return nil, errors.New("model: a token source is for correctness locks and elections")
+	case cfg.Source && cfg.Patience > 0:
+		return nil, errors.New("model: a token source with Patience is not modelled")
+	case (cfg.drawEarly || cfg.unchecked) && !cfg.Source:
+		return nil, errors.New("model: a stamp's bug needs Source")
 	}
 	if cfg.Scripts == (Scripts{}) {
 		cfg.Scripts = Leasekit()

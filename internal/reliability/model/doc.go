@@ -33,15 +33,28 @@
 // lock (Faults.Break) as Core.Break does, its every client-side step in one
 // function (protocol.breakLock), and serves the queue on as a release does.
 //
+// With Config.Source a correctness lock's or an election's grants take
+// their tokens from a token source outside Redis, as with
+// correctness.WithTokens (internal/lease's tokens.go, stamp.go): the
+// scripts grant as before, then the holder draws its token from a counter
+// the checker keeps beside the server (linearizable and strictly
+// increasing: a restart does not lose it, a step of the server's clock
+// does not move it), and stamps it into its grant (refresh.lua with
+// ARGV[4]), each a move of its own. It holds only once its stamp's reply
+// says held; a stamp that finds the lease gone fails the grant as a late
+// one (a lone try ends, any other acquire waits on), and a draw at or past
+// the grant's lease deadline is the source timing out: the grant is
+// released, and the acquire ends.
+//
 // A reply may be lost (Faults.Resend), as go-redis meets it: the command of
 // any state-changing step ran (a probe, a lone try or its settling, an
 // attempt, a release or its serving on, a refresh, a give-up, an announce,
-// a resign, a Locker's release, a Break), its reply never came, and the
-// sender sends the same command again up to a read timeout later, while
-// others move and time passes, and acts on the second reply only. The move
-// is cut at that command and resumed by the resend from the sender's state
-// before it (resend.go). Its lease is measured from the first send, so a
-// grant that comes too late is released, as acquire.lease does.
+// a resign, a Locker's release, a Break, a stamp), its reply never came,
+// and the sender sends the same command again up to a read timeout later,
+// while others move and time passes, and acts on the second reply only. The
+// move is cut at that command and resumed by the resend from the sender's
+// state before it (resend.go). Its lease is measured from the first send,
+// so a grant that comes too late is released, as acquire.lease does.
 //
 // The lock's value records the lease's expiry with the mark of waiters, and
 // a marked key outlives its lease by ten seconds: a lease lapses at the
@@ -147,7 +160,11 @@
 // the terms before it. A path that both restarts the server and steps its
 // clock back is exempt, as documented (a clock that goes back further than
 // the outage lasted); a step grants nothing (a lapsed lease a step back
-// makes live again was granted before).
+// makes live again was granted before). With Config.Source, a token a
+// participant holds once its stamp's reply said held is above every token
+// held before it, and so is a term, with no path exempt: the source's
+// tokens are what the fence sees, and the Redis counter's are held to
+// nothing.
 //
 // LeaderRead: a read of an election reports the leader the keys hold: the
 // lock's live grant when the leader key names it, and the leader's value.
@@ -167,7 +184,9 @@
 // the lease, 4,096 at most); a reply that comes late without being lost
 // (a late grant comes only from a resend), and more than one lost reply in
 // one move (a resend's reply is not lost again); the late-grant limit of
-// three in a row and a lone try's limit of 2,000 settling calls; Replicas
+// three in a row and a lone try's limit of 2,000 settling calls; a token
+// source that fails (under Config.Source it only times out, at the
+// lease's deadline), and a lock that switches sources; Replicas
 // (WAIT); the network's and the processes' real timing (the process-level
 // chaos tests in internal/reliability/processes cover those); Redis
 // Cluster; a step of a real server's clock in a replay.

@@ -28,6 +28,8 @@ const (
 	mTimeout                  // a waiter's context ends at its deadline (Config.Patience)
 	mResend                   // send again the command whose reply was lost
 	mBreak                    // the operator breaks the lock (Core.Break)
+	mDraw                     // a grant's holder draws its token from the source (Config.Source)
+	mStamp                    // it stamps the token into its grant (refresh.lua with ARGV[4])
 )
 
 // operatorWho is the operator's move's who (operator.go).
@@ -47,7 +49,7 @@ var moveNames = map[moveKind]string{
 	mProbe: "probe", mTry: "try", mSettle: "settle", mAttempt: "attempt", mReceive: "receive",
 	mHear: "hears", mGiveUp: "give up", mRelease: "release", mServeOn: "serve on", mRefresh: "refresh",
 	mAnnounce: "announce", mRead: "read leader", mPause: "pause", mResume: "resume", mDie: "die",
-	mTimeout: "times out", mResend: "resends", mBreak: "break", mAdvance: "advance", mLose: "lose", mDuplicate: "duplicate", mForge: "forge",
+	mTimeout: "times out", mResend: "resends", mBreak: "break", mDraw: "draws", mStamp: "stamps", mAdvance: "advance", mLose: "lose", mDuplicate: "duplicate", mForge: "forge",
 	mRestart: "restart", mStep: "step",
 }
 
@@ -92,7 +94,8 @@ func (m move) String() string {
 // at once when it must (a waiter about to attempt, or whose timer fired or
 // deadline passed; a lone try about to settle; a releaser serving the queue
 // on; a Locker with a grant message for a waiter that left; a lost reply's
-// sender a read timeout after it sent): time passes only when none must.
+// sender a read timeout after it sent; a grant's holder about to draw its
+// token or stamp it): time passes only when none must.
 // The moves that lose a reply are not here: variants makes them from a
 // move's outcome, which tells how many state-changing commands it sent.
 func (c *checker) moves(w *world) []move {
@@ -118,7 +121,8 @@ func (c *checker) due(w *world, i int) bool {
 		return false
 	case cl.pending != nil:
 		return w.local() >= cl.pending.at+readTimeout
-	case cl.serveUntil != 0 || cl.phase == ready || cl.phase == settling || cl.phase == sleeping && cl.timer <= w.local():
+	case cl.serveUntil != 0 || cl.phase == ready || cl.phase == settling || cl.stamps() ||
+		cl.phase == sleeping && cl.timer <= w.local():
 		return true
 	case cl.waiting() && cl.timedOut(w.local()):
 		return true
@@ -179,6 +183,10 @@ func (c *checker) clientMoves(w *world, i int, ms []move) []move {
 		ms = c.waiterMoves(w, i, ms)
 	case settling:
 		add(mSettle)
+	case drawing:
+		add(mDraw)
+	case stamping:
+		add(mStamp)
 	case holding:
 		add(mRelease)
 		add(mRefresh)

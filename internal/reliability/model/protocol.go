@@ -430,6 +430,26 @@ func (p protocol) readRefresh(reply any, leader bool) (held, restore bool, err e
 	return r.Lease == scripts.LeaseHeld, r.LeaderLost, nil
 }
 
+// stamp stores the grant stamped in place of value, the grant Redis made
+// the caller, and restarts its lease (acquire.stamped): the refresh script
+// with ARGV[4], on the lock's key, its fence counter and the stamp's mark,
+// the counter not expiring (a correctness lock's default). Sent again after
+// a lost reply, it finds stamped stored, and the mark, and counts it the
+// caller's.
+func (p protocol) stamp(value, stamped string) []string {
+	return []string{"EVAL", p.src.Refresh, "3", lockKey, counterKey, scripts.StampKey(lockKey, stamped), value, strconv.Itoa(ttl), "", stamped}
+}
+
+// readStamp reads a stamp's reply with the protocol's reader
+// (scripts.ReadRefresh): whether the lease was held, and stamped.
+func (p protocol) readStamp(reply any) (bool, error) {
+	r, err := scripts.ReadRefresh(reply)
+	if err != nil || r.LeaderLost {
+		return false, unexpected(reply)
+	}
+	return r.Lease == scripts.LeaseHeld, nil
+}
+
 // lockValue is a lock's value, parsed (scripts.Value): owner [":"
 // token] ["*" [expiry]]. A semaphore's permit is its owner id.
 type lockValue struct {

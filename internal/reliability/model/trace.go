@@ -68,8 +68,10 @@ func describe(w *world, origin int64) string {
 		cl := &w.clients[i]
 		s := name(i) + " " + phaseNames[cl.phase]
 		switch {
-		case cl.phase == holding:
+		case cl.phase == holding, cl.phase == drawing:
 			s += " " + cl.value
+		case cl.phase == stamping:
+			s += " " + cl.value + ", token " + cl.token
 		case cl.phase == sleeping:
 			s += fmt.Sprintf(" until t=%d", cl.timer-origin)
 		}
@@ -111,6 +113,9 @@ func describe(w *world, origin int64) string {
 	}
 	for _, m := range w.flight {
 		parts = append(parts, fmt.Sprintf("in flight to %s: %q", name(m.to), m.text))
+	}
+	if w.source != "" {
+		parts = append(parts, "the token source drew "+w.source+" last")
 	}
 	return strings.Join(parts, "; ")
 }

@@ -15,9 +15,11 @@ const (
 	holding               // believes it holds a grant
 	settling              // a lone try, about to settle a resource whose queue goes first
 	dead                  // never acts again
+	drawing               // Config.Source: granted in Redis, about to draw its token
+	stamping              // Config.Source: drew its token, about to stamp it into its grant
 )
 
-var phaseNames = [...]string{"idle", "ready", "sleeping", "holding", "settling", "dead"}
+var phaseNames = [...]string{"idle", "ready", "sleeping", "holding", "settling", "dead", "drawing", "stamping"}
 
 // client is one participant: a Locker with one goroutine that acquires,
 // holds and releases, as the Go client does.
@@ -29,8 +31,8 @@ type client struct {
 	giveUpAt   int64  // ready, sleeping: its context's deadline, ms (0: none)
 	e          entry  // ready, sleeping: its queue entry; handed: the entry's generation
 	timer      int64  // sleeping: when its timer fires, ms
-	value      string // holding: the grant's value
-	deadline   int64  // holding: its lease's local deadline, ms
+	value      string // holding: the grant's value; drawing, stamping: the grant Redis made
+	deadline   int64  // holding, drawing, stamping: its lease's local deadline, ms
 	office     bool   // holding, in an election: it took office
 	// serveUntil, when not 0, says a release of its stopped short at dead
 	// queue entries: it goes on serving the queue (serveOn) until the
@@ -56,10 +58,21 @@ type client struct {
 	// sends again next (resend.go); nil for none. It is in the middle of
 	// the move that sent it: the state above is as that command left it.
 	pending *resend
+	// Config.Source (stamp.go): token, stamping, is the token it drew
+	// (with drawEarly, from its probe on); drawing, stamping, lone says
+	// the grant came to a lone try, and waiter to an acquire past its
+	// probe (an attempt's, or a grant message's, with handed), which waits
+	// on with its entry e when the stamp finds the lease gone.
+	token        string
+	lone, waiter bool
 }
 
 // waiting says whether the client is in a wait.
 func (c *client) waiting() bool { return c.phase == ready || c.phase == sleeping }
+
+// stamps says whether the client is between its grant in Redis and its
+// stamp's reply (Config.Source): still in its acquire, not yet holding.
+func (c *client) stamps() bool { return c.phase == drawing || c.phase == stamping }
 
 // timedOut says whether a waiter's deadline has passed by now (ms): its
 // context has ended, and its wait with it.
@@ -115,7 +128,9 @@ func (w *world) route(m msg) route {
 	switch {
 	case cl.phase == dead || i != m.to:
 		return dropped
-	case cl.waiting() && cycle == cl.cycle:
+	case (cl.waiting() || cl.stamps()) && cycle == cl.cycle:
+		// A waiter drawing or stamping keeps its messages, for when the
+		// stamp finds the lease gone and it waits on.
 		return toWaiter
 	}
 	if _, ok := cl.tookAs(cycle); ok {
@@ -131,7 +146,12 @@ type world struct {
 	clients []client
 	flight  []msg
 	left    Faults
-	top     string // the highest token granted so far
+	// top is the highest token granted so far; with Config.Source, the
+	// highest a stamp stored, and topGrant the Redis token of the grant
+	// that stamp replaced. source is the last token the token source
+	// drew ("" for none): it lives beside the server, and no fault of the
+	// server's touches it.
+	top, topGrant, source string
 	// freeSince is when the resource was last found with room and a live
 	// waiter queued that could act (-1: not now); lonely, when its queue
 	// was last found with no live waiter queued (-1: not now).
