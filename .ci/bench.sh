@@ -8,6 +8,12 @@
 # Unless the arguments set -spin, the bench runs with one low-priority spinner
 # per CPU, so that idle vCPUs do not halt between round trips (see the
 # header it prints).
+# When etcd is installed and .ci/etcd.sh is there, it also starts a throwaway
+# 3-member etcd cluster (etcd_start: free loopback ports, a temp dir, stopped
+# on exit; or the cluster that LEASEKIT_ETCD_ENDPOINTS already names) and
+# passes its endpoints as -etcd, which adds the etcd rows, unless the
+# arguments set -etcd themselves (-etcd= runs without):
+#   bash .ci/bench.sh -scenarios ping,uncontended,convoy-8
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,6 +37,13 @@ case " ${args[*]-} " in
 *" -spin"* | *" --spin"*) ;;
 *) args+=(-spin "$(nproc 2>/dev/null || echo 2)") ;;
 esac
+etcd=true
+case " ${args[*]-} " in
+*" -etcd"* | *" --etcd"*) etcd=false ;;
+esac
+if $etcd && { ! command -v etcd >/dev/null 2>&1 || [ ! -f .ci/etcd.sh ]; }; then
+	etcd=false
+fi
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/leasekit-bench.XXXXXX")
 pids=()
@@ -44,6 +57,16 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+# After the trap above: etcd_start adds the cluster's stop to it.
+if $etcd; then
+	. .ci/etcd.sh
+	if etcd_start; then
+		args+=(-etcd "$LEASEKIT_ETCD_ENDPOINTS")
+	else
+		echo "bench.sh: could not start etcd; running without the etcd rows" >&2
+	fi
+fi
 
 # A free port: bind port 0 and read back what the kernel chose. Another
 # process could take it before redis-server does; then the start fails and

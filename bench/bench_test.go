@@ -59,13 +59,16 @@ func TestQuickRun(t *testing.T) {
 	if st, err := os.Stat(chart); err != nil || st.Size() == 0 {
 		t.Errorf("chart: got %v, want a non-empty file", err)
 	}
+	if !strings.Contains(res.stderr, "no etcd rows") || !strings.Contains(res.stderr, "bash .ci/bench.sh") {
+		t.Errorf("the run does not say how to get the etcd rows; stderr:\n%s", res.stderr)
+	}
 }
 
 // checkQuickSubjects checks that a quick run on miniredis has a row of
 // measured ops for every library and reference of every scenario.
 func checkQuickSubjects(t *testing.T, rows []row) {
 	t.Helper()
-	libs := libraryNames()
+	libs := slices.DeleteFunc(libraryNames(), needsEtcd)
 	want := map[string][]string{
 		"ping":               {"PING", "PING after idle", "PUBLISH after idle"},
 		"uncontended":        append([]string{"2×PING"}, libs...),
@@ -165,7 +168,7 @@ func TestQuickRunOnRealServer(t *testing.T) {
 			}
 		}
 	}
-	if procs != 2*len(libraryNames()) {
+	if procs != 2*len(slices.DeleteFunc(libraryNames(), needsEtcd)) {
 		t.Errorf("convoy-procs rows: got %d, want two per library (warm, cold)", procs)
 	}
 	if keys := b.Client.Keys(t.Context(), "*").Val(); len(keys) != 0 {
@@ -273,10 +276,11 @@ type benchRun struct {
 
 // runBench runs the command's code as `go run ./bench args...` would, with
 // convoy-procs's arrivals testStagger apart, and fails the test if it
-// fails.
+// fails. It runs without etcd, whatever LEASEKIT_ETCD_ENDPOINTS says,
+// unless args give -etcd.
 func runBench(t *testing.T, args ...string) benchRun {
 	t.Helper()
-	cfg, err := parseFlags(args, io.Discard)
+	cfg, err := parseFlags(append([]string{"-etcd="}, args...), io.Discard)
 	if err != nil {
 		t.Fatalf("parseFlags: %v", err)
 	}
@@ -362,6 +366,8 @@ func TestFlags(t *testing.T) {
 		{"negative n", []string{"-n", "-3"}, "not positive"},
 		{"negative rtt", []string{"-rtt", "-1ms"}, "-rtt"},
 		{"rtt and cluster", []string{"-rtt", "1ms", "-cluster", "127.0.0.1:2"}, "-rtt needs -addr"},
+		{"rtt and etcd", []string{"-rtt", "1ms", "-etcd", "127.0.0.1:2"}, "not etcd's"},
+		{"etcd library without etcd", []string{"-etcd=", "-libs", "correctness,etcd-mutex"}, "etcd-mutex needs -etcd"},
 		{"stray argument", []string{"uncontended"}, "unexpected arguments"},
 	}
 	for _, tt := range tests {
@@ -397,13 +403,16 @@ func benchSubjects(tb testing.TB, client *redis.Client, ref func(b *bench) subje
 	b := &bench{cfg: config{ttl: defaultTTL}, target: t, client: client}
 	tb.Cleanup(b.closeLibs)
 	for _, lib := range libraries {
+		if lib.etcd {
+			continue // TestEtcdRows
+		}
 		l, err := lib.open(t, client, defaultTTL)
 		if err != nil {
 			tb.Fatalf("%s: %v", lib.name, err)
 		}
 		b.libs = append(b.libs, openLib{name: lib.name, lib: lib, l: l})
 	}
-	return b.lockSubjects(ref(b))
+	return b.lockSubjects("uncontended", ref(b))
 }
 
 // backends runs fn on miniredis and on a real redis-server (skipped without

@@ -46,7 +46,13 @@ type library struct {
 	// queue is the key of the wait queue in which the server lines up the
 	// waiters for the lock called name; nil for a library without one.
 	queue func(name string) string
+	// etcd says the library needs the -etcd cluster: it runs only with
+	// -etcd, and only where etcdRunsIn says.
+	etcd bool
 }
+
+// runsIn reports whether the library runs in the scenario called name.
+func (l library) runsIn(name string) bool { return !l.etcd || etcdRunsIn(name) }
 
 // libraries are every library the bench knows, in the order they run.
 var libraries = []library{
@@ -64,13 +70,22 @@ var libraries = []library{
 	{
 		name: "correctness",
 		describe: func(ttl time.Duration, _ *target) string {
-			return fmt.Sprintf("leasekit correctness: one correctness.New(client, WithAudit(false)) (fencing tokens, clock floor on; audit off: it only logs); Acquire(ctx, key, %v)", ttl)
+			return fmt.Sprintf("leasekit correctness: one correctness.New(client, WithAudit(false)) (fencing tokens from the lock's Redis counter, clock floor on; audit off: it only logs); Acquire(ctx, key, %v)", ttl)
 		},
 		open: func(_ *target, client redis.UniversalClient, ttl time.Duration) (locker, error) {
 			l := correctness.New(client, correctness.WithAudit(false))
 			return adapter[*correctness.Lease]{obtain: l.Acquire, stop: l.Close, ttl: ttl}, nil
 		},
 		queue: leasekitQueue,
+	},
+	{
+		name: "correctness-etcd",
+		describe: func(ttl time.Duration, _ *target) string {
+			return fmt.Sprintf("leasekit correctness, tokens from etcd: one correctness.New(client, WithAudit(false), WithTokens(etcdtokens.New(etcd))); Acquire(ctx, key, %v): the grant in Redis as correctness's, then its token from one etcd Txn, stamped into the grant in one more Redis round trip before Acquire returns", ttl)
+		},
+		open:  openCorrectnessEtcd,
+		queue: leasekitQueue,
+		etcd:  true,
 	},
 	{
 		name: "redsync",
@@ -112,6 +127,15 @@ var libraries = []library{
 		},
 		open: openRueidislock,
 	},
+	{
+		name: "etcd-mutex",
+		describe: func(ttl time.Duration, _ *target) string {
+			return fmt.Sprintf("etcd concurrency.Mutex %s on the etcd cluster, no Redis: a concurrency.NewSession(etcd, WithTTL(%d)) per contender, reused (contenders sharing a session would all own the lock at once); NewMutex(session, key) per acquisition, Lock(ctx), Unlock(ctx); its token is Header().Revision",
+				moduleVersion("go.etcd.io/etcd/client/v3"), etcdSessionTTL(ttl))
+		},
+		open: openEtcdMutex,
+		etcd: true,
+	},
 }
 
 // leasekitQueue is the wait queue of leasekit's lock called name, under the
@@ -142,6 +166,12 @@ func openRueidislock(t *target, _ redis.UniversalClient, ttl time.Duration) (loc
 		return nil, fmt.Errorf("rueidislock: %w", err)
 	}
 	return rueidisAdapter{l: l}, nil
+}
+
+// needsEtcd reports whether the library called name needs -etcd.
+func needsEtcd(name string) bool {
+	l, ok := libraryNamed(name)
+	return ok && l.etcd
 }
 
 // libraryNames are the names -libs accepts.

@@ -6,12 +6,16 @@
 //	go run ./bench -addr 127.0.0.1:6379   # a real server
 //	bash .ci/bench.sh                     # a throwaway local redis-server
 //	bash .ci/bench.sh -cluster            # a throwaway 3-master cluster
+//	go run ./bench -addr ... -etcd a,b,c  # and the etcd subjects
 //
 // Scenarios: ping (the round-trip references), uncontended (acquire + release
 // of a free key), convoy-N (N goroutines take one key once each, holding it
 // for -hold), convoy-procs (P processes of C contenders each, the bench
 // re-executed as workers, on one key) and keys-parallel (64 goroutines on
-// distinct keys). Every library runs interleaved with the others and with a
+// distinct keys). With -etcd (default: $LEASEKIT_ETCD_ENDPOINTS), the ping
+// scenario adds an etcd Put, and uncontended and the convoys add leasekit's
+// correctness lock with its tokens drawn from etcd and etcd's own
+// concurrency.Mutex. Every library runs interleaved with the others and with a
 // reference made of plain commands, so a noisy machine moves them all
 // together; results are ratios to those references, and costs that noise
 // cannot move much: client CPU per op (getrusage), server time and commands
@@ -59,6 +63,13 @@ type config struct {
 	quick      bool
 	json       bool
 	chart      string
+
+	// etcd are the client endpoints of the etcd cluster of the etcd
+	// subjects; none without -etcd.
+	etcd []string
+	// etcdSkipped says the etcd subjects were left out of the default
+	// -libs, for want of -etcd.
+	etcdSkipped bool
 }
 
 func main() {
@@ -95,7 +106,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.perProc, "per-proc", 4, "convoy-procs: contenders in each worker process")
 	fs.DurationVar(&cfg.rtt, "rtt", 0, "add `D` to every round trip: the clients reach the server through a proxy in this process that holds each reply D, as a network would (with -addr, or the in-process miniredis)")
 	fs.IntVar(&cfg.spin, "spin", 0, "keep `N` low-priority (nice 19) spinner processes running, so that idle vCPUs do not halt between round trips (steadier latency on a VM)")
-	libs := fs.String("libs", strings.Join(libraryNames(), ","), "libraries to compare, comma-separated")
+	libs := fs.String("libs", strings.Join(libraryNames(), ","), "libraries to compare, comma-separated (correctness-etcd and etcd-mutex need -etcd)")
+	etcd := fs.String("etcd", os.Getenv(etcdEndpointsEnv), "comma-separated host:port client `ENDPOINTS` of an etcd cluster: adds an etcd Put to ping, and leasekit correctness with etcd tokens and etcd's concurrency.Mutex to uncontended and the convoys (default $"+etcdEndpointsEnv+")")
 	scenarios := fs.String("scenarios", strings.Join(scenarioNames, ","), "scenarios to run, comma-separated (convoy-N picks one convoy size)")
 	fs.BoolVar(&cfg.quick, "quick", false, "a small, fast run for smoke tests")
 	fs.BoolVar(&cfg.json, "json", false, "write one JSON object per (scenario, library) line to stdout instead of the table")
@@ -120,6 +132,13 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return cfg, fmt.Errorf("-procs: %w", err)
 	}
 	cfg.libs, cfg.scenarios, cfg.cluster = splitList(*libs), splitList(*scenarios), splitList(*cluster)
+	cfg.etcd = splitList(*etcd)
+	libsSet := false
+	fs.Visit(func(f *flag.Flag) { libsSet = libsSet || f.Name == "libs" })
+	if len(cfg.etcd) == 0 && !libsSet {
+		cfg.libs = slices.DeleteFunc(cfg.libs, needsEtcd)
+		cfg.etcdSkipped = true
+	}
 	return cfg, cfg.check()
 }
 
@@ -128,6 +147,9 @@ func (cfg config) check() error {
 	for _, l := range cfg.libs {
 		if !slices.Contains(libraryNames(), l) {
 			return fmt.Errorf("-libs: unknown library %q (want %s)", l, strings.Join(libraryNames(), ","))
+		}
+		if needsEtcd(l) && len(cfg.etcd) == 0 {
+			return fmt.Errorf("-libs: %s %v", l, errNoEtcd)
 		}
 	}
 	switch {
@@ -145,6 +167,8 @@ func (cfg config) check() error {
 		return fmt.Errorf("-rtt: %v is negative", cfg.rtt)
 	case cfg.rtt > 0 && (cfg.url != "" || len(cfg.cluster) > 0):
 		return errors.New("-rtt needs -addr (or the in-process miniredis): a URL's or a cluster's clients would not all go through the proxy")
+	case cfg.rtt > 0 && len(cfg.etcd) > 0:
+		return errors.New("-rtt delays Redis's round trips, not etcd's: give -etcd= (empty) to run without etcd")
 	case btoi(cfg.addr != "")+btoi(cfg.url != "")+btoi(len(cfg.cluster) > 0) > 1:
 		return errors.New("give one of -addr, -url and -cluster")
 	}
@@ -180,6 +204,9 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) ([]row, erro
 	scenarios, err := selectScenarios(cfg.scenarios, cfg.contenders)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.etcdSkipped && slices.ContainsFunc(scenarios, func(s scenario) bool { return hasEtcdRows(s.name) }) {
+		fmt.Fprintln(stderr, "bench: no etcd rows (correctness-etcd, etcd-mutex, the etcd Put reference): give -etcd host:port,... (or "+etcdEndpointsEnv+"), or run bash .ci/bench.sh, which starts an etcd cluster")
 	}
 	t, err := dial(cfg)
 	if err != nil {
@@ -247,8 +274,17 @@ func (b *bench) runScenarios(ctx context.Context, scenarios []scenario, stdout i
 	return rows, nil
 }
 
-// cleanup deletes every key the run made, and says so on stderr.
+// cleanup deletes every key the run made, in Redis and in etcd, and says so
+// on stderr.
 func (b *bench) cleanup(ctx context.Context, stderr io.Writer) {
+	if e := b.target.etcd; e != nil {
+		n, err := e.cleanup(ctx, b.id)
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: deleting the etcd keys this run made: %v\n", err)
+		} else {
+			fmt.Fprintf(stderr, "bench: deleted the %d etcd keys this run made (%s*)\n", n, strings.Join(etcdPrefixes(b.id), "*, "))
+		}
+	}
 	n, err := b.target.cleanup(ctx, b.id)
 	if err != nil {
 		fmt.Fprintf(stderr, "bench: deleting the keys this run made: %v\n", err)

@@ -24,6 +24,9 @@ func writeHeader(w io.Writer, cfg config, backend string, pool int, t *target) {
 	} else {
 		fmt.Fprintln(w, "no spinners: on a VM, idle vCPUs may halt between round trips, and latency then measures wake-ups (see -spin)")
 	}
+	if t.etcd != nil {
+		fmt.Fprintf(w, "etcd: %s\n", t.etcd.desc)
+	}
 	fmt.Fprintln(w)
 	for _, lib := range libraries {
 		if slices.Contains(cfg.libs, lib.name) {
@@ -44,6 +47,9 @@ func writeHowToRead(w io.Writer, cfg config, t *target) {
 		fmt.Fprint(w, ", and here miniredis itself")
 	}
 	fmt.Fprint(w, howToReadOn)
+	if t.etcd != nil {
+		fmt.Fprint(w, howToReadEtcd)
+	}
 }
 
 // howToRead is the header's explanation of the tables, up to where it says
@@ -96,6 +102,28 @@ const howToReadOn = `; srv µs/op and srv cmds/op come
     n grants placed; FIFO: 0).
 `
 
+// howToReadEtcd is the header's explanation of the etcd subjects, with
+// -etcd.
+const howToReadEtcd = `  - etcd: correctness-etcd is the correctness lock with its fencing tokens
+    drawn from etcd (etcdtokens): its grant is made in Redis as correctness's,
+    then one etcd Txn draws the token and one more Redis round trip stamps
+    it into the grant, before Acquire returns. etcd-mutex is etcd's own
+    concurrency.Mutex on the same cluster, its token the revision of the
+    response that granted it, and no Redis. They run in uncontended and the
+    convoys of this process. ÷ etcd Put is against the p50 of a plain etcd
+    Put, one etcd round trip (one Raft commit, a WAL fsync on each member):
+    in uncontended its own etcd Put reference, interleaved with the
+    subjects, since etcd's latency drifts with its disk's; in the convoys
+    the ping scenario's. etcd trips count the etcd client's unary RPCs (a
+    watch, or a lease keep-alive, on a stream, is not one), and a convoy's
+    etcd trip p50 is what they took there (correctness-etcd's: the draws in
+    its handoffs); trips and srv columns are Redis's: etcd's own server
+    time is not measured.
+  - tokens: every grant's fencing token (correctness, correctness-etcd,
+    etcd-mutex) is checked to be above the previous grant's of the same
+    lock; a note after the tables says if one was not.
+`
+
 // row is one (scenario, subject) result. p50/p99 are the timed operation's
 // latency; in a convoy, the wait for the acquisition.
 type row struct {
@@ -125,6 +153,22 @@ type row struct {
 	WaitMax          int64   `json:"wait_max_ns,omitempty"`
 	Failures         int     `json:"failures"`
 	Overlaps         int     `json:"overlaps"`
+
+	// P50EtcdPuts is the p50 in etcd Puts of the ping scenario, and
+	// HandoffEtcdPuts the handoff p50 (with -etcd).
+	P50EtcdPuts     float64 `json:"p50_etcd_puts,omitempty"`
+	HandoffEtcdPuts float64 `json:"handoff_p50_etcd_puts,omitempty"`
+	// EtcdTripsPerOp is the etcd client's unary RPCs per op (per
+	// acquisition in a convoy), with -etcd.
+	EtcdTripsPerOp float64 `json:"etcd_round_trips_per_op,omitempty"`
+	// EtcdTripP50 is the p50 of those RPCs' durations, ns: in a convoy,
+	// what the etcd round trips in its handoffs took (convoys only).
+	EtcdTripP50 int64 `json:"etcd_round_trip_p50_ns,omitempty"`
+	// Tokens counts the grants that had a fencing token, every one checked
+	// against the grant before it of the same lock; TokenRegressions, those
+	// whose token was not above that grant's.
+	Tokens           int `json:"tokens,omitempty"`
+	TokenRegressions int `json:"token_regressions,omitempty"`
 
 	// Costs per op (uncontended, keys-parallel): this process's CPU
 	// (getrusage) over the measured ops, and, from INFO commandstats
@@ -188,7 +232,7 @@ func writeRows(w io.Writer, asJSON bool, scenario string, rows []row) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(w, "\n%s\n", scenario)
-	cols := columnsOf(scenario)
+	cols := columnsOf(scenario, rows)
 	for _, c := range cols {
 		fmt.Fprintf(tw, "%s\t", c.title)
 	}
@@ -220,11 +264,41 @@ var tables = map[string]func() []column{
 	"semaphore":          semaphoreColumns,
 }
 
-func columnsOf(scenario string) []column {
-	if cols, ok := tables[scenario]; ok {
-		return cols()
+// columnsOf are the columns of scenario's table of rows: its table's, and
+// the etcd columns when rows were measured with -etcd.
+func columnsOf(scenario string, rows []row) []column {
+	cols := convoyColumns
+	if c, ok := tables[scenario]; ok {
+		cols = c
 	}
-	return convoyColumns()
+	out := cols()
+	if !slices.ContainsFunc(rows, func(r row) bool { return r.P50EtcdPuts > 0 || r.HandoffEtcdPuts > 0 }) {
+		return out
+	}
+	for _, e := range etcdColumns {
+		if i := slices.IndexFunc(out, func(c column) bool { return c.title == e.after }); i >= 0 {
+			out = slices.Insert(out, i+1, e.column)
+		}
+	}
+	return out
+}
+
+// etcdColumns are the columns that the tables of uncontended and the
+// convoys add with -etcd, each after the column titled after.
+var etcdColumns = []struct {
+	after string
+	column
+}{
+	{"p50 ÷ 2×PING", column{"p50 ÷ etcd Put", func(r row) string { return fmt.Sprintf("%.2f×", r.P50EtcdPuts) }}},
+	{"trips/op", column{"etcd trips/op", func(r row) string { return fmt.Sprintf("%.2f", r.EtcdTripsPerOp) }}},
+	{"÷ PUBLISH", column{"÷ etcd Put", func(r row) string { return fmt.Sprintf("%.1f", r.HandoffEtcdPuts) }}},
+	{"trips/acq", column{"etcd trips/acq", func(r row) string { return fmt.Sprintf("%.2f", r.EtcdTripsPerOp) }}},
+	{"etcd trips/acq", column{"etcd trip p50", func(r row) string {
+		if r.EtcdTripP50 == 0 {
+			return "-"
+		}
+		return fmtDur(time.Duration(r.EtcdTripP50))
+	}}},
 }
 
 // The columns that several tables share.

@@ -95,7 +95,8 @@ func startsOf(r int) [2]bool {
 func (b *bench) convoyProcs(ctx context.Context) []row {
 	const scenario = "convoy-procs"
 	reps := b.convoyReps()
-	for _, lib := range b.libs {
+	libs := b.libsIn(scenario)
+	for _, lib := range libs {
 		// An untimed convoy of two in this process loads the scripts a
 		// waiter and a handoff run, so that no timed window pays for
 		// compiling them (an EVAL after NOSCRIPT).
@@ -106,10 +107,10 @@ func (b *bench) convoyProcs(ctx context.Context) []row {
 	for _, p := range b.cfg.procs {
 		var res [2][]procsResult // by cold, then library
 		for s := range res {
-			res[s] = make([]procsResult, len(b.libs))
+			res[s] = make([]procsResult, len(libs))
 		}
 		for r := range reps {
-			for i, lib := range b.libs {
+			for i, lib := range libs {
 				for _, cold := range startsOf(r) {
 					b.prog.say(scenario, fmt.Sprintf("P=%d run %d/%d, %s, %s", p, r+1, reps, lib.name, startName(cold)))
 					res := &res[btoi(cold)][i]
@@ -124,7 +125,7 @@ func (b *bench) convoyProcs(ctx context.Context) []row {
 			if b.target.mini != nil {
 				break // miniredis has no MONITOR
 			}
-			for i, lib := range b.libs {
+			for i, lib := range libs {
 				for _, cold := range startsOf(r) {
 					b.prog.say(scenario, fmt.Sprintf("P=%d ordering run %d/%d, %s, %s", p, r+1, reps, lib.name, startName(cold)))
 					if err := b.runProcConvoy(ctx, &res[btoi(cold)][i], lib, p, true, cold); err != nil {
@@ -133,7 +134,7 @@ func (b *bench) convoyProcs(ctx context.Context) []row {
 				}
 			}
 		}
-		for i, lib := range b.libs {
+		for i, lib := range libs {
 			warm := res[0][i].row(scenario, lib.name, p, false, b)
 			cold := res[1][i].row(scenario, lib.name, p, true, b)
 			cold.ToWarm = ratio(cold.Makespan, warm.Makespan)

@@ -36,6 +36,9 @@ type bench struct {
 	// publish is the p50 of a PUBLISH from idle until a subscriber in this
 	// process has it: the floor of a handoff over pub/sub (0 if unmeasured).
 	publish time.Duration
+	// etcdPut is the p50 of a plain etcd Put, one etcd round trip (0
+	// without -etcd).
+	etcdPut time.Duration
 	// notes are warnings about the measurements, printed after the tables.
 	notes []string
 	// spin keeps idle vCPUs awake for the latency scenarios.
@@ -66,6 +69,9 @@ type subject struct {
 	op   func(ctx context.Context, key string) error
 	// idle is how long to sleep, untimed, before each op.
 	idle time.Duration
+	// tokens checks the fencing tokens of a library's grants; nil for a
+	// reference.
+	tokens *tokenCheck
 }
 
 // keysParallelWorkers is the concurrency of keys-parallel.
@@ -119,23 +125,89 @@ func (b *bench) key(scenario, subject string) string {
 	return "bench:" + b.id + ":" + scenario + ":" + subject
 }
 
-func lockOp(l locker) func(ctx context.Context, key string) error {
+// lockOp is an acquire and a release of l, whose grant's token, if it has
+// one, tokens checks.
+func lockOp(l locker, tokens *tokenCheck) func(ctx context.Context, key string) error {
 	return func(ctx context.Context, key string) error {
 		h, err := l.acquire(ctx, key)
 		if err != nil {
 			return err
 		}
+		tokens.see(key, h)
 		return h.Release(ctx)
 	}
 }
 
-// lockSubjects are the libraries as subjects, after the given references.
-func (b *bench) lockSubjects(refs ...subject) []subject {
-	out := refs
+// libsIn are the open libraries that run in the scenario called name.
+func (b *bench) libsIn(name string) []openLib {
+	var out []openLib
 	for _, lib := range b.libs {
-		out = append(out, subject{name: lib.name, op: lockOp(lib.l)})
+		if lib.lib.runsIn(name) {
+			out = append(out, lib)
+		}
 	}
 	return out
+}
+
+// lockSubjects are the libraries of scenario as subjects, after the given
+// references.
+func (b *bench) lockSubjects(scenario string, refs ...subject) []subject {
+	out := refs
+	for _, lib := range b.libsIn(scenario) {
+		tokens := &tokenCheck{}
+		out = append(out, subject{name: lib.name, op: lockOp(lib.l, tokens), tokens: tokens})
+	}
+	return out
+}
+
+// fenced is a held lock with a fencing token.
+type fenced interface{ Token() uint64 }
+
+// tokenCheck checks that each grant's fencing token is above the token of
+// the grant before it of the same lock, as a fence needs: grants of one
+// lock are made one at a time, and seen, by lockOp and contend, while held.
+// Its methods are safe for concurrent use, and for a nil tokenCheck, which
+// checks nothing.
+type tokenCheck struct {
+	mu          sync.Mutex
+	last        map[string]uint64 // by lock
+	seen        int               // grants with a token
+	regressions int               // tokens not above the one before
+}
+
+// see checks the token of h, a grant of the lock called key, if it has
+// one.
+func (c *tokenCheck) see(key string, h held) {
+	f, ok := h.(fenced)
+	if c == nil || !ok {
+		return
+	}
+	token := f.Token()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last == nil {
+		c.last = make(map[string]uint64)
+	}
+	if last, ok := c.last[key]; ok && token <= last {
+		c.regressions++
+	}
+	c.last[key] = token
+	c.seen++
+}
+
+// fill puts the check's counts in r, and a note in b if a token did not
+// grow.
+func (c *tokenCheck) fill(r *row, b *bench) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r.Tokens, r.TokenRegressions = c.seen, c.regressions
+	if c.regressions > 0 {
+		b.note(fmt.Sprintf("note: %s, %s: %d of %d grants had a fencing token not above the previous grant's of the same lock",
+			r.Scenario, r.Lib, c.regressions, c.seen))
+	}
 }
 
 // pingSubject times n PINGs in a row.
@@ -168,17 +240,22 @@ func (b *bench) measurePing(ctx context.Context) []row {
 	} else {
 		b.note("note: the PUBLISH reference could not subscribe: " + err.Error())
 	}
+	if b.target.etcd != nil {
+		subjects = append(subjects, b.etcdPutSubject())
+	}
 	rows := b.sequential(ctx, "ping", subjects)
 	b.ping, b.idlePing = time.Duration(rows[0].P50), time.Duration(rows[1].P50)
-	if len(rows) > 2 {
-		b.publish = time.Duration(rows[2].P50)
-	}
 	rows[0].Config = "go-redis Ping: one round trip, the physical floor of any Redis command"
 	rows[1].Config = fmt.Sprintf("go-redis Ping after sleeping %v (untimed): a round trip from idle", idle.idle)
-	if len(rows) > 2 {
-		rows[2].Config = fmt.Sprintf("go-redis Publish after sleeping %v (untimed), until a PubSub.Receive goroutine has handed the message on: the floor of a handoff over pub/sub", idle.idle)
-	}
 	for i := range rows {
+		switch rows[i].Lib {
+		case published.name:
+			b.publish = time.Duration(rows[i].P50)
+			rows[i].Config = fmt.Sprintf("go-redis Publish after sleeping %v (untimed), until a PubSub.Receive goroutine has handed the message on: the floor of a handoff over pub/sub", idle.idle)
+		case etcdPutName:
+			b.etcdPut = time.Duration(rows[i].P50)
+			rows[i].Config = "etcd clientv3 Put of one key: one etcd round trip, a write that Raft commits on a quorum of the members before it answers, the floor of an etcd token's Txn or a Mutex's Lock"
+		}
 		rows[i].Ratio, rows[i].RatioTo = ratio(rows[i].P50, rows[0].P50), "PING p50"
 	}
 	return rows
@@ -228,11 +305,23 @@ func (b *bench) publishSubject(ctx context.Context, idle time.Duration) (subject
 }
 
 func (b *bench) uncontended(ctx context.Context) []row {
-	ref := b.pingSubject("2×PING", 2)
-	rows := b.sequential(ctx, "uncontended", b.lockSubjects(ref))
+	refs := []subject{b.pingSubject("2×PING", 2)}
+	if b.target.etcd != nil {
+		// etcd's latency drifts with its disk's: this scenario's own etcd
+		// round trip, interleaved with the subjects, is what it reads
+		// them against.
+		refs = append(refs, b.etcdPutSubject())
+	}
+	rows := b.sequential(ctx, "uncontended", b.lockSubjects("uncontended", refs...))
 	rows[0].Config = "two go-redis Pings in a row: the floor of an acquire + release"
+	var put int64
+	if b.target.etcd != nil {
+		rows[1].Config = "etcd clientv3 Put of one key, as in ping, interleaved with the subjects: one etcd round trip, the floor of an etcd token's Txn; etcd-mutex's Lock and Unlock are two such writes"
+		put = rows[1].P50
+	}
 	for i := range rows {
 		rows[i].Ratio, rows[i].RatioTo = ratio(rows[i].P50, rows[0].P50), "2×PING p50"
+		rows[i].P50EtcdPuts = ratio(rows[i].P50, put)
 	}
 	switch two := time.Duration(rows[0].P50); {
 	case two <= 4*b.ping:
@@ -256,11 +345,12 @@ const chunk = 10
 
 // seqResult accumulates one subject's samples over the rounds.
 type seqResult struct {
-	lat      samples
-	failures int
-	trips    int64
-	ops      int
-	elapsed  time.Duration
+	lat       samples
+	failures  int
+	trips     int64
+	etcdTrips int64
+	ops       int
+	elapsed   time.Duration
 }
 
 // sequential times each subject's op, one at a time on one goroutine,
@@ -298,15 +388,17 @@ func (b *bench) sequential(ctx context.Context, scenario string, subjects []subj
 			OpsPerS:        perSecond(r.ops, r.elapsed),
 			AllocsPerOp:    &allocs,
 			TripsPerOp:     float64(r.trips) / float64(r.ops),
+			EtcdTripsPerOp: float64(r.etcdTrips) / float64(r.ops),
 			Failures:       r.failures,
 			ClientCPUPerOp: &c.clientCPU, ServerUsecPerOp: c.serverUsec, ServerCallsPerOp: c.serverCalls,
 		}
+		s.tokens.fill(&rows[i], b)
 	}
 	return rows
 }
 
 func (b *bench) timeSequential(ctx context.Context, res *seqResult, s subject, key string, n int) {
-	trips := b.trips()
+	trips, etcdTrips := b.trips(), b.etcdTrips()
 	for range n {
 		if s.idle > 0 {
 			time.Sleep(s.idle)
@@ -322,6 +414,7 @@ func (b *bench) timeSequential(ctx context.Context, res *seqResult, s subject, k
 		res.lat = append(res.lat, d)
 	}
 	res.trips += b.trips() - trips
+	res.etcdTrips += b.etcdTrips() - etcdTrips
 	res.ops += n
 }
 
@@ -370,6 +463,10 @@ type convoyResult struct {
 	failures  int
 	overlaps  int
 	trips     int64
+	etcdTrips int64
+	// etcdTook are the durations of the etcd round trips the convoys made.
+	etcdTook samples
+	tokens   tokenCheck
 }
 
 // convoy: n contenders start together and each takes the same key once, holds
@@ -377,25 +474,38 @@ type convoyResult struct {
 func (b *bench) convoy(ctx context.Context, n int) []row {
 	scenario := "convoy-" + strconv.Itoa(n)
 	reps := b.convoyReps()
-	res := make([]convoyResult, len(b.libs))
-	for _, lib := range b.libs {
+	libs := b.libsIn(scenario)
+	res := make([]convoyResult, len(libs))
+	for _, lib := range libs {
 		// A convoy of two, untimed: it loads the scripts a waiter runs and
 		// opens leasekit's grant subscription, which an uncontended acquire
 		// would not, so that the first timed convoy does not pay for them.
+		// A library that opens a session per contender (etcd-mutex) opens
+		// the convoy's now.
 		b.prog.say(scenario, "warm-up, "+lib.name)
+		if p, ok := lib.l.(preparer); ok {
+			if err := p.prepare(n); err != nil {
+				b.note(fmt.Sprintf("note: %s, %s: getting ready: %v", scenario, lib.name, err))
+			}
+		}
 		b.runConvoy(ctx, &convoyResult{}, lib.l, b.key(scenario, lib.name), 2)
 	}
 	for r := range reps {
-		for i, lib := range b.libs {
+		for i, lib := range libs {
 			b.prog.say(scenario, fmt.Sprintf("run %d/%d, %s", r+1, reps, lib.name))
-			trips := b.trips()
+			trips, etcdTrips := b.trips(), b.etcdTrips()
+			_, mark := b.etcdTook(0)
 			b.runConvoy(ctx, &res[i], lib.l, b.key(scenario, lib.name), n)
 			res[i].trips += b.trips() - trips
+			res[i].etcdTrips += b.etcdTrips() - etcdTrips
+			took, _ := b.etcdTook(mark)
+			res[i].etcdTook = append(res[i].etcdTook, took...)
 		}
 	}
-	rows := make([]row, len(b.libs))
-	for i, lib := range b.libs {
+	rows := make([]row, len(libs))
+	for i, lib := range libs {
 		rows[i] = res[i].row(scenario, lib.name, n*reps, n, b)
+		res[i].tokens.fill(&rows[i], b)
 	}
 	return rows
 }
@@ -416,7 +526,7 @@ func (b *bench) runConvoy(ctx context.Context, res *convoyResult, l locker, key 
 		done.Go(func() {
 			ready.Done()
 			<-start
-			b.contend(ctx, &seen[i], l, key, &inside, &overlaps)
+			b.contend(ctx, &seen[i], l, key, &inside, &overlaps, &res.tokens)
 		})
 	}
 	ready.Wait()
@@ -449,8 +559,9 @@ func (b *bench) runConvoy(ctx context.Context, res *convoyResult, l locker, key 
 }
 
 // contend is one convoy goroutine: acquire (giving up after one ttl), hold,
-// release. A release error counts as a failure too.
-func (b *bench) contend(ctx context.Context, c *contender, l locker, key string, inside, overlaps *atomic.Int32) {
+// release. A release error counts as a failure too. tokens checks the
+// grant's token while it is held.
+func (b *bench) contend(ctx context.Context, c *contender, l locker, key string, inside, overlaps *atomic.Int32, tokens *tokenCheck) {
 	actx, cancel := context.WithTimeout(ctx, b.cfg.ttl)
 	defer cancel()
 	h, err := l.acquire(actx, key)
@@ -462,6 +573,7 @@ func (b *bench) contend(ctx context.Context, c *contender, l locker, key string,
 	if inside.Add(1) > 1 {
 		overlaps.Add(1)
 	}
+	tokens.see(key, h)
 	time.Sleep(b.cfg.hold)
 	inside.Add(-1)
 	c.releasing = time.Now()
@@ -485,7 +597,10 @@ func (r *convoyResult) row(scenario, lib string, acquisitions, n int, b *bench) 
 		HandoffPings:     ratio(r.handoffs.p50(), b.ping),
 		HandoffIdlePings: ratio(r.handoffs.p50(), b.idlePing),
 		HandoffPublishes: ratio(r.handoffs.p50(), b.publish),
+		HandoffEtcdPuts:  ratio(r.handoffs.p50(), b.etcdPut),
+		EtcdTripP50:      int64(r.etcdTook.p50()),
 		TripsPerOp:       float64(r.trips) / float64(acquisitions),
+		EtcdTripsPerOp:   float64(r.etcdTrips) / float64(acquisitions),
 		Failures:         r.failures,
 		Overlaps:         r.overlaps,
 	}
@@ -495,7 +610,7 @@ func (r *convoyResult) row(scenario, lib string, acquisitions, n int, b *bench) 
 // against plain SETs with the same client and concurrency.
 func (b *bench) keysParallel(ctx context.Context) []row {
 	const scenario = "keys-parallel"
-	subjects := b.lockSubjects(b.setSubject())
+	subjects := b.lockSubjects(scenario, b.setSubject())
 	rounds, cell := 20, keysParallelCell
 	if b.cfg.quick {
 		rounds, cell = 1, keysParallelQuickCell
@@ -529,6 +644,7 @@ func (b *bench) keysParallel(ctx context.Context) []row {
 			ClientCPUPerOp: &c.clientCPU, ServerUsecPerOp: c.serverUsec, ServerCallsPerOp: c.serverCalls,
 		}
 		rows[i].Ratio, rows[i].RatioTo = ratio(rows[i].OpsPerS, rows[0].OpsPerS), "SET ops/s"
+		s.tokens.fill(&rows[i], b)
 	}
 	return rows
 }

@@ -16,7 +16,8 @@ import (
 )
 
 // target is the Redis a run measures: one server, a cluster, or an
-// in-process miniredis. Workers of convoy-procs reach the same one.
+// in-process miniredis, and with -etcd the etcd cluster. Workers of
+// convoy-procs reach the same Redis (and no etcd).
 type target struct {
 	client   redis.UniversalClient
 	addrs    []string // the server, or the cluster's seed nodes
@@ -34,6 +35,8 @@ type target struct {
 	noTracking bool
 	// sent counts the commands the bench's clients send, by name.
 	sent *sentCounter
+	// etcd is the -etcd cluster; nil without -etcd.
+	etcd *etcdCluster
 }
 
 // where names what the target is, for messages: host:port (or the seed
@@ -77,6 +80,14 @@ func dial(cfg config) (*target, error) {
 		t.proxy, t.addrs = p, []string{p.Addr()}
 	}
 	t.client = t.newClient()
+	if len(cfg.etcd) > 0 {
+		e, err := dialEtcd(cfg.etcd)
+		if err != nil {
+			t.close()
+			return nil, err
+		}
+		t.etcd = e
+	}
 	return t, nil
 }
 
@@ -93,6 +104,9 @@ func (t *target) newClient() redis.UniversalClient {
 }
 
 func (t *target) close() {
+	if t.etcd != nil {
+		t.etcd.close()
+	}
 	if t.client != nil {
 		_ = t.client.Close()
 	}
