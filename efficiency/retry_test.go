@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,17 +15,32 @@ import (
 	"github.com/leasekit/leasekit/internal/lease"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
 	"github.com/leasekit/leasekit/scripts"
+	"github.com/redis/go-redis/v9"
 )
 
+// TestScriptFlush: every operation works after the server's script cache
+// was flushed, and reloads the script it runs with SCRIPT LOAD, not EVAL
+// (a script EVAL loaded may be evicted since Redis 7.4).
 func TestScriptFlush(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
 		l := newLocker(t, b)
+		sent := &commandNames{}
+		b.Client.AddHook(sent)
+		loads := 0
 		flush := func() {
 			t.Helper()
+			names := sent.take()
+			if slices.Contains(names, "eval") || slices.Contains(names, "evalsha") && !slices.Contains(names, "script") {
+				t.Fatalf("after a flush the client sent %v; want the script loaded by SCRIPT LOAD, and no EVAL", names)
+			}
+			if slices.Contains(names, "script") {
+				loads++
+			}
 			if err := b.Client.ScriptFlush(ctx).Err(); err != nil {
 				t.Fatal(err)
 			}
+			sent.take()
 		}
 		flush()
 		lock, err := l.TryObtain(ctx, "flush", time.Minute)
@@ -45,7 +63,51 @@ func TestScriptFlush(t *testing.T) {
 		if err := l.Do(ctx, "flush", time.Minute, func(context.Context) error { return nil }); err != nil {
 			t.Fatalf("Do: %v", err)
 		}
+		flush()
+		if loads < 4 { // Refresh, TTL, Release, and Do's release
+			t.Fatalf("%d of the operations after a flush ran a script, want 4", loads)
+		}
 	})
+}
+
+// commandNames is a go-redis hook that records the name of every command
+// the client sends, lowercase, pipelined ones included.
+type commandNames struct {
+	mu    sync.Mutex
+	names []string
+}
+
+// take returns the names recorded since the last call.
+func (h *commandNames) take() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	names := h.names
+	h.names = nil
+	return names
+}
+
+func (h *commandNames) add(cmds ...redis.Cmder) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range cmds {
+		h.names = append(h.names, strings.ToLower(c.Name()))
+	}
+}
+
+func (h *commandNames) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *commandNames) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.add(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *commandNames) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.add(cmds...)
+		return next(ctx, cmds)
+	}
 }
 
 func TestRoundTrips(t *testing.T) {
@@ -98,8 +160,9 @@ func TestRoundTrips(t *testing.T) {
 		// holder's release, which hands the lock over. Then the waiter's own
 		// release, as in the uncontended case.
 		// (A first EVALSHA of a script the server has not cached yet is
-		// refused with NOSCRIPT and sent again as EVAL: once per server.)
-		all := count.Total() - count.Of("noscript")
+		// refused with NOSCRIPT, and the script loaded with SCRIPT LOAD and
+		// sent again: once per server.)
+		all := count.Total() - count.Of("noscript") - count.Of("script")
 		if a, w, r := count.Of("acquire"), count.Of("wait"), count.Of("release"); a != 1 || w != 1 || r != 2 || all != 4 {
 			t.Fatalf("handoff to one waiter: got %d acquire, %d wait, %d release, %d round trips in all; want 1, 1, 2, 4", a, w, r, all)
 		}

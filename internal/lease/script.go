@@ -55,9 +55,10 @@ type runner interface {
 	Do(ctx context.Context, args ...any) *redis.Cmd
 }
 
-// Run runs s with keys and args on c: EVALSHA, and EVAL when the server does
-// not have the script cached (after a restart or SCRIPT FLUSH). It is the one
-// way leasekit runs a script.
+// Run runs s with keys and args on c: EVALSHA, and when the server does not
+// have the script cached (after a restart or SCRIPT FLUSH) SCRIPT LOAD and
+// EVALSHA again, or EVAL where the load fails. It is the one way leasekit
+// runs a script.
 //
 // While the keys' Redis Cluster slot migrates between two masters, Redis
 // refuses a script whose keys are split between them with TRYAGAIN, and
@@ -84,13 +85,30 @@ func (s Script) Run(ctx context.Context, c runner, keys []any, args ...any) *red
 	}
 }
 
-// send sends s once: EVALSHA, and EVAL after NOSCRIPT.
+// send sends s once: EVALSHA; after NOSCRIPT, SCRIPT LOAD and EVALSHA
+// again (load), or EVAL where the load fails.
 func (s Script) send(ctx context.Context, c runner, keys, args []any) *redis.Cmd {
 	reply := s.sendSHA(ctx, c, keys, args)
 	if !noScript(reply.Err()) {
 		return reply
 	}
+	if s.load(ctx, c) {
+		if reply = s.sendSHA(ctx, c, keys, args); !noScript(reply.Err()) {
+			return reply
+		}
+	}
 	return s.sendEval(ctx, c, keys, args)
+}
+
+// load loads s into the server's script cache with SCRIPT LOAD (in a
+// cluster, every master's), and reports whether it did. A script that
+// SCRIPT LOAD loaded stays until a flush or a restart, while since Redis
+// 7.4 one that EVAL loaded may be evicted, least recently used first, when
+// the cache grows: leasekit's rarely run scripts (Inspect's, a Break's)
+// would be loaded again and again. A user whom an ACL denies SCRIPT LOAD,
+// but not EVAL, gets EVAL instead (the caller sends it).
+func (s Script) load(ctx context.Context, c runner) bool {
+	return s.src.Load(ctx, c).Err() == nil
 }
 
 // migrationWait bounds how long Run waits for the migration of its keys'
@@ -159,7 +177,11 @@ func (c *Core) runConfirmed(ctx context.Context, s Script, keys []any, args ...a
 	}
 	reply, confirmed, err := confirm(false)
 	if noScript(err) {
-		reply, confirmed, err = confirm(true)
+		// SCRIPT LOAD on every master, as Run does; EVAL where it fails.
+		reply, confirmed, err = confirm(!s.load(ctx, c.cfg.Client))
+		if noScript(err) {
+			reply, confirmed, err = confirm(true)
+		}
 	}
 	return reply, confirmed, err
 }
