@@ -7,14 +7,33 @@ require (
 	github.com/anishathalye/porcupine v1.3.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/leasekit/leasekit v0.0.0-00010101000000-000000000000
+	github.com/leasekit/leasekit/correctness/etcdtokens v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/yuin/gopher-lua v1.1.1
+	go.etcd.io/etcd/client/v3 v3.6.16
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
 	go.opentelemetry.io/otel/sdk/metric v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
+	go.uber.org/zap v1.27.0
 	modernc.org/sqlite v1.62.0
+)
+
+require (
+	github.com/coreos/go-semver v0.3.1 // indirect
+	github.com/coreos/go-systemd/v22 v22.5.0 // indirect
+	github.com/gogo/protobuf v1.3.2 // indirect
+	github.com/golang/protobuf v1.5.4 // indirect
+	github.com/grpc-ecosystem/grpc-gateway/v2 v2.29.0 // indirect
+	go.etcd.io/etcd/api/v3 v3.6.16 // indirect
+	go.etcd.io/etcd/client/pkg/v3 v3.6.16 // indirect
+	go.uber.org/multierr v1.11.0 // indirect
+	golang.org/x/net v0.61.0 // indirect
+	google.golang.org/genproto/googleapis/api v0.0.0-20260803160001-6ac0973c030d // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260803160001-6ac0973c030d // indirect
+	google.golang.org/grpc v1.83.2 // indirect
+	google.golang.org/protobuf v1.36.11 // indirect
 )
 
 require (
@@ -37,10 +56,12 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
-	golang.org/x/text v0.41.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
 	modernc.org/libc v1.80.1 // indirect
 	modernc.org/mathutil v1.7.1 // indirect
 	modernc.org/memory v1.12.1 // indirect
 )
 
 replace github.com/leasekit/leasekit => ../..
+
+replace github.com/leasekit/leasekit/correctness/etcdtokens => ../../correctness/etcdtokens

@@ -19,6 +19,7 @@ func TestMain(m *testing.M) {
 		"features": featuresChild,
 		"frozen":   frozenChild,
 		"seams":    seamsChild,
+		"etcd":     etcdWorkerChild,
 	})
 	os.Exit(redistest.Main(m))
 }
