@@ -105,19 +105,6 @@ func TestPlantedClientBugs(t *testing.T) {
 	}
 }
 
-// stampOwnsOnlyItsOwn says that a stamp holds only a grant it stored. It
-// does not: refresh.lua counts a lock that holds ARGV[4], the grant a stamp
-// stores, the caller's (a resend of the stamp), and the Redis counter can
-// make that very grant. A waiter takes a forged grant message (owner:7),
-// which leaves its entry queued, and draws token n; another holder draws
-// n+1, stamps it and releases, which hands the lock to the waiter's entry
-// with the counter's token n, as the scripts grant any fenced lock; the
-// waiter's stamp (owner:7 to owner:n) finds owner:n, counts it its own, and
-// holds token n after n+1 was held. The checker finds it in 14 moves, two
-// participants, one forged message. Should the stamp learn to tell its own
-// grant, this test fails: then make it assert that nothing is broken.
-const stampOwnsOnlyItsOwn = false
-
 // TestStampHoldsOnlyItsOwn: a stamp holds only a grant it stored, even
 // when the scripts made the very grant it stores. refresh.lua counts a lock
 // that holds ARGV[4] the caller's (a resend of the stamp) only with the
