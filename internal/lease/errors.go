@@ -120,6 +120,9 @@ func (c *Core) redisErr(ctx context.Context, op string, lk *keySet, err error) e
 
 // KeyErr is err, a failure of Redis on key, with the key named.
 func KeyErr(key string, err error) error {
+	if refused, ok := noScripting(err); ok {
+		err = refused
+	}
 	return fmt.Errorf("key %s: %w", Quote(key), err)
 }
 
@@ -129,6 +132,10 @@ func KeyErr(key string, err error) error {
 // same refusal outside a script, so that it reads as the permission problem
 // it is.
 func WrapRedis(kind, op, name string, err error) error {
+	if _, ok := noScripting(err); ok {
+		return fmt.Errorf("%s: %s %s: the server runs no Lua scripts (scripting is disabled, or its commands "+
+			"renamed away), and leasekit's locks need them: %w", kind, op, Quote(name), err)
+	}
 	if scriptACL(err) {
 		return fmt.Errorf("%s: %s %s: NOPERM: the ACL user may not run a command this operation's script needs "+
 			"(the README lists the ACL leasekit needs): %w", kind, op, Quote(name), err)
@@ -159,6 +166,33 @@ func scriptACL(err error) bool {
 	}
 	return false
 }
+
+// noScripting reports whether err is a server's refusal of EVALSHA or EVAL
+// as an unknown command (a server built or configured without Lua, or one
+// that renamed the commands away), and returns the refusal without the
+// arguments the server echoes after it, which hold an owner id.
+func noScripting(err error) (error, bool) {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return nil, false
+	}
+	msg, _, _ := strings.Cut(re.Error(), ", with args")
+	for _, cmd := range []string{"evalsha", "eval"} {
+		if strings.EqualFold(msg, "ERR unknown command '"+cmd+"'") {
+			return unknownCommand(msg), true
+		}
+	}
+	return nil, false
+}
+
+// unknownCommand is a server's "ERR unknown command" reply, cut short: an
+// error reply (redis.Error) still.
+type unknownCommand string
+
+func (e unknownCommand) Error() string { return string(e) }
+
+// RedisError marks it a reply of the server's (redis.Error).
+func (unknownCommand) RedisError() {}
 
 // ReachedRedis reports whether an acquire that failed with err got as far as
 // Redis: an error reply, or a reply that did not parse.
