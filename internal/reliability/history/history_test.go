@@ -98,10 +98,11 @@ func TestFencedRegisterHistoryOnCluster(t *testing.T) {
 }
 
 // flushMasters deletes every key of a cluster, so that the next seed starts
-// with fresh registers and counters.
+// with fresh registers and counters: SYNC, so that no server (Valkey's
+// lazyfree-lazy-user-flush) is still freeing them when it does.
 func flushMasters(t *testing.T, client *redis.ClusterClient) {
 	err := client.ForEachMaster(context.Background(), func(ctx context.Context, node *redis.Client) error {
-		return node.FlushAll(ctx).Err()
+		return node.Do(ctx, "FLUSHALL", "SYNC").Err()
 	})
 	if err != nil {
 		t.Errorf("FLUSHALL: %v", err)

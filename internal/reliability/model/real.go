@@ -32,9 +32,11 @@ type real struct {
 // will (confirm a subscription, deliver a message): an event, not a timing.
 const wait = 10 * time.Second
 
-// newReal drives the server c is connected to, which it empties first.
+// newReal drives the server c is connected to, which it empties first
+// (FLUSHALL SYNC: Valkey's lazyfree-lazy-user-flush would otherwise free the
+// keys in the background, as the replay runs).
 func newReal(ctx context.Context, c *redis.Client, names []string, marks string) (*real, error) {
-	if err := c.FlushAll(ctx).Err(); err != nil {
+	if err := c.Do(ctx, "FLUSHALL", "SYNC").Err(); err != nil {
 		return nil, fmt.Errorf("model: FLUSHALL: %w", err)
 	}
 	return &real{ctx: ctx, c: c, names: names, marks: marks, subs: make(map[string]*redis.PubSub)}, nil
@@ -220,7 +222,7 @@ func (s *real) advance(to int64) {
 }
 
 func (s *real) restart(gap int64) {
-	if err := s.c.FlushAll(s.ctx).Err(); err != nil {
+	if err := s.c.Do(s.ctx, "FLUSHALL", "SYNC").Err(); err != nil {
 		panic(fmt.Sprintf("model: FLUSHALL: %v", err))
 	}
 	time.Sleep(time.Duration(gap) * time.Millisecond)

@@ -112,8 +112,10 @@ var shared struct {
 }
 
 // Real returns a backend on the package's shared redis-server, emptied for this
-// test (FLUSHALL, SCRIPT FLUSH). The server starts on first use and stops in
-// Main. Tests that restart or reconfigure a server use Start instead.
+// test (FLUSHALL SYNC, SCRIPT FLUSH: SYNC, as a server that frees a flush
+// lazily, such as Valkey, would still be freeing the last test's memory). The
+// server starts on first use and stops in Main. Tests that restart or
+// reconfigure a server use Start instead.
 func Real(t testing.TB) *Backend {
 	t.Helper()
 	RequireBinary(t)
@@ -127,8 +129,8 @@ func Real(t testing.TB) *Backend {
 		t.Fatalf("redistest: %v", err)
 	}
 	c := s.Client(t)
-	if err := c.FlushAll(context.Background()).Err(); err != nil {
-		t.Fatalf("redistest: FLUSHALL: %v", err)
+	if err := c.Do(context.Background(), "FLUSHALL", "SYNC").Err(); err != nil {
+		t.Fatalf("redistest: FLUSHALL SYNC: %v", err)
 	}
 	if err := c.ScriptFlush(context.Background()).Err(); err != nil {
 		t.Fatalf("redistest: SCRIPT FLUSH: %v", err)
