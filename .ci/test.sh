@@ -16,10 +16,17 @@
 #             loopback ports (and stop), LEASEKIT_REQUIRE_REDIS=1
 #   no-redis  every test again with redis-server hidden (LEASEKIT_NO_REDIS=1),
 #             as on a machine with only Go
+#   redis8, valkey9  the server matrix: the race pass again, on the packages
+#             whose tests can start a real server (those that link
+#             internal/testkit/redistest), with a newer server's
+#             redis-server and redis-cli first on PATH: Redis 8 from
+#             Debian experimental, Valkey 9 from Debian sid, fetched by
+#             .ci/servers.sh; each prints its version. A server that cannot
+#             be fetched fails its pass, saying why
 # Before the passes it starts a throwaway PostgreSQL server for the SQL
 # fences (.ci/postgres.sh) and a throwaway 3-member etcd cluster for the
 # token source (.ci/etcd.sh), and removes them on exit.
-# Arguments go to both `go test` passes: .ci/test.sh -run TestSoak.
+# Arguments go to every `go test` pass: .ci/test.sh -run TestSoak.
 # Installs redis-server, PostgreSQL and etcd (Debian's etcd-server) when
 # they are missing and this is a Debian machine we are root on.
 set -uo pipefail
@@ -62,6 +69,10 @@ if ! etcd_start; then
 	echo "test.sh: could not start etcd for the token source tests" >&2
 	exit 1
 fi
+# The newer servers of the matrix passes, fetched now so that a machine that
+# cannot have them says so at once; their passes fail with the reason.
+. .ci/servers.sh
+servers_fetch || echo "test.sh: the matrix passes of the servers above will fail" >&2
 # --- end of services ------------------------------------------------------
 
 passes=()
@@ -101,6 +112,35 @@ check_gofmt() {
 # The packages of the four modules; go.work makes them one build.
 packages=(./... ./bench/... ./internal/reliability/... ./correctness/etcdtokens/...)
 
+# real_packages prints the packages whose tests link the harness that starts
+# real servers (internal/testkit/redistest), directly or through a helper;
+# the slowest, internal/reliability/processes (its tests run one after
+# another, for minutes), first, so that the others run beside it.
+real_packages() {
+	go list -test -f '{{if .ForTest}}{{.ForTest}}{{range .Deps}} {{.}}{{end}}{{end}}' "${packages[@]}" |
+		awk '/ github.com\/leasekit\/leasekit\/internal\/testkit\/redistest( |$)/ { print ($1 ~ /\/processes$/ ? 0 : 1), $1 }' |
+		sort -u | cut -d' ' -f2
+}
+
+# matrix NAME ARGS... runs the tests of real_packages on the server NAME
+# (.ci/servers.sh), with its wrappers first on PATH, under the race
+# detector, as the race pass does. Their tests mostly wait (on servers,
+# ttls, child processes), so four packages run at once (-p 4; the default,
+# one per core, leaves a core idle). The miniredis halves of redistest.Run
+# are skipped: the race pass ran them, and no server runs them.
+matrix() {
+	local name=$1 bin
+	shift
+	bin=$(servers_bin "$name") || return 1
+	local real
+	real=$(real_packages) || return 1
+	[ -n "$real" ] || { echo "test.sh: no package links redistest" >&2; return 1; }
+	echo "test.sh: [$name] $(PATH="$bin:$PATH" redis-server --version)" >&2
+	# shellcheck disable=SC2086 # one package a word
+	env -u LEASEKIT_NO_REDIS PATH="$bin:$PATH" LEASEKIT_REQUIRE_REDIS=1 go test -race -count=1 -p 4 \
+		-skip '/^miniredis$|//^miniredis$|///^miniredis$' "$@" $real
+}
+
 pass vet go vet "${packages[@]}"
 pass gofmt check_gofmt
 # Pinned: a newer staticcheck may add checks that fail a green tree.
@@ -109,6 +149,10 @@ pass race env -u LEASEKIT_NO_REDIS LEASEKIT_REQUIRE_REDIS=1 go test -race -count
 # CONTRIBUTING.md promises that `go test ./...` passes on a machine with only
 # Go. This machine has redis-server, so hide it from the harness and prove it.
 pass no-redis env -u LEASEKIT_REQUIRE_REDIS -u LEASEKIT_ETCD_ENDPOINTS LEASEKIT_NO_REDIS=1 go test -count=1 "$@" "${packages[@]}"
+# The server matrix: what talks to a real server, again on each newer one.
+for server in "${SERVERS[@]}"; do
+	pass "$server" matrix "$server" "$@"
+done
 
 echo >&2
 echo "test.sh: summary" >&2
