@@ -103,6 +103,9 @@ type Core struct {
 	// markLife is how long the mark of an ended grant lasts (release.lua),
 	// in ms, boxed once: markLife(cfg.Client).
 	markLife any
+	// plain is what the Core found of the server's plain compare-and-set
+	// commands (plain.go).
+	plain plain
 }
 
 // New returns a Core. The caller has validated cfg.

@@ -25,6 +25,9 @@ type Held struct {
 	ttl      time.Duration // of the grant or the last Refresh
 	released bool          // by a Release call that reached Redis
 	ended    bool          // its end (release or loss) went to the telemetry
+	// deleteSent says a plain delete of the grant (plain.go) of a Release
+	// that failed may have reached Redis.
+	deleteSent bool
 
 	// handed is the queue entry a grant message handed this lease to; nil
 	// for a grant a script replied with. Were the message forged, the
@@ -173,7 +176,7 @@ func (h *Held) Release(ctx context.Context) error {
 // released (by this call, or by an earlier send of it whose reply was lost:
 // the script's mark says so), else LeaseGone, LeaseTaken or LeaseBroken.
 func (h *Held) release(ctx context.Context) (scripts.LeaseState, error) {
-	ended, err := h.core.endGrant(ctx, h.keys, h.value, nil)
+	ended, err := h.end(ctx)
 	if err != nil {
 		return 0, h.core.redisErr(ctx, "release", h.keys, err)
 	}
@@ -196,6 +199,35 @@ func (h *Held) release(ctx context.Context) (scripts.LeaseState, error) {
 	}
 	h.recordEnd(ctx, false, 0)
 	return scripts.LeaseHeld, nil
+}
+
+// end ends the grant: with the plain delete where the server has one and
+// the lock holds the bare grant (plain.go), else with release.lua, leaving
+// its mark. After a delete that may have reached Redis more than once (in
+// this call, or in an earlier one that failed), a grant found gone or
+// another owner's was most likely deleted by it: it is reported released.
+func (h *Held) end(ctx context.Context) (scripts.Ended, error) {
+	h.mu.Lock()
+	resent := h.deleteSent
+	h.mu.Unlock()
+	if h.plainLock() {
+		done, again, err := h.core.plainDelete(ctx, h.keys, h.value)
+		resent = resent || again
+		if err != nil {
+			h.mu.Lock()
+			h.deleteSent = h.deleteSent || again
+			h.mu.Unlock()
+			return scripts.Ended{}, err
+		}
+		if done {
+			return plainEnded, nil
+		}
+	}
+	ended, err := h.core.endGrant(ctx, h.keys, h.value, nil)
+	if err == nil && resent && ended.Unheld() && ended.Lease != scripts.LeaseBroken {
+		return plainEnded, nil
+	}
+	return ended, err
 }
 
 // notHeld is the error for a lease Redis no longer holds for this owner,

@@ -1,6 +1,10 @@
 package lease
 
-import "github.com/leasekit/leasekit/scripts"
+import (
+	"sync/atomic"
+
+	"github.com/leasekit/leasekit/scripts"
+)
 
 // DefaultPrefix is the key prefix of both kinds of lock unless an option sets
 // another (the key layout is package scripts').
@@ -22,6 +26,11 @@ type keySet struct {
 	// Core.newLock, Core.Semaphore).
 	keys []any
 	kind kind
+	// busy is when, in Unix ns, the lock was last seen contended by this
+	// Core: a waiter of its waited, or a plain command found waiters'
+	// mark (plain.go). For a while after, its leases skip the plain path,
+	// whose miss would cost a round trip more.
+	busy atomic.Int64
 }
 
 // label names the lock or semaphore in messages.

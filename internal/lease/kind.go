@@ -119,6 +119,16 @@ func (l *lock) refresh(ctx context.Context, h *Held, ttl time.Duration, leader s
 		return l.c.run(ctx, refreshScript, []any{h.keys.keyArg, l.counter, leader}, h.value, Millis(ttl), counter)
 	case l.c.cfg.ExpiringCounter:
 		return l.c.run(ctx, refreshScript, []any{h.keys.keyArg, l.counter}, h.value, Millis(ttl), counter)
+	case h.plainLock():
+		// SET IFEQ PX where the server has it (plain.go); the script
+		// where it does not, or the value is not the bare grant.
+		done, err := l.c.plainRefresh(ctx, h.keys, h.value, ttl)
+		if done || err != nil {
+			r := redis.NewCmd(ctx)
+			r.SetVal(int64(1))
+			r.SetErr(err)
+			return r
+		}
 	}
 	return l.c.run(ctx, refreshScript, []any{h.keys.keyArg}, h.value, Millis(ttl))
 }

@@ -53,6 +53,7 @@ func (a *acquire) obtain(t *telemetry.Acquire) (*Held, error) {
 		early.drop()
 		return nil, a.failed(err)
 	}
+	a.keys.contended()
 	w, err := a.join(early)
 	if err != nil {
 		return nil, err

@@ -38,8 +38,8 @@ var seamCommands = map[string]func([]byte) bool{
 	},
 	"fenced acquire": scriptRequest(scripts.FencedAcquire),
 	"wait":           scriptRequest(scripts.Wait),
-	"refresh":        scriptRequest(scripts.Refresh),
-	"release":        scriptRequest(scripts.Release),
+	"refresh":        anyOf(scriptRequest(scripts.Refresh), plainRequest("ifeq")),
+	"release":        anyOf(scriptRequest(scripts.Release), plainRequest("delex"), plainRequest("delifeq")),
 	"permit acquire": scriptRequest(scripts.SemAcquire),
 	"permit wait":    scriptRequest(scripts.SemWait),
 	"permit refresh": scriptRequest(scripts.SemRefresh),
@@ -55,6 +55,26 @@ var seamKinds = []struct {
 	{"efficiency", []string{"SET NX", "wait", "refresh", "release", "SUBSCRIBE"}},
 	{"correctness", []string{"fenced acquire", "wait", "refresh", "release", "SUBSCRIBE"}},
 	{"semaphore", []string{"permit acquire", "permit wait", "permit refresh", "permit release", "SUBSCRIBE"}},
+}
+
+// plainRequest matches a request chunk that carries word, a plain command's
+// name or option (the plain path of internal/lease's plain.go: SET IFEQ,
+// DELEX, DELIFEQ).
+func plainRequest(word string) func([]byte) bool {
+	w := []byte("\r\n" + word + "\r\n")
+	return func(c []byte) bool { return bytes.Contains(bytes.ToLower(c), w) }
+}
+
+// anyOf matches a chunk any of ms matches.
+func anyOf(ms ...func([]byte) bool) func([]byte) bool {
+	return func(c []byte) bool {
+		for _, m := range ms {
+			if m(c) {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // scriptRequest matches a request chunk that runs s.
