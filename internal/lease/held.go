@@ -204,14 +204,19 @@ func (h *Held) release(ctx context.Context) (scripts.LeaseState, error) {
 // end ends the grant: with the plain delete where the server has one and
 // the lock holds the bare grant (plain.go), else with release.lua, leaving
 // its mark. After a delete that may have reached Redis more than once (in
-// this call, or in an earlier one that failed), a grant found gone or
-// another owner's was most likely deleted by it: it is reported released.
+// this call, or in an earlier one that failed), sent before the lease's
+// deadline, a grant found gone or another owner's was most likely deleted
+// by it: it is reported released.
 func (h *Held) end(ctx context.Context) (scripts.Ended, error) {
 	h.mu.Lock()
 	resent := h.deleteSent
+	// A lease past its deadline may have lapsed before the delete: found
+	// gone, it is reported so, resent or not.
+	live := time.Now().Before(h.deadline)
 	h.mu.Unlock()
 	if h.plainLock() {
 		done, again, err := h.core.plainDelete(ctx, h.keys, h.value)
+		again = again && live
 		resent = resent || again
 		if err != nil {
 			h.mu.Lock()

@@ -37,11 +37,12 @@ import (
 // the lease twice, as the script does. A delete sent twice finds nothing the
 // second time, and unlike release.lua it leaves no mark to reply from. So a
 // release counts how often the delete was written (sent): when more than
-// once, or when an earlier call's delete may have reached the server, a
-// release that then finds the grant gone or another owner's reports it
-// released, as the mark would have (though also, rarely, when the first
-// send had found the lease already gone); one that finds it broken by an
-// operator reports that, from the break's mark.
+// once, or when an earlier call's delete may have reached the server, and
+// it was sent before the lease's deadline, a release that then finds the
+// grant gone or another owner's reports it released, as the mark would
+// have (though also when a restart without persistence had taken the lease
+// before the first send: the model checker's TestPlainResentDelete); one
+// that finds it broken by an operator reports that, from the break's mark.
 
 // capability is what a Core knows of one plain command.
 type capability = int32

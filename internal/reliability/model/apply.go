@@ -65,6 +65,11 @@ type outcome struct {
 	// draw came too late.
 	stamp                                    *stamped
 	lateStamp, restamped, floorless, noToken bool
+	// Config.Plain (plain.go): missed says a plain command missed, and
+	// resentDelete that a release reported released after its DELEX was
+	// sent again, though the script found the lease gone or another
+	// owner's.
+	missed, resentDelete bool
 }
 
 // leaderRead is the leader a read reported (its term, "" for none), and the
@@ -74,11 +79,13 @@ type leaderRead struct{ got, want string }
 // look is a holder's look at its grant stored as value: whether the reply
 // said it holds it, and whether the look was a release (else a refresh);
 // for a stamp (Config.Source), the grant it stores, which it counts the
-// caller's too.
+// caller's too; for a release whose plain DELEX was sent again
+// (Config.Plain), what that DELEX's first send found.
 type look struct {
 	value, stamped string
 	held           bool
 	release        bool
+	resent         *resentDelete
 }
 
 // apply returns the world after move m in w, and what it did. x runs the
@@ -264,6 +271,8 @@ func (c *checker) paths(o *outcome) []string {
 	add(PathRestamped, o.restamped)
 	add(PathNoToken, o.noToken)
 	add(PathFloorless, o.floorless)
+	add(PathPlainMissed, o.missed)
+	add(PathResentDelete, o.resentDelete)
 	return ps
 }
 
@@ -561,6 +570,12 @@ func (c *checker) ended(cl client) client {
 // short at dead entries leaves the participant serving the queue on
 // (Core.serveOn).
 func (c *checker) releaseOp(x *executor, n *world, i int, o *outcome, op string, cmd []string) bool {
+	held, _ := c.releaseRead(x, n, i, o, op, cmd)
+	return held
+}
+
+// releaseRead is releaseOp, returning the reply too.
+func (c *checker) releaseRead(x *executor, n *world, i int, o *outcome, op string, cmd []string) (bool, any) {
 	reply := c.send(x, n, o, op, cmd)
 	c.handedOn(o, reply, true)
 	held, more, err := c.p.readRelease(reply)
@@ -571,7 +586,7 @@ func (c *checker) releaseOp(x *executor, n *world, i int, o *outcome, op string,
 		n.clients[i].serveUntil = o.now + serveOnFor
 		o.short = true
 	}
-	return held
+	return held, reply
 }
 
 // holderMove applies a holder's release or refresh, a releaser's going on,
@@ -595,6 +610,10 @@ func (c *checker) holderMove(x *executor, n *world, i int, k moveKind, o *outcom
 // release is a holder's release, a look at its grant; a leader resigns
 // after it (election.lead), once it has served the queue on.
 func (c *checker) release(x *executor, n *world, i int, o *outcome) {
+	if c.plainLease(&n.clients[i]) {
+		c.plainRelease(x, n, i, o)
+		return
+	}
 	value := n.clients[i].value
 	o.look = &look{value: value, held: c.releaseHeld(x, n, i, o), release: true}
 	if c.cfg.Kind == Election {
@@ -682,11 +701,18 @@ func (c *checker) servedOn(x *executor, n *world, o *outcome, until int64) bool 
 // refresh is a holder's refresh, a look at its grant: a holder told it
 // holds it no more stops holding (a leader resigns). A leader's refresh
 // keeps its leader key alive, and one that finds the key without its grant
-// writes it back (lead's restore).
+// writes it back (lead's restore). Under Config.Plain an efficiency lease's
+// refresh sends its plain command first (plainRefresh), and the script only
+// in the holder's next move, after a miss: the lease is measured from the
+// plain command's send.
 func (c *checker) refresh(x *executor, n *world, i int, o *outcome) {
+	at, op, done := c.plainRefresh(x, n, i, o)
+	if done {
+		return
+	}
 	cl := &n.clients[i]
 	value, leader := cl.value, cl.office
-	held, restore, err := c.p.readRefresh(c.send(x, n, o, c.p.refreshName(), c.p.refresh(value, leader)), leader)
+	held, restore, err := c.p.readRefresh(c.send(x, n, o, op, c.p.refresh(value, leader)), leader)
 	o.look, o.err = &look{value: value, held: held}, err
 	switch {
 	case !held:
@@ -698,7 +724,7 @@ func (c *checker) refresh(x *executor, n *world, i int, o *outcome) {
 	case restore:
 		c.send(x, n, o, "election_announce.lua (restore)", c.p.announce(value))
 	}
-	cl.deadline = o.at + ttl - drift
+	cl.deadline = at + ttl - drift
 }
 
 // announce is a candidate holding the election's lock taking office; one

@@ -185,10 +185,13 @@ func (w *world) clientBytes(b []byte, i int, rename func(string) string) []byte 
 // needs to send it again.
 func (w *world) encodeClient(b []byte, c *client, rename func(string) string) []byte {
 	b = append(b, '|', byte(c.phase), bit(c.paused), bit(c.subscribed), bit(c.queued), bit(c.office), bit(c.handed), byte(w.rankOf(c.seq)),
-		bit(c.lone), bit(c.waiter))
+		bit(c.lone), bit(c.waiter), byte(c.plain))
+	if r := c.resent; r != nil {
+		b = append(b, '^', bit(r.held), bit(r.deleted))
+	}
 	b = append(b, c.token...)
 	b = append(b, ' ')
-	for _, v := range []int64{int64(c.cycle), int64(c.e.gen), c.e.server, c.e.sent, c.timer, c.deadline, c.serveUntil, c.giveUpAt} {
+	for _, v := range []int64{int64(c.cycle), int64(c.e.gen), c.e.server, c.e.sent, c.timer, c.deadline, c.serveUntil, c.giveUpAt, c.plainAt} {
 		b = strconv.AppendInt(b, v, 10)
 		b = append(b, ' ')
 	}
@@ -212,7 +215,7 @@ func (w *world) encodeResend(b []byte, r *resend, rename func(string) string) []
 	if r == nil {
 		return b
 	}
-	b = append(b, '~', byte(r.move.kind), byte(r.move.lose), bit(r.held))
+	b = append(b, '~', byte(r.move.kind), byte(r.move.lose), bit(r.held), bit(r.deleted))
 	b = strconv.AppendInt(b, r.at, 10)
 	for _, reply := range r.replies {
 		b = append(b, ' ')

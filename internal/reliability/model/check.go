@@ -25,12 +25,19 @@ const (
 	// Breaks: a Break ends only the grant that was live when the operator
 	// first sent it.
 	Breaks = "a break ends the grant it was sent against"
+	// ResentDelete: a release whose plain DELEX was sent again after its
+	// reply was lost (Config.Plain) says released only of a lease the
+	// server held when the DELEX was first sent. It is Looks for that one
+	// report, counted apart: internal/lease's plain.go documents that it
+	// may say released of a lease already gone then, and a check that
+	// lets that pass still holds every other look to Looks.
+	ResentDelete = "a release after a resent DELEX says released of a held lease"
 )
 
 // Violation is an invariant a step broke.
 type Violation struct {
 	// Invariant names it: OneGrant, Looks, FIFO, Entries, Tokens,
-	// LeaderRead, Replies, NoFalseLoss or Breaks.
+	// LeaderRead, Replies, NoFalseLoss, Breaks or ResentDelete.
 	Invariant string
 	// Detail says who broke it, and how.
 	Detail string
@@ -155,7 +162,12 @@ func (c *checker) judgeBreak(o *outcome) *Violation {
 // lease as it is now.) A stamp (Config.Source) says held when the server
 // held the grant it stamps, or the one it stores with the mark a stamp
 // leaves (its first send stored it), not that grant alone: the scripts
-// may have made it.
+// may have made it. Under Config.Plain, a release whose plain DELEX was
+// sent again (plain.go) and whose script found the lease gone or another
+// owner's says released: that tells what the server held before the
+// DELEX's first send (ResentDelete); one whose first DELEX deleted the
+// grant says released (NoFalseLoss); otherwise neither DELEX changed
+// anything, and its script's reply is judged as any release's.
 func (c *checker) judgeLook(m move, o *outcome) *Violation {
 	if l := o.look; l != nil {
 		held, when := c.p.heldAs(o.before, l.value), "just before"
@@ -166,7 +178,15 @@ func (c *checker) judgeLook(m move, o *outcome) *Violation {
 		if r != nil && (l.release || r.move.lose > 1) {
 			held, when = r.held, "before its first send"
 		}
-		switch {
+		switch d := l.resent; {
+		case d != nil && d.deleted && !l.held:
+			return &Violation{NoFalseLoss, fmt.Sprintf("%s's release of %s said it was not held (%s -> %s): "+
+				"its DELEX's first send, whose reply was lost, deleted it", who(m), l.value, o.op, show(o.reply))}
+		case d != nil && o.resentDelete && !d.held:
+			return &Violation{ResentDelete, fmt.Sprintf("%s's release of %s said it was released (%s -> %s), "+
+				"and the server did not hold it when its DELEX, sent again after its reply was lost, was first sent",
+				who(m), l.value, o.op, show(o.reply))}
+		case d != nil && o.resentDelete: // held when the DELEX was first sent
 		case r != nil && r.move.lose == 1 && l.release && held && !l.held:
 			return &Violation{NoFalseLoss, fmt.Sprintf("%s's release of %s, sent again after its reply was lost, said it was not held: "+
 				"its first send released it", who(m), l.value)}

@@ -57,9 +57,10 @@ type Faults struct {
 	// Resend loses the reply to one of a participant's state-changing
 	// commands (any of them: an acquire's, a wait's, a release's and its
 	// serving on, a refresh's, a give-up's, an election's announce and
-	// resign, a stamp's under Config.Source): the command ran, and the
-	// participant sends the same command again later, as go-redis does,
-	// and reads only that reply.
+	// resign, a stamp's under Config.Source, a plain SET IFEQ's or
+	// DELEX's under Config.Plain): the command ran, and the participant
+	// sends the same command again later, as go-redis does, and reads only
+	// that reply.
 	Resend int
 	// Break is how many times the operator breaks the lock (Core.Break,
 	// on an election with its leader key): not a semaphore, which has no
@@ -128,6 +129,21 @@ type Config struct {
 	// its own; it holds only once the stamp's reply says held. Not with
 	// Patience.
 	Source bool
+	// Plain makes an efficiency lock's holders refresh and release on the
+	// plain path, as internal/lease's plain.go does where the server has
+	// the commands: a refresh sends SET key owner IFEQ owner PX ttl first,
+	// a release DELEX key IFEQ owner, and only when that misses (the value
+	// is not the bare grant: waiters' mark, gone, another owner's) the
+	// script, in the holder's next move (two round trips). A release whose
+	// DELEX was sent again after its reply was lost, first sent before the
+	// lease's local deadline, reports a script reply of gone or another
+	// owner's as released. Every lease that no grant
+	// message handed takes it (the Core's skipping it for a lock seen
+	// contended leaves the scripts alone, which the checks without Plain
+	// explore). SET IFEQ runs as its equivalent script (miniredis has no
+	// SET IFEQ), and so does DELEX on a real server without it (plain.go).
+	// Only for Efficiency.
+	Plain bool
 
 	// nativeLua runs scripts in miniredis's own EVAL (a test compares).
 	nativeLua bool
@@ -210,6 +226,12 @@ const (
 	// the Redis token of the grant stamped before it: the Redis counter
 	// would have broken Tokens there, the source's token did not.
 	PathFloorless = "a stamp outran the clock floor"
+	// PathPlainMissed: a plain command (Config.Plain) missed, and the
+	// holder's next move ran the script.
+	PathPlainMissed = "a plain command missed"
+	// PathResentDelete: a release whose DELEX was sent again reported
+	// released on a script reply of gone or another owner's.
+	PathResentDelete = "a resent DELEX's release said released"
 )
 
 func (r Result) String() string {
@@ -259,6 +281,8 @@ func newChecker(cfg Config) (*checker, error) {
 		return nil, errors.New("model: a token source with Patience is not modelled")
 	case (cfg.drawEarly || cfg.unchecked) && !cfg.Source:
 		return nil, errors.New("model: a stamp's bug needs Source")
+	case cfg.Plain && cfg.Kind != Efficiency:
+		return nil, errors.New("model: the plain path is an efficiency lock's")
 	}
 	if cfg.Scripts == (Scripts{}) {
 		cfg.Scripts = Leasekit()

@@ -46,15 +46,28 @@
 // the grant's lease deadline is the source timing out: the grant is
 // released, and the acquire ends.
 //
+// With Config.Plain an efficiency lock's holder takes the plain path of
+// internal/lease's plain.go for a lease that no grant message handed it:
+// its refresh sends SET key owner IFEQ owner PX ttl, its release DELEX key
+// IFEQ owner, and only when that misses (the value is not the bare grant)
+// the script, in a move of its own that follows at once (plain.go), while
+// others move in between. A release whose DELEX was sent again after its
+// reply was lost reports a script reply of gone or another owner's as
+// released (Held.end). Every such lease takes the plain path: the Core's
+// skipping it for a lock seen contended leaves the scripts alone, which
+// the checks without Plain explore. miniredis has no SET IFEQ: it runs as
+// its exact equivalent in a script, and a real server without DELEX runs
+// that as one too.
+//
 // A reply may be lost (Faults.Resend), as go-redis meets it: the command of
 // any state-changing step ran (a probe, a lone try or its settling, an
 // attempt, a release or its serving on, a refresh, a give-up, an announce,
-// a resign, a Locker's release, a Break, a stamp), its reply never came,
-// and the sender sends the same command again up to a read timeout later,
-// while others move and time passes, and acts on the second reply only. The
-// move is cut at that command and resumed by the resend from the sender's
-// state before it (resend.go). Its lease is measured from the first send,
-// so a grant that comes too late is released, as acquire.lease does.
+// a resign, a Locker's release, a Break, a stamp, a plain command), its reply
+// never came, and the sender sends the same command again up to a read timeout
+// later, while others move and time passes, and acts on the second reply only.
+// The move is cut at that command and resumed by the resend from the sender's
+// state before it (resend.go). Its lease is measured from the first send, so a
+// grant that comes too late is released, as acquire.lease does.
 //
 // The lock's value records the lease's expiry with the mark of waiters, and
 // a marked key outlives its lease by ten seconds: a lease lapses at the
@@ -125,7 +138,14 @@
 // NoFalseLoss: a release whose first send released the sender's live
 // lease, its reply lost and the command sent again, reports that it
 // released it, never "not held" (which Do and Hold turn into a loss of a
-// lease fn had all along); so does a Break that broke a live lease.
+// lease fn had all along); so does a Break that broke a live lease, and a
+// release whose plain DELEX's first send deleted the grant (Config.Plain).
+//
+// ResentDelete: a release whose plain DELEX was sent again, and whose
+// script then found the lease gone or another owner's, says released only
+// of a lease the server held when the DELEX was first sent; the one look
+// that Looks leaves to it (any other reply of that release's script is
+// judged as any release's).
 //
 // Breaks: a Break, first sent or sent again, ends only the grant that was
 // live when the operator first sent it; a grant made after (the one its
@@ -186,7 +206,11 @@
 // one move (a resend's reply is not lost again); the late-grant limit of
 // three in a row and a lone try's limit of 2,000 settling calls; a token
 // source that fails (under Config.Source it only times out, at the
-// lease's deadline), and a lock that switches sources; Replicas
+// lease's deadline), and a lock that switches sources; under Config.Plain,
+// the Core's question of which plain commands the server has (COMMAND
+// INFO), a plain command it refuses, the Core's skipping the plain path
+// for a lock seen contended, and a Release that failed after its DELEX
+// was written (Held.deleteSent: every send here gets a reply); Replicas
 // (WAIT); the network's and the processes' real timing (the process-level
 // chaos tests in internal/reliability/processes cover those); Redis
 // Cluster; a step of a real server's clock in a replay.

@@ -8,18 +8,25 @@ import (
 
 // TestLuaRunnerIsMiniredisEval: the checker's interpreter kept across
 // scripts does what miniredis's own EVAL (a fresh interpreter per script)
-// does: on random walks of every kind, with every fault (a lost reply, a
-// Break and a step of the clock among them), each step leaves the same
-// state and the same reply on both.
+// does: on random walks of every kind, and of the plain path (Config.Plain),
+// with every fault (a lost reply, a Break and a step of the clock among
+// them), each step leaves the same state and the same reply on both.
 func TestLuaRunnerIsMiniredisEval(t *testing.T) {
 	faults := Faults{Die: 1, Pause: 1, Lose: 1, Dup: 1, Forge: 1, Restart: 1, GiveUp: 1, Step: 1, Resend: 1, Break: 1}
-	for _, kind := range []Kind{Efficiency, Correctness, Semaphore, Election} {
-		t.Run(kind.String(), func(t *testing.T) {
-			f := faults
+	for _, tc := range []struct {
+		kind  Kind
+		plain bool
+	}{{Efficiency, false}, {Correctness, false}, {Semaphore, false}, {Election, false}, {Efficiency, true}} {
+		name := tc.kind.String()
+		if tc.plain {
+			name += ", plain"
+		}
+		t.Run(name, func(t *testing.T) {
+			kind, f := tc.kind, faults
 			if kind == Semaphore {
 				f.Break = 0
 			}
-			c, ours := testChecker(t, Config{Kind: kind, Clients: 3, Limit: 2, Faults: f, Patience: 2000})
+			c, ours := testChecker(t, Config{Kind: kind, Clients: 3, Limit: 2, Faults: f, Patience: 2000, Plain: tc.plain})
 			c.cfg.nativeLua = true
 			_, native := testChecker(t, c.cfg)
 			for seed := range uint64(20) {

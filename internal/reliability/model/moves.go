@@ -95,7 +95,8 @@ func (m move) String() string {
 // deadline passed; a lone try about to settle; a releaser serving the queue
 // on; a Locker with a grant message for a waiter that left; a lost reply's
 // sender a read timeout after it sent; a grant's holder about to draw its
-// token or stamp it): time passes only when none must.
+// token or stamp it; a holder whose plain command missed, about to send the
+// script): time passes only when none must.
 // The moves that lose a reply are not here: variants makes them from a
 // move's outcome, which tells how many state-changing commands it sent.
 func (c *checker) moves(w *world) []move {
@@ -122,7 +123,7 @@ func (c *checker) due(w *world, i int) bool {
 	case cl.pending != nil:
 		return w.local() >= cl.pending.at+readTimeout
 	case cl.serveUntil != 0 || cl.phase == ready || cl.phase == settling || cl.stamps() ||
-		cl.phase == sleeping && cl.timer <= w.local():
+		cl.phase == sleeping && cl.timer <= w.local() || cl.plain != plainNone:
 		return true
 	case cl.waiting() && cl.timedOut(w.local()):
 		return true
@@ -188,10 +189,17 @@ func (c *checker) clientMoves(w *world, i int, ms []move) []move {
 	case stamping:
 		add(mStamp)
 	case holding:
-		add(mRelease)
-		add(mRefresh)
-		if c.cfg.Kind == Election && !cl.office {
-			add(mAnnounce)
+		switch cl.plain {
+		case refreshMissed: // its refresh goes on with the script
+			add(mRefresh)
+		case releaseMissed: // and its release
+			add(mRelease)
+		default:
+			add(mRelease)
+			add(mRefresh)
+			if c.cfg.Kind == Election && !cl.office {
+				add(mAnnounce)
+			}
 		}
 	}
 	return ms

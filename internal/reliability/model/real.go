@@ -26,6 +26,9 @@ type real struct {
 	// gap, when set, is how far the clock moves at the next advance, ms:
 	// the replay sets it to miniredis's step (see advance).
 	gap int64
+	// noDelex says the server has no DELEX (Redis before 8.4): a plain
+	// release's DELEX runs as its equivalent script (plain.go).
+	noDelex bool
 }
 
 // wait bounds how long a replay waits for the server to do what it surely
@@ -39,7 +42,13 @@ func newReal(ctx context.Context, c *redis.Client, names []string, marks string)
 	if err := c.Do(ctx, "FLUSHALL", "SYNC").Err(); err != nil {
 		return nil, fmt.Errorf("model: FLUSHALL: %w", err)
 	}
-	return &real{ctx: ctx, c: c, names: names, marks: marks, subs: make(map[string]*redis.PubSub)}, nil
+	// COMMAND INFO answers nil for a command the server lacks.
+	info, err := c.Do(ctx, "COMMAND", "INFO", "DELEX").Slice()
+	if err != nil {
+		return nil, fmt.Errorf("model: COMMAND INFO: %w", err)
+	}
+	return &real{ctx: ctx, c: c, names: names, marks: marks, subs: make(map[string]*redis.PubSub),
+		noDelex: len(info) != 1 || info[0] == nil}, nil
 }
 
 // snapshot reads the clock and the keys in one step, the same on every
@@ -74,6 +83,9 @@ end
 return out`)
 
 func (s *real) step(cmd []string) (before, after redisState, reply any) {
+	if s.noDelex && len(cmd) == 4 && cmd[0] == "DELEX" && cmd[2] == "IFEQ" {
+		cmd = []string{"EVAL", delexIFEQ, "1", cmd[1], cmd[3]}
+	}
 	var read1, read2 *redis.Cmd
 	var run *redis.Cmd
 	args := make([]any, len(cmd))

@@ -173,8 +173,9 @@ func (c *checker) sketch(w *world) string {
 	}
 	for i := range w.clients {
 		cl := &w.clients[i]
-		fmt.Fprintf(&b, " | %s %s p%v c%d g%d q%v r%d o%v s%v h%v l%v %s", name(i), phaseNames[cl.phase], cl.paused, cl.cycle,
-			cl.e.gen, cl.queued, w.rank(i), cl.office, cl.serveUntil != 0, cl.handed, cl.pending != nil, c.p.parseValue(cl.value).owner)
+		fmt.Fprintf(&b, " | %s %s p%v c%d g%d q%v r%d o%v s%v h%v l%v m%d %s", name(i), phaseNames[cl.phase], cl.paused, cl.cycle,
+			cl.e.gen, cl.queued, w.rank(i), cl.office, cl.serveUntil != 0, cl.handed, cl.pending != nil, cl.plain,
+			c.p.parseValue(cl.value).owner)
 	}
 	for _, m := range w.flight {
 		ticket, _, _ := strings.Cut(m.text, " ")

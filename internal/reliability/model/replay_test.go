@@ -36,11 +36,22 @@ func TestReplayOnRedis(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a release after a resent DELEX", func(t *testing.T) {
+		// On a server without DELEX, its equivalent script (real.go).
+		// TestPlainResentDelete's finding: a restart took the lease.
+		cfg := model.Config{Kind: model.Efficiency, Clients: 1, Plain: true, Faults: model.Faults{Resend: 1, Restart: 1}, Depth: 5}
+		want := model.ResentDelete
+		if plainResentDeleteFixed {
+			want = ""
+		}
+		replayFound(t, b, cfg, want)
+	})
 	for _, tc := range []struct {
 		name string
 		cfg  model.Config
 	}{
 		{"efficiency lock", model.Config{Kind: model.Efficiency, Clients: 3, Faults: faults}},
+		{"efficiency lock, plain path", model.Config{Kind: model.Efficiency, Clients: 3, Faults: faults, Plain: true}},
 		{"correctness lock", model.Config{Kind: model.Correctness, Clients: 3, Faults: faults}},
 		{"semaphore", model.Config{Kind: model.Semaphore, Limit: 2, Clients: 3, Faults: faults}},
 		{"election", model.Config{Kind: model.Election, Clients: 3, Faults: faults}},

@@ -33,9 +33,10 @@ type resend struct {
 	text    string // the message the move read (receive, hear), if any
 	// held says the sender's grant (for the operator, a live one) was on
 	// the server before the move's first send: what a release (a Break)
-	// sent again must report.
-	held bool
-	pre  client // the participant before the move (none for the operator)
+	// sent again must report. deleted says the lost command was a plain
+	// DELEX (plain.go) whose first send deleted the grant.
+	held, deleted bool
+	pre           client // the participant before the move (none for the operator)
 }
 
 // lostReply is the panic that cuts a move at the command whose reply is
@@ -115,6 +116,7 @@ func (c *checker) cut(x *executor, n *world, o *outcome, text string) {
 			panic(p)
 		}
 		r.replies, r.cmd, r.op = o.replies, o.lost, o.lostOp
+		r.deleted = o.lost[0] == "DELEX" && o.lostReply == int64(1)
 		o.handed = nil
 		if i == int(operatorWho) {
 			n.op.pending = r

@@ -84,6 +84,16 @@ func describe(w *world, origin int64) string {
 		if cl.serveUntil != 0 {
 			s += " (serving the queue on)"
 		}
+		switch cl.plain {
+		case refreshMissed:
+			s += " (its SET IFEQ missed: refresh.lua next)"
+		case releaseMissed:
+			s += " (its DELEX missed: release.lua next"
+			if cl.resent != nil {
+				s += ", the DELEX sent twice"
+			}
+			s += ")"
+		}
 		for _, t := range cl.took {
 			s += fmt.Sprintf(" (took %s in acquire %d)", t.value, t.cycle)
 		}

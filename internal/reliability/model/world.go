@@ -65,6 +65,14 @@ type client struct {
 	// on with its entry e when the stamp finds the lease gone.
 	token        string
 	lone, waiter bool
+	// Config.Plain (plain.go), holding: plain says its refresh's or
+	// release's plain command missed, and the script is its next move;
+	// plainAt, when that refresh was sent (ms), and resent, what the
+	// checker knows of that release's DELEX if it was sent again (nil:
+	// sent once).
+	plain   plainStep
+	plainAt int64
+	resent  *resentDelete
 }
 
 // waiting says whether the client is in a wait.
