@@ -24,8 +24,18 @@ const resends = 10
 func releaseRequest(s *scripts.Script, key string) func([]byte) bool {
 	hash, k := bulk(s.Hash()), bulk(key)
 	return func(chunk []byte) bool {
+		if s == scripts.Release && bytes.Contains(chunk, k) && plainDelete(chunk) {
+			return true // where the server has one, an uncontended release is a DELEX or DELIFEQ
+		}
 		return bytes.Contains(chunk, hash) && bytes.Contains(chunk, k) && !bytes.Contains(chunk, []byte("\r\n$1\r\n2\r\n$"))
 	}
+}
+
+// plainDelete reports whether chunk sends DELEX or DELIFEQ (internal/lease's
+// plain.go).
+func plainDelete(chunk []byte) bool {
+	c := bytes.ToLower(chunk)
+	return bytes.Contains(c, []byte("\r\ndelex\r\n")) || bytes.Contains(c, []byte("\r\ndelifeq\r\n"))
 }
 
 // cutOnce arms p to lose the reply of the next request match accepts, and

@@ -53,7 +53,12 @@ func opName(cmd redis.Cmder) string {
 			if s, ok := a.(string); ok && strings.EqualFold(s, "nx") {
 				return "acquire"
 			}
+			if s, ok := a.(string); ok && strings.EqualFold(s, "ifeq") {
+				return "refresh" // the plain path's (internal/lease's plain.go)
+			}
 		}
+	case "delex", "delifeq":
+		return "release" // the plain path's
 	case "evalsha", "evalsha_ro":
 		if len(args) > 1 {
 			if s, ok := args[1].(string); ok && scriptNames[s] != "" {
