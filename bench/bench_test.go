@@ -234,15 +234,24 @@ func checkOrder(t *testing.T, r row, n int, stderr string) {
 
 // checkPhases checks a row of convoy-procs's first acquires, of procs
 // workers: each stamped its first attempt and its queueing; a cold one also
-// its dial and its subscription, which a warm one made in its warm-up.
+// its dial and its subscription, which a warm one made in its warm-up. In a
+// cold convoy every contender arrives at once on a free lock, so one
+// worker's first contender may take it at its first attempt: it neither
+// subscribes nor queues, and another of its contenders may have dialled
+// first (at least procs-1 then).
 func checkPhases(t *testing.T, r row, procs int, stderr string) {
 	t.Helper()
 	want := map[string]int{"dial": 0, "first attempt": procs, "subscribe": 0, "queue": procs}
+	slack := 0
 	if r.Cold {
-		want["dial"], want["subscribe"] = procs, procs
+		want["dial"], want["subscribe"], slack = procs, procs, 1
 	}
 	for _, p := range r.Phases {
-		if p.Of != want[p.Name] || p.Of > 0 && (p.Start <= 0 || p.End < p.Start) {
+		short := want[p.Name] - p.Of
+		if p.Name == "first attempt" {
+			short *= 1 + slack // every first contender attempts
+		}
+		if short < 0 || short > slack || p.Of > 0 && (p.Start <= 0 || p.End < p.Start) {
 			t.Errorf("%s/%s, %s: phase %s: got %d of %d workers, %d–%d ns; want %d, and a span; stderr:\n%s",
 				r.Scenario, r.Lib, startName(r.Cold), p.Name, p.Of, r.N, p.Start, p.End, want[p.Name], stderr)
 		}

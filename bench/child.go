@@ -62,9 +62,9 @@ type childConfig struct {
 	// Order makes each contender record the first command of its
 	// acquisition, for the ordering pass.
 	Order bool `json:"order,omitempty"`
-	// Cold makes the worker skip its warm-up: its first contender's
-	// acquisition is the process's first, as a fresh process's (a cron
-	// job's) is.
+	// Cold makes the worker skip its warm-up and make its library's
+	// instance only after "go": its first contender's acquisition is the
+	// process's first, as a fresh process's (a cron job's) is.
 	Cold bool `json:"cold,omitempty"`
 	// Phases makes the first contender stamp the phases of its acquisition
 	// (phases.go).
@@ -194,8 +194,11 @@ func stopWorkers(ws []*child) {
 
 // launch tells the workers to start their contenders' arrivals procStartIn
 // from now, and returns that start.
-func launch(ws []*child) time.Time {
-	start := time.Now().Add(procStartIn)
+func launch(ws []*child) time.Time { return launchIn(ws, procStartIn) }
+
+// launchIn is launch with the arrivals starting lead after "go".
+func launchIn(ws []*child, lead time.Duration) time.Time {
+	start := time.Now().Add(lead)
 	for _, w := range ws {
 		fmt.Fprintf(w.in, "go %d\n", start.UnixNano())
 	}
@@ -272,15 +275,27 @@ type openWorker func(ctx context.Context, t *target, cc childConfig) (c contenti
 func runWorker(open openWorker) func(*target, childConfig, io.Reader, io.Writer) error {
 	return func(t *target, cc childConfig, in io.Reader, out io.Writer) error {
 		ctx := context.Background()
-		c, stop, err := open(ctx, t, cc)
-		if err != nil {
-			return err
+		var c contention
+		stop := func() {}
+		var err error
+		if !cc.Cold {
+			if c, stop, err = open(ctx, t, cc); err != nil {
+				return err
+			}
 		}
-		defer stop()
+		defer func() { stop() }()
 		fmt.Fprintln(out, `{"ready":true}`)
 		start, err := awaitGo(in)
 		if err != nil {
 			return err
+		}
+		if cc.Cold {
+			// A cold worker makes its library's instance after "go", as a
+			// fresh process does before its first acquire: a client that
+			// dials as it is made (rueidis) dials in the timed span.
+			if c, stop, err = open(ctx, t, cc); err != nil {
+				return err
+			}
 		}
 		before := t.sent.counts()
 		seen := contendHere(ctx, c, cc.PerProc, func(i int) time.Time {

@@ -86,8 +86,11 @@ const howToReadOn = `; srv µs/op and srv cmds/op come
     makespan runs from that release to the last release; srv µs and cmds per
     acquisition as above, waiting included. Each convoy runs twice in turn:
     with warm workers (an untimed acquire and a waiter on the key first) and
-    with cold ones, whose first contender's acquire is the process's first,
-    as a cron job's is; ÷ warm is the cold makespan over the warm one.
+    with cold ones, as fresh processes (cron jobs) meet the lock: no hold by
+    the parent, every contender arriving at once at "go", each worker making
+    its library's instance (its client, if that dials as it is made) after
+    it; the makespan runs from "go", dials included. ÷ warm is the cold
+    makespan over the warm one.
   - convoy-procs first acquire (leasekit): the phases of each worker's first
     acquisition, p50 start–end in µs from its arrival, stamped by its client's
     hooks: dial (the first command's call to its write), first attempt,

@@ -164,9 +164,15 @@ func (b *bench) runProcConvoy(ctx context.Context, res *procsResult, lib openLib
 	n := p * b.cfg.perProc
 	cc := b.childConfig(key)
 	cc.Lib, cc.Order, cc.Cold, cc.Phases = lib.name, order, cold, !order && b.libQueues(lib.name)
+	if cold && !order {
+		cc.Stagger = 0
+	}
 	ws, err := startWorkers(ctx, "worker", cc, p)
 	if err != nil {
 		return err
+	}
+	if cold && !order {
+		return b.runColdConvoy(ctx, res, ws, n)
 	}
 	release, err := b.parentHold(ctx, lib.l, key)
 	if err != nil {
@@ -201,6 +207,23 @@ func (b *bench) runProcConvoy(ctx context.Context, res *procsResult, lib openLib
 	if order {
 		arrivals, err := o.arrivals(ctx, b.target, b.id)
 		res.order.add(all, arrivals, o.queue, lib.lib.queue != nil)
+		return err
+	}
+	res.add(all, t0, costOf(before, b.costSnap(ctx), n, sent))
+	return nil
+}
+
+// runColdConvoy times a cold convoy as a user's fresh processes meet it:
+// no hold by the parent and no stagger, every contender of every worker
+// arriving at "go", each worker making its library's instance (its client,
+// for a library whose client dials as it is made) after it; the makespan
+// runs from "go" to the last release, dials, subscriptions and first
+// attempts included.
+func (b *bench) runColdConvoy(ctx context.Context, res *procsResult, ws []*child, n int) error {
+	before := b.costSnap(ctx)
+	t0 := launchIn(ws, 0)
+	all, sent, err := b.reports(ws)
+	if err != nil {
 		return err
 	}
 	res.add(all, t0, costOf(before, b.costSnap(ctx), n, sent))
