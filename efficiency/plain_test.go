@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/leasekit/leasekit/efficiency"
 	"github.com/leasekit/leasekit/internal/testkit/faultproxy"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
+	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -26,16 +28,18 @@ func plainServer(t *testing.T, c redis.UniversalClient) bool {
 }
 
 // TestPlainPath: an uncontended lock is refreshed and released by the plain
-// commands where the server has them (SET IFEQ PX, DELEX or DELIFEQ), and
-// by the scripts where it has not, asking which once; under contention (a
+// commands where the server has them (SET IFEQ PX, DELEX or DELIFEQ), by
+// their least scripts where it has not (expire_if_eq, del_if_eq), and by
+// the full scripts on miniredis, asking which once; under contention (a
 // waiter has queued, and marked the value) the plain command finds no
-// match and the script runs as before: the refresh keeps the lease, the
-// release hands the lock to the waiter.
+// match and the full script runs as before: the refresh keeps the lease,
+// the release hands the lock to the waiter.
 func TestPlainPath(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
 		plain := plainServer(t, b.Client)
-		sent := &commandNames{}
+		real := b.Real()
+		sent := &sentScripts{}
 		b.Client.AddHook(sent)
 		l := newLocker(t, b)
 		lock, err := l.TryObtain(ctx, "plain", time.Minute)
@@ -49,10 +53,16 @@ func TestPlainPath(t *testing.T) {
 			t.Fatalf("Release: %v", err)
 		}
 		names := sent.take()
-		scripted := slices.Contains(names, "evalsha")
-		t.Logf("plain server: %v; uncontended, the client sent %v", plain, names)
-		if plain == scripted {
-			t.Fatalf("uncontended on a server with plain commands %v: the client sent %v, want scripts %v", plain, names, !plain)
+		t.Logf("plain commands: %v; uncontended, the client sent %v", plain, names)
+		full := slices.Contains(names, "release") || slices.Contains(names, "refresh")
+		least := slices.Contains(names, "del_if_eq") || slices.Contains(names, "expire_if_eq")
+		switch {
+		case plain && (full || least || !slices.ContainsFunc(names, isPlain)):
+			t.Fatalf("uncontended, on a server with plain commands: sent %v, want those commands and no script", names)
+		case !plain && real && (full || !least):
+			t.Fatalf("uncontended, on a server without plain commands: sent %v, want del_if_eq and expire_if_eq, not the full scripts", names)
+		case !real && (!full || least):
+			t.Fatalf("uncontended, on miniredis: sent %v, want the full scripts", names)
 		}
 		if n := count(names, "command"); n != 1 {
 			t.Errorf("the Locker asked for the plain commands %d times, want once", n)
@@ -83,7 +93,7 @@ func TestPlainPath(t *testing.T) {
 				if err := lock.Refresh(ctx, time.Minute); err != nil {
 					t.Fatalf("contended Refresh: %v", err)
 				}
-				if names := sent.take(); !slices.Contains(names, "evalsha") {
+				if names := sent.take(); !slices.Contains(names, "refresh") {
 					t.Fatalf("contended Refresh sent %v, want the script", names)
 				}
 			}
@@ -91,10 +101,11 @@ func TestPlainPath(t *testing.T) {
 				t.Fatalf("contended Release (after %s): %v", op, err)
 			}
 			names := sent.take()
-			if !slices.Contains(names, "evalsha") {
+			if !slices.Contains(names, "release") {
 				t.Fatalf("contended Release sent %v, want the script", names)
 			}
-			if tried := slices.ContainsFunc(names, isPlain); plain && op == "Release" && !tried {
+			tried := slices.ContainsFunc(names, isPlain) || slices.Contains(names, "del_if_eq")
+			if real && op == "Release" && !tried {
 				t.Fatalf("contended Release of a Locker that had not seen the lock contended sent %v, want the plain delete first", names)
 			}
 			if err := <-got; err != nil {
@@ -102,6 +113,35 @@ func TestPlainPath(t *testing.T) {
 			}
 		}
 	})
+}
+
+// sentScripts is a go-redis hook that records what the client sends: a
+// command's name, lowercase, or for EVALSHA the script's name.
+type sentScripts struct{ commandNames }
+
+// byHash names the protocol's scripts by SHA1.
+var byHash = func() map[string]string {
+	m := make(map[string]string)
+	for _, s := range scripts.All {
+		m[s.Hash()] = s.Name
+	}
+	return m
+}()
+
+// ProcessHook records the command.
+func (h *sentScripts) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		name := strings.ToLower(cmd.Name())
+		if args := cmd.Args(); name == "evalsha" && len(args) > 1 {
+			if s, ok := args[1].(string); ok && byHash[s] != "" {
+				name = byHash[s]
+			}
+		}
+		h.mu.Lock()
+		h.names = append(h.names, name)
+		h.mu.Unlock()
+		return next(ctx, cmd)
+	}
 }
 
 // TestPlainReplyLost: a plain refresh or release whose reply is lost is
@@ -113,7 +153,7 @@ func TestPlainReplyLost(t *testing.T) {
 	s := redistest.Start(t)
 	direct := s.Client(t)
 	if !plainServer(t, direct) {
-		t.Logf("the server has no plain commands: the scripts' marks serve a resend (TestSeams)")
+		t.Logf("the server has no plain commands: their scripts, del_if_eq and expire_if_eq, lose the replies")
 	}
 	p, err := faultproxy.New(s.Addr)
 	if err != nil {

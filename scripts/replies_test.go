@@ -34,6 +34,8 @@ func TestReplyCodesMatchTheScripts(t *testing.T) {
 		"election_proclaim": done,
 		"election_resign":   done,
 		"election_leader":   {int64(OfficeFree), int64(OfficeWaiting), int64(OfficeLeading)},
+		"del_if_eq":         done,
+		"expire_if_eq":      done,
 	}
 	files, err := filepath.Glob("*.lua")
 	if err != nil || len(files) == 0 {

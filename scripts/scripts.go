@@ -198,6 +198,10 @@ var (
 	registerClaimSrc string
 	//go:embed wait.lua
 	waitSrc string
+	//go:embed del_if_eq.lua
+	delIfEqSrc string
+	//go:embed expire_if_eq.lua
+	expireIfEqSrc string
 	//go:embed election_announce.lua
 	electionAnnounceSrc string
 	//go:embed election_leader.lua
@@ -309,6 +313,15 @@ var (
 	// SemPTTL reports the remaining ttl of a permit the caller holds. See
 	// sem_pttl.lua.
 	SemPTTL = newScript(prelude, semPTTLSrc)
+
+	// DelIfEq deletes a lock holding exactly the caller's bare grant, as
+	// DELEX IFEQ does where the server has it. See del_if_eq.lua.
+	DelIfEq = newScript(delIfEqSrc)
+
+	// ExpireIfEq restarts the lease of a lock holding exactly the caller's
+	// bare grant, as SET IFEQ PX does where the server has it. See
+	// expire_if_eq.lua.
+	ExpireIfEq = newScript(expireIfEqSrc)
 )
 
 // All is every script of the protocol, for tools that name or count what
@@ -317,4 +330,5 @@ var All = []*Script{
 	Release, Wait, Refresh, PTTL, FencedAcquire, RegisterWrite, RegisterClaim,
 	ElectionAnnounce, ElectionLeader, ElectionResign, ElectionProclaim,
 	Inspect, SemInspect, SemAcquire, SemWait, SemRelease, SemRefresh, SemPTTL,
+	DelIfEq, ExpireIfEq,
 }

@@ -58,15 +58,15 @@ func TestRefusedCredentials(t *testing.T) {
 // (go-redis's CLIENT SETINFO and MAINT_NOTIFICATIONS, which Redis 7.0 does
 // not know, would be one each). Where the server has a compare-and-delete
 // of its own, the release is that command (DELEX, or on Valkey before 9.2
-// DELIFEQ); the acquire asks which the server has (COMMAND INFO), in its
-// round trip.
+// DELIFEQ); before it, the Locker asks which the server has (COMMAND INFO,
+// once per process).
 func TestRunCostsTheLockAlone(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	ctx := t.Context()
-	// Two SETs: the acquire's SET NX PX, and the mark the release leaves for
-	// a resend of it (scripts/release.lua).
-	want := map[string]string{"hello": "calls=1", "command|info": "calls=1", "set": "calls=2", "evalsha": "calls=1", "get": "calls=1", "del": "calls=1",
+	// Where the server has no compare-and-delete, the release is its
+	// equivalent in Lua (scripts/del_if_eq.lua: GET and DEL).
+	want := map[string]string{"hello": "calls=1", "command|info": "calls=1", "set": "calls=1", "evalsha": "calls=1", "get": "calls=1", "del": "calls=1",
 		"total_error_replies": "0"}
 	switch {
 	case h.client.Do(ctx, "DELEX", "probe", "IFEQ", "v").Err() == nil:

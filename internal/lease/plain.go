@@ -12,7 +12,8 @@ import (
 )
 
 // The plain path: an uncontended efficiency lock refreshed and released
-// with no script, where the server has compare-and-set commands of its own.
+// with no script, where the server has compare-and-set commands of its own,
+// and with the least script where it has not.
 // SET key owner IFEQ owner PX ttl restarts the lease (Redis 8.4 and later,
 // Valkey 8.1 and later), and DELEX key IFEQ owner (Redis 8.4 and later,
 // Valkey 9.2) or DELIFEQ key owner (Valkey 9.0 and later) deletes it. Both
@@ -23,15 +24,21 @@ import (
 // replies of the scripts stay as they are; the plain path only saves the
 // script where there is nothing for it to do.
 //
+// Where the server has neither command (Redis before 8.4, Valkey before
+// 9.0), the plain path runs their equivalents in Lua, expire_if_eq and
+// del_if_eq: a GET and a PEXPIRE or DEL, the least a script can do, and no
+// more than redsync's release; a miss runs the full script as above.
+//
 // What the server has is asked once per Core, before its first refresh or
 // release that the plain path could serve: COMMAND INFO DELEX DELIFEQ, one
 // round trip, which no server answers with an error for a command it
 // lacks; a server with either has SET IFEQ too. Until the answer is in
-// (another call may be asking), and where the server has neither or the
-// question fails (an ACL that refuses COMMAND, miniredis), the scripts serve
-// every call. A plain command the server then refuses as unknown, as bad
-// syntax or by its ACL is not sent again by that Core, and the call goes on
-// with the script. An error reply means the command did nothing.
+// (another call may be asking), and where the question fails (an ACL that
+// refuses COMMAND, miniredis, which answers with its whole table), the full
+// scripts serve every call. A plain command the server then refuses as
+// unknown, as bad syntax or by its ACL is not sent again by that Core, and
+// the call goes on with the script. An error reply means the command did
+// nothing.
 //
 // A refresh sent twice (its reply lost, go-redis sends it again) restarts
 // the lease twice, as the script does. A delete sent twice finds nothing the
@@ -58,8 +65,18 @@ type plain struct {
 	setIFEQ atomic.Int32 // capability of SET IFEQ PX
 	delex   atomic.Int32 // of DELEX IFEQ
 	delifeq atomic.Int32 // of DELIFEQ
-	asked   atomic.Bool  // the question went out, or is going
+	// lua is the capability of the commands' equivalents in Lua,
+	// expire_if_eq and del_if_eq: where the server answered that it has
+	// neither command.
+	lua   atomic.Int32
+	asked atomic.Bool // the question went out, or is going
 }
+
+// The plain path's scripts, where the server has not the commands.
+var (
+	delIfEqScript    = NewScript(scripts.DelIfEq)
+	expireIfEqScript = NewScript(scripts.ExpireIfEq)
+)
 
 // plainQuestion is the question of the plain commands.
 var plainQuestion = []any{"COMMAND", "INFO", "DELEX", "DELIFEQ"}
@@ -88,10 +105,14 @@ func (c *Core) plainAnswer(answer *redis.Cmd) {
 	}
 	c.plain.delex.Store(has(0))
 	c.plain.delifeq.Store(has(1))
-	if has(0) == works || has(1) == works {
+	commands := has(0) == works || has(1) == works
+	c.plain.setIFEQ.Store(refused)
+	c.plain.lua.Store(refused)
+	switch {
+	case commands:
 		c.plain.setIFEQ.Store(works)
-	} else {
-		c.plain.setIFEQ.Store(refused)
+	case err == nil && len(infos) == 2:
+		c.plain.lua.Store(works) // a server that answered: neither command
 	}
 }
 
@@ -118,18 +139,31 @@ func (k *keySet) contended() { k.busy.Store(time.Now().UnixNano()) }
 // SET), the caller runs the script. err is a failure to reach Redis.
 func (c *Core) plainRefresh(ctx context.Context, lk *keySet, value string, ttl time.Duration) (bool, error) {
 	c.knowPlain(ctx)
-	if c.plain.setIFEQ.Load() != works {
+	can, done := &c.plain.setIFEQ, false
+	var err error
+	switch {
+	case can.Load() == works:
+		err = c.keyed(ctx, "SET", lk.key, value, "IFEQ", value, "PX", Millis(ttl)).Err()
+		done = err == nil
+		if errors.Is(err, redis.Nil) {
+			err = nil
+		}
+	case c.plain.lua.Load() == works:
+		can = &c.plain.lua
+		var n int64
+		n, err = c.run(ctx, expireIfEqScript, []any{lk.keyArg}, value, Millis(ttl)).Int64()
+		done = err == nil && n == 1
+	default:
 		return false, nil
 	}
-	err := c.keyed(ctx, "SET", lk.key, value, "IFEQ", value, "PX", Millis(ttl)).Err()
 	switch {
-	case err == nil:
+	case done:
 		return true, nil
-	case errors.Is(err, redis.Nil):
+	case err == nil:
 		lk.contended()
 		return false, nil // not the bare grant: the script says why
 	}
-	return false, c.plainFailed(&c.plain.setIFEQ, err)
+	return false, c.plainFailed(can, err)
 }
 
 // plainDelete deletes the lock at lk if it holds value exactly, with DELEX
@@ -146,12 +180,19 @@ func (c *Core) plainDelete(ctx context.Context, lk *keySet, value string) (done,
 	}{
 		{&c.plain.delex, func(v *sentArg) []any { return []any{"DELEX", lk.key, "IFEQ", v} }},
 		{&c.plain.delifeq, func(v *sentArg) []any { return []any{"DELIFEQ", lk.key, v} }},
+		{&c.plain.lua, nil},
 	} {
 		if cmd.can.Load() != works {
 			continue
 		}
 		v := &sentArg{value: value}
-		n, err := c.keyed(ctx, cmd.args(v)...).Int64()
+		var reply *redis.Cmd
+		if cmd.args != nil {
+			reply = c.keyed(ctx, cmd.args(v)...)
+		} else {
+			reply = c.delIfEq(ctx, lk, v)
+		}
+		n, err := reply.Int64()
 		if err == nil {
 			if n != 1 {
 				lk.contended()
@@ -166,6 +207,21 @@ func (c *Core) plainDelete(ctx context.Context, lk *keySet, value string) (done,
 		}
 	}
 	return false, false, nil
+}
+
+// delIfEq runs del_if_eq with v, whose count of writes says whether it
+// ran twice: a send the server refused with NOSCRIPT ran nothing, so the
+// count starts again once the script is loaded.
+func (c *Core) delIfEq(ctx context.Context, lk *keySet, v *sentArg) *redis.Cmd {
+	keys := []any{lk.keyArg}
+	reply := delIfEqScript.sendSHA(ctx, c.cfg.Client, keys, []any{v})
+	if !noScript(reply.Err()) {
+		return reply
+	}
+	if delIfEqScript.load(ctx, c.cfg.Client) {
+		v.sent.Store(0)
+	}
+	return c.run(ctx, delIfEqScript, keys, v)
 }
 
 // keyed sends the command args, whose key is the first argument after the

@@ -24,12 +24,16 @@ const resends = 10
 func releaseRequest(s *scripts.Script, key string) func([]byte) bool {
 	hash, k := bulk(s.Hash()), bulk(key)
 	return func(chunk []byte) bool {
-		if s == scripts.Release && bytes.Contains(chunk, k) && plainDelete(chunk) {
-			return true // where the server has one, an uncontended release is a DELEX or DELIFEQ
+		if s == scripts.Release && bytes.Contains(chunk, k) && (plainDelete(chunk) || bytes.Contains(chunk, delIfEq)) {
+			return true // an uncontended release: DELEX, DELIFEQ, or their script
 		}
 		return bytes.Contains(chunk, hash) && bytes.Contains(chunk, k) && !bytes.Contains(chunk, []byte("\r\n$1\r\n2\r\n$"))
 	}
 }
+
+// delIfEq is the hash of the plain path's release where the server has no
+// compare-and-delete.
+var delIfEq = bulk(scripts.DelIfEq.Hash())
 
 // plainDelete reports whether chunk sends DELEX or DELIFEQ (internal/lease's
 // plain.go).

@@ -38,8 +38,8 @@ var seamCommands = map[string]func([]byte) bool{
 	},
 	"fenced acquire": scriptRequest(scripts.FencedAcquire),
 	"wait":           scriptRequest(scripts.Wait),
-	"refresh":        anyOf(scriptRequest(scripts.Refresh), plainRequest("ifeq")),
-	"release":        anyOf(scriptRequest(scripts.Release), plainRequest("delex"), plainRequest("delifeq")),
+	"refresh":        anyOf(scriptRequest(scripts.Refresh), plainRequest("ifeq"), scriptRequest(scripts.ExpireIfEq)),
+	"release":        anyOf(scriptRequest(scripts.Release), plainRequest("delex"), plainRequest("delifeq"), scriptRequest(scripts.DelIfEq)),
 	"permit acquire": scriptRequest(scripts.SemAcquire),
 	"permit wait":    scriptRequest(scripts.SemWait),
 	"permit refresh": scriptRequest(scripts.SemRefresh),
@@ -59,7 +59,7 @@ var seamKinds = []struct {
 
 // plainRequest matches a request chunk that carries word, a plain command's
 // name or option (the plain path of internal/lease's plain.go: SET IFEQ,
-// DELEX, DELIFEQ).
+// DELEX, DELIFEQ; where the server has none, their scripts).
 func plainRequest(word string) func([]byte) bool {
 	w := []byte("\r\n" + word + "\r\n")
 	return func(c []byte) bool { return bytes.Contains(bytes.ToLower(c), w) }

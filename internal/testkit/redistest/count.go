@@ -41,6 +41,9 @@ var scriptNames = func() map[string]string {
 	for _, s := range scripts.All {
 		m[s.Hash()] = s.Name
 	}
+	// The plain path's equivalents of SET IFEQ and DELEX are a refresh and
+	// a release, as those commands are (opName).
+	m[scripts.ExpireIfEq.Hash()], m[scripts.DelIfEq.Hash()] = "refresh", "release"
 	return m
 }()
 
