@@ -145,7 +145,7 @@ func (l *Locker) electionOf(op, name string) (election, error) {
 // lease ended first, or Redis failed), the lease is released and the
 // error says why.
 func (e election) announce(ctx context.Context, h *lease.Held, value []byte) error {
-	reply, err := announceScript.Run(ctx, e.l.client, e.keys, h.Value(), value, e.channel).Result()
+	reply, err := announceScript.Run(ctx, e.l.conn, e.keys, h.Value(), value, e.channel)
 	var done bool
 	if err == nil {
 		done, err = scripts.ReadDone(reply)
@@ -168,7 +168,8 @@ func (e election) announce(ctx context.Context, h *lease.Held, value []byte) err
 // value when it was deleted.
 func (e election) lead(ctx context.Context, h *lease.Held, value []byte, fn func(context.Context, uint64) error) error {
 	h.Lead(e.leader, func(ctx context.Context) error {
-		return announceScript.Run(ctx, e.l.client, e.keys, h.Value(), value, e.channel).Err()
+		_, err := announceScript.Run(ctx, e.l.conn, e.keys, h.Value(), value, e.channel)
+		return err
 	})
 	tel := e.l.core.Telemetry()
 	tel.Leading(ctx, e.name, 1)
@@ -206,7 +207,7 @@ func (e election) lead(ctx context.Context, h *lease.Held, value []byte, fn func
 func (e election) resign(ctx context.Context, h *lease.Held) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	if err := resignScript.Run(ctx, e.l.client, e.keys, h.Value(), e.channel).Err(); err != nil {
+	if _, err := resignScript.Run(ctx, e.l.conn, e.keys, h.Value(), e.channel); err != nil {
 		e.l.opts.logger.Warn("correctness: a leader could not clear its leader key; observers learn that its term ended when its lease runs out",
 			"election", e.name, "err", err)
 	}
@@ -230,7 +231,7 @@ const (
 
 // read reads the election's leader, with its lock.
 func (e election) read(ctx context.Context) (sighting, error) {
-	reply, err := leaderScript.Run(ctx, e.l.client, e.keys, "1").Result()
+	reply, err := leaderScript.Run(ctx, e.l.conn, e.keys, "1")
 	if err == nil {
 		var got scripts.Sighting
 		if got, err = scripts.ReadLeader(reply, true); err == nil {

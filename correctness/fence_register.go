@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/leasekit/leasekit/internal/lease"
+	"github.com/leasekit/leasekit/internal/port"
 	"github.com/leasekit/leasekit/internal/telemetry"
 	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
@@ -28,7 +29,7 @@ import (
 // accepted would lock every honest holder out. So the register's server must
 // be the lock's, or keep its time within the hour.
 type Register struct {
-	client redis.UniversalClient
+	conn   port.Client
 	prefix string
 	check  string // "c": refuse tokens beyond the clock ceiling
 	tel    *telemetry.Telemetry
@@ -48,7 +49,7 @@ func NewRegister(client redis.UniversalClient, opts ...Option) *Register {
 	}
 	o := newOptions(opts)
 	o.tel.Kind = "correctness"
-	r := &Register{client: client, prefix: o.prefix, tel: telemetry.New(o.tel)}
+	r := &Register{conn: port.GoRedis(client), prefix: o.prefix, tel: telemetry.New(o.tel)}
 	if o.clockFloor {
 		r.check = "c"
 	}
@@ -119,7 +120,7 @@ const ceilingAhead = 3600 * 1_000_000
 // *aheadError, or ErrInvalidToken for a register field that holds no token.
 func (r *Register) fence(ctx context.Context, script lease.Script, op, key, resource string, token uint64, args ...any) (scripts.Fenced, error) {
 	args = append([]any{strconv.FormatUint(token, 10)}, args...)
-	reply, err := script.Run(ctx, r.client, []any{key}, args...).Result()
+	reply, err := script.Run(ctx, r.conn, []any{key}, args...)
 	if err != nil {
 		return scripts.Fenced{}, lease.WrapRedis("correctness", op, resource, lease.KeyErr(key, err))
 	}
@@ -164,7 +165,11 @@ func (r *Register) Read(ctx context.Context, resource string) (value []byte, tok
 		return nil, 0, err
 	}
 	key := scripts.RegisterKey(r.prefix, resource)
-	vals, err := r.client.HMGet(ctx, key, "value", "token").Result()
+	reply, err := r.conn.Do(ctx, "HMGET", key, "value", "token")
+	vals, ok := reply.([]any)
+	if err == nil && !ok {
+		err = fmt.Errorf("HMGET answered %T, not an array", reply)
+	}
 	if err != nil {
 		return nil, 0, lease.WrapRedis("correctness", "register read of", resource, lease.KeyErr(key, err))
 	}

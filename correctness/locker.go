@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/leasekit/leasekit/internal/lease"
+	"github.com/leasekit/leasekit/internal/port"
 	"github.com/leasekit/leasekit/internal/telemetry"
 	"github.com/redis/go-redis/v9"
 )
@@ -14,6 +15,7 @@ import (
 // concurrent use; create one per process and Close it when done.
 type Locker struct {
 	client redis.UniversalClient
+	conn   port.Client // client's
 	opts   options
 	core   *lease.Core
 
@@ -38,7 +40,7 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 	if lease.IsNilClient(client) {
 		panic("correctness: New: nil redis client")
 	}
-	l := &Locker{client: client, opts: newOptions(opts)}
+	l := &Locker{client: client, conn: port.GoRedis(client), opts: newOptions(opts)}
 	l.closing, l.closeAll = context.WithCancel(context.Background())
 	if l.opts.expiringCounter && !l.opts.clockFloor {
 		panic("correctness: New: WithExpiringCounter needs the clock floor, and WithClockFloor(false) turns it off")
@@ -50,6 +52,7 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 		TryOp:       "TryAcquire",
 		WaitOp:      "Acquire",
 		Client:      client,
+		Conn:        l.conn,
 		Prefix:      l.opts.prefix,
 		DriftFactor: l.opts.drift,
 		Owners:      l.opts.owners,

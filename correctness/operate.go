@@ -61,7 +61,7 @@ func (l *Locker) Proclaim(ctx context.Context, name string, term uint64, value [
 	case term == 0:
 		return fmt.Errorf("%w: election %s: term 0 is no grant's", ErrLockLost, lease.Quote(name))
 	}
-	reply, err := proclaimScript.Run(ctx, l.client, e.keys, strconv.FormatUint(term, 10), value, e.channel).Result()
+	reply, err := proclaimScript.Run(ctx, l.conn, e.keys, strconv.FormatUint(term, 10), value, e.channel)
 	var done bool
 	if err == nil {
 		done, err = scripts.ReadDone(reply)

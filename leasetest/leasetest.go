@@ -44,6 +44,7 @@ import (
 	"github.com/leasekit/leasekit/correctness"
 	"github.com/leasekit/leasekit/efficiency"
 	"github.com/leasekit/leasekit/internal/lease"
+	"github.com/leasekit/leasekit/internal/port"
 	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 )
@@ -231,7 +232,7 @@ func (e *Env) Steal(name string) (uint64, error) {
 	}
 	// The counter alone, without the clock floor: counter + 1 is newer than
 	// every token granted so far.
-	reply, err := fencedAcquire.Run(ctx, e.Client, []any{key, scripts.QueueKey(key), fence}, thief, lease.Millis(ttl), "f").Result()
+	reply, err := fencedAcquire.Run(ctx, port.GoRedis(e.Client), []any{key, scripts.QueueKey(key), fence}, thief, lease.Millis(ttl), "f")
 	var got scripts.Attempt
 	if err == nil {
 		got, err = scripts.ReadAttempt(reply)

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/leasekit/leasekit/internal/port"
 	"github.com/leasekit/leasekit/scripts"
-	"github.com/redis/go-redis/v9"
 )
 
 // acquire is one call's acquire of one lock: what its attempts, its wait and
@@ -168,31 +168,37 @@ func (a *acquire) lease(f found, start time.Time) (*Held, error) {
 // (whose lease is then no longer than the key's remaining ttl); a failed
 // probe leaves that to the wait that follows.
 func setNX(a acquire, probe bool) (found, error) {
-	client := a.c.cfg.Client
-	ok, err := client.SetNX(a.ctx, a.keys.key, a.owner, a.ttl).Result()
+	conn := a.c.cfg.Conn
+	_, err := conn.Do(a.ctx, "SET", a.keys.keyArg, a.owner, "PX", Millis(a.ttl), "NX")
+	ok := err == nil
+	if errors.Is(err, port.Nil) {
+		err = nil
+	}
 	if err != nil || ok || probe {
 		return found{granted: ok, value: a.owner, holderTTL: -1}, err
 	}
-	pipe := client.Pipeline()
-	holder := pipe.Get(a.ctx, a.keys.key)
-	pttl := pipe.PTTL(a.ctx, a.keys.key)
-	_, _ = pipe.Exec(a.ctx) // each command's error is read below
-	return a.readHolder(holder, pttl)
+	replies := conn.Pipe(a.ctx, a.keys.key, []any{"GET", a.keys.key}, []any{"PTTL", a.keys.key})
+	return a.readHolder(replies[0], replies[1])
 }
 
 // readHolder reads a failed SET NX's follow-up: the lock's holder and
 // remaining ttl.
-func (a *acquire) readHolder(holder *redis.StringCmd, pttl *redis.DurationCmd) (found, error) {
-	v, err := holder.Result()
+func (a *acquire) readHolder(holder, pttl port.Reply) (found, error) {
+	v, _ := holder.Val.(string)
+	err := holder.Err
 	switch {
-	case err == redis.Nil:
+	case errors.Is(err, port.Nil):
 		return found{}, nil // released in between: try again now
 	case err != nil:
 		return found{}, err
 	}
-	left, err := pttl.Result()
+	ms, err := port.Int64(pttl.Val, pttl.Err)
 	if err != nil {
 		return found{}, err
+	}
+	left := time.Duration(ms) // -1 and -2 as PTTL says them
+	if ms >= 0 {
+		left = time.Duration(ms) * time.Millisecond
 	}
 	p, _ := scripts.ParseValue(v, false)
 	if left == -2 {
@@ -258,7 +264,7 @@ func (a *acquire) runGrant(s Script, read func(any) (found, error), args ...any)
 	var confirmed int64
 	var err error
 	if c.cfg.Replicas == 0 {
-		reply, err = c.run(a.ctx, s, a.keys.keys, args...).Result()
+		reply, err = c.run(a.ctx, s, a.keys.keys, args...)
 	} else {
 		reply, confirmed, err = c.runConfirmed(a.ctx, s, a.keys.keys, args...)
 	}

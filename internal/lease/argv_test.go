@@ -222,7 +222,7 @@ type argvRecorder struct {
 func (r *argvRecorder) of(s Script) []int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.sent[s.src.Hash()]
+	return r.sent[s.hash.(string)]
 }
 
 func (r *argvRecorder) record(cmd redis.Cmder) {

@@ -21,6 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/leasekit/leasekit/internal/port"
 	"github.com/leasekit/leasekit/internal/telemetry"
 	"github.com/redis/go-redis/v9"
 )
@@ -58,8 +59,12 @@ type Errors struct {
 type Config struct {
 	// Kind is "efficiency" or "correctness": the prefix of every error and
 	// log message.
-	Kind        string
+	Kind string
+	// Client is the go-redis client the Core listens for releases on;
+	// Conn, what it sends its commands through (port.GoRedis(Client)
+	// when nil).
 	Client      redis.UniversalClient
+	Conn        port.Client
 	Prefix      string
 	DriftFactor float64
 	Owners      io.Reader // nil: crypto/rand
@@ -101,7 +106,7 @@ type Core struct {
 	kind    string
 	kindArg any
 	// markLife is how long the mark of an ended grant lasts (release.lua),
-	// in ms, boxed once: markLife(cfg.Client).
+	// in ms, boxed once: markLife(cfg.Conn).
 	markLife any
 	// plain is what the Core found of the server's plain compare-and-set
 	// commands (plain.go).
@@ -113,7 +118,10 @@ func New(cfg Config) *Core {
 	if cfg.Kind == "" {
 		cfg.Kind = "leasekit"
 	}
-	c := &Core{cfg: cfg, kind: scriptKind(cfg), markLife: strconv.FormatInt(Millis(markLife(cfg.Client)), 10)}
+	if cfg.Conn == nil {
+		cfg.Conn = port.GoRedis(cfg.Client)
+	}
+	c := &Core{cfg: cfg, kind: scriptKind(cfg), markLife: strconv.FormatInt(Millis(markLife(cfg.Conn)), 10)}
 	c.kindArg = c.kind
 	c.strays = &strays{c: c, m: make(map[string]*stray), taken: make(map[string]*took), done: make(chan struct{})}
 	c.listen = newListener(c)
@@ -181,32 +189,17 @@ func (c *Core) closedErr(lk *keySet) error {
 }
 
 // markLife is how long the mark of an ended grant lasts (release.lua): at
-// least as long as client may take to send a command again after its reply
-// was lost, so that every resend finds it (each resend that finds it makes it
-// last that long again); and at least Linger, for a caller that resends a
-// Release itself. go-redis sends again after the read timed out (or the
-// connection broke), a pause of at most MaxRetryBackoff, a dial and a write:
-// 16 s with go-redis v9.23's defaults. A client with no read or write
-// deadline, or of a type of its own, gets maxMarkLife.
-func markLife(client redis.UniversalClient) time.Duration {
-	var dial, read, write, pause time.Duration
-	switch c := client.(type) {
-	case *redis.Client:
-		o := c.Options()
-		dial, read, write, pause = o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetryBackoff
-	case *redis.ClusterClient:
-		o := c.Options()
-		dial, read, write, pause = o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetryBackoff
-	case *redis.Ring:
-		o := c.Options()
-		dial, read, write, pause = o.DialTimeout, o.ReadTimeout, o.WriteTimeout, o.MaxRetryBackoff
-	default:
+// least as long as the client may take to send a command again after its
+// reply was lost (its RetryWindow), so that every resend finds it (each
+// resend that finds it makes it last that long again); and at least Linger,
+// for a caller that resends a Release itself. A client that cannot tell
+// gets maxMarkLife.
+func markLife(client port.Client) time.Duration {
+	window := client.RetryWindow()
+	if window <= 0 {
 		return maxMarkLife
 	}
-	if read <= 0 || write <= 0 {
-		return maxMarkLife
-	}
-	return min(max(dial+read+write+max(pause, 0), Linger), maxMarkLife)
+	return min(max(window, Linger), maxMarkLife)
 }
 
 // maxMarkLife bounds markLife: a mark costs Redis about 100 bytes while it

@@ -128,7 +128,7 @@ func (h *Held) refresh(ctx context.Context, ttl time.Duration) (scripts.LeaseSta
 	h.mu.Lock()
 	leader, restore := h.leader, h.restore
 	h.mu.Unlock()
-	r, err := h.keys.kind.refresh(ctx, h, ttl, leader).Result()
+	r, err := h.keys.kind.refresh(ctx, h, ttl, leader)
 	var got scripts.Refreshed
 	if err == nil {
 		got, err = scripts.ReadRefresh(r)
@@ -255,7 +255,7 @@ func (c *Core) why(n scripts.LeaseState) string {
 
 // TTL asks Redis how long the lease has left.
 func (h *Held) TTL(ctx context.Context) (time.Duration, error) {
-	r, err := h.keys.kind.pttl(ctx, h).Result()
+	r, err := h.keys.kind.pttl(ctx, h)
 	var ms int64
 	var n scripts.LeaseState
 	if err == nil {
@@ -334,7 +334,7 @@ const serveOnFor = 2 * time.Second
 // lease's release that handed the lock on found the caller's lease gone:
 // so it says.
 func (c *Core) releaseWith(ctx context.Context, lk *keySet, keys, args []any) (scripts.Ended, error) {
-	reply, err := c.run(ctx, lk.kind.releaseScript(), keys, args...).Result()
+	reply, err := c.run(ctx, lk.kind.releaseScript(), keys, args...)
 	var ended scripts.Ended
 	if err == nil {
 		ended, err = scripts.ReadEnd(reply)
@@ -345,7 +345,7 @@ func (c *Core) releaseWith(ctx context.Context, lk *keySet, keys, args []any) (s
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), serveOnFor)
 	defer cancel()
 	for more := true; more && ctx.Err() == nil; {
-		r, err := c.run(ctx, lk.kind.releaseScript(), lk.keys, vacant, matchExact, notQueued, c.listen.channels).Result()
+		r, err := c.run(ctx, lk.kind.releaseScript(), lk.keys, vacant, matchExact, notQueued, c.listen.channels)
 		var next scripts.Ended
 		if err == nil {
 			next, err = scripts.ReadEnd(r)

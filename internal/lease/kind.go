@@ -6,7 +6,6 @@ import (
 
 	"github.com/leasekit/leasekit/internal/telemetry"
 	"github.com/leasekit/leasekit/scripts"
-	"github.com/redis/go-redis/v9"
 )
 
 // kind is how the engine runs one kind of resource: a lock of a Core (lock,
@@ -40,8 +39,8 @@ type kind interface {
 	// refresh restarts the ttl of the Held h, and with leader, an
 	// election's leader key (a lock's alone), keeps that alive too; pttl
 	// asks how long h has left.
-	refresh(ctx context.Context, h *Held, ttl time.Duration, leader string) *redis.Cmd
-	pttl(ctx context.Context, h *Held) *redis.Cmd
+	refresh(ctx context.Context, h *Held, ttl time.Duration, leader string) (any, error)
+	pttl(ctx context.Context, h *Held) (any, error)
 	// busy says why a lone attempt on lk found no room.
 	busy(lk *keySet) string
 	// refused is the error of an error reply of the resource's scripts
@@ -109,7 +108,7 @@ func (l *lock) settle(a acquire) (found, error) {
 
 // refresh restarts the lock's ttl. Where the fence counter expires with
 // the lease (ARGV[3] "t"), it lives as long as the lease that drew from it.
-func (l *lock) refresh(ctx context.Context, h *Held, ttl time.Duration, leader string) *redis.Cmd {
+func (l *lock) refresh(ctx context.Context, h *Held, ttl time.Duration, leader string) (any, error) {
 	var counter any = ""
 	if l.c.cfg.ExpiringCounter {
 		counter = "t"
@@ -124,17 +123,14 @@ func (l *lock) refresh(ctx context.Context, h *Held, ttl time.Duration, leader s
 		// where it does not, or the value is not the bare grant.
 		done, err := l.c.plainRefresh(ctx, h.keys, h.value, ttl)
 		if done || err != nil {
-			r := redis.NewCmd(ctx)
-			r.SetVal(int64(1))
-			r.SetErr(err)
-			return r
+			return int64(1), err
 		}
 	}
 	return l.c.run(ctx, refreshScript, []any{h.keys.keyArg}, h.value, Millis(ttl))
 }
 
 // pttl runs pttl.lua on the lock's key.
-func (l *lock) pttl(ctx context.Context, h *Held) *redis.Cmd {
+func (l *lock) pttl(ctx context.Context, h *Held) (any, error) {
 	return l.c.run(ctx, pttlScript, []any{h.keys.keyArg}, h.value)
 }
 

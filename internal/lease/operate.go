@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/leasekit/leasekit/internal/port"
 	"github.com/leasekit/leasekit/internal/telemetry"
 	"github.com/leasekit/leasekit/scripts"
-	"github.com/redis/go-redis/v9"
 )
 
 // What an operator may do to a lock or semaphore in production: read it
@@ -40,7 +40,7 @@ func (c *Core) Inspect(ctx context.Context, name string) (Info, error) {
 		return Info{}, err
 	}
 	lk := c.lockKeys(name)
-	reply, err := c.run(ctx, inspectScript, lk.keys, c.listen.channels).Result()
+	reply, err := c.run(ctx, inspectScript, lk.keys, c.listen.channels)
 	if err != nil {
 		return Info{}, c.operationErr(ctx, "inspect", lk, err)
 	}
@@ -72,7 +72,7 @@ func (s *Semaphore) Inspect(ctx context.Context) (SemaphoreInfo, error) {
 	if err := c.operate("inspect", lk.name); err != nil {
 		return SemaphoreInfo{}, err
 	}
-	reply, err := c.run(ctx, semInspectScript, lk.keys, c.listen.channels).Result()
+	reply, err := c.run(ctx, semInspectScript, lk.keys, c.listen.channels)
 	var got scripts.SemInfo
 	if err == nil {
 		got, err = scripts.ReadSemInspect(reply)
@@ -102,10 +102,15 @@ func (c *Core) Break(ctx context.Context, name, leaderKey string) (broken bool, 
 	tel := lk.kind.telemetry()
 	ctx, span := tel.Start(ctx, "Break", name)
 	defer func() { telemetry.End(span, err) }()
-	held, err := c.cfg.Client.Get(ctx, lk.key).Result()
-	if err == redis.Nil {
+	reply, err := c.cfg.Conn.Do(ctx, "GET", lk.key)
+	held, ok := reply.(string)
+	switch {
+	case errors.Is(err, port.Nil):
 		return false, nil
-	} else if err != nil {
+	case err == nil && !ok:
+		err = fmt.Errorf("GET answered %T, not a string", reply)
+	}
+	if err != nil {
 		return false, c.operationErr(ctx, "break", lk, err)
 	}
 	ended, err := c.endGrant(ctx, lk, scripts.Grant(held), &breakCall{nonce: rand.Text(), leader: leaderKey})

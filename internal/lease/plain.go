@@ -3,12 +3,13 @@ package lease
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/leasekit/leasekit/internal/port"
 	"github.com/leasekit/leasekit/scripts"
-	"github.com/redis/go-redis/v9"
 )
 
 // The plain path: an uncontended efficiency lock refreshed and released
@@ -85,14 +86,17 @@ var plainQuestion = []any{"COMMAND", "INFO", "DELEX", "DELIFEQ"}
 // again after an answer that did not arrive.
 func (c *Core) knowPlain(ctx context.Context) {
 	if c.plain.asked.CompareAndSwap(false, true) {
-		c.plainAnswer(c.cfg.Client.Do(ctx, plainQuestion...))
+		c.plainAnswer(c.cfg.Conn.Do(ctx, plainQuestion...))
 	}
 }
 
 // plainAnswer reads the answer to the question (see above).
-func (c *Core) plainAnswer(answer *redis.Cmd) {
-	infos, err := answer.Slice()
-	var re redis.Error
+func (c *Core) plainAnswer(answer any, err error) {
+	infos, ok := answer.([]any)
+	if err == nil && !ok {
+		err = fmt.Errorf("COMMAND INFO answered %T, not an array", answer)
+	}
+	var re port.ServerError
 	if err != nil && !errors.As(err, &re) {
 		c.plain.asked.Store(false) // not answered: ask again
 		return
@@ -143,15 +147,15 @@ func (c *Core) plainRefresh(ctx context.Context, lk *keySet, value string, ttl t
 	var err error
 	switch {
 	case can.Load() == works:
-		err = c.keyed(ctx, "SET", lk.key, value, "IFEQ", value, "PX", Millis(ttl)).Err()
+		_, err = c.cfg.Conn.Do(ctx, "SET", lk.key, value, "IFEQ", value, "PX", Millis(ttl))
 		done = err == nil
-		if errors.Is(err, redis.Nil) {
+		if errors.Is(err, port.Nil) {
 			err = nil
 		}
 	case c.plain.lua.Load() == works:
 		can = &c.plain.lua
 		var n int64
-		n, err = c.run(ctx, expireIfEqScript, []any{lk.keyArg}, value, Millis(ttl)).Int64()
+		n, err = port.Int64(c.run(ctx, expireIfEqScript, []any{lk.keyArg}, value, Millis(ttl)))
 		done = err == nil && n == 1
 	default:
 		return false, nil
@@ -186,13 +190,14 @@ func (c *Core) plainDelete(ctx context.Context, lk *keySet, value string) (done,
 			continue
 		}
 		v := &sentArg{value: value}
-		var reply *redis.Cmd
+		var reply any
+		var err error
 		if cmd.args != nil {
-			reply = c.keyed(ctx, cmd.args(v)...)
+			reply, err = c.cfg.Conn.Do(ctx, cmd.args(v)...)
 		} else {
-			reply = c.delIfEq(ctx, lk, v)
+			reply, err = c.delIfEq(ctx, lk, v)
 		}
-		n, err := reply.Int64()
+		n, err := port.Int64(reply, err)
 		if err == nil {
 			if n != 1 {
 				lk.contended()
@@ -212,26 +217,16 @@ func (c *Core) plainDelete(ctx context.Context, lk *keySet, value string) (done,
 // delIfEq runs del_if_eq with v, whose count of writes says whether it
 // ran twice: a send the server refused with NOSCRIPT ran nothing, so the
 // count starts again once the script is loaded.
-func (c *Core) delIfEq(ctx context.Context, lk *keySet, v *sentArg) *redis.Cmd {
+func (c *Core) delIfEq(ctx context.Context, lk *keySet, v *sentArg) (any, error) {
 	keys := []any{lk.keyArg}
-	reply := delIfEqScript.sendSHA(ctx, c.cfg.Client, keys, []any{v})
-	if !noScript(reply.Err()) {
-		return reply
+	reply, err := c.cfg.Conn.Do(ctx, delIfEqScript.evalSHA(keys, []any{v})...)
+	if !noScript(err) {
+		return reply, err
 	}
-	if delIfEqScript.load(ctx, c.cfg.Client) {
+	if delIfEqScript.load(ctx, c.cfg.Conn) {
 		v.sent.Store(0)
 	}
 	return c.run(ctx, delIfEqScript, keys, v)
-}
-
-// keyed sends the command args, whose key is the first argument after the
-// command's name: named so, a cluster client sends it to the key's master
-// even where the server's COMMAND table lacks the command.
-func (c *Core) keyed(ctx context.Context, args ...any) *redis.Cmd {
-	cmd := redis.NewCmd(ctx, args...)
-	cmd.SetFirstKeyPos(1)
-	_ = c.cfg.Client.Process(ctx, cmd) // its error is cmd's
-	return cmd
 }
 
 // plainFailed sorts the failure err of a plain command whose capability is
@@ -240,7 +235,7 @@ func (c *Core) keyed(ctx context.Context, args ...any) *redis.Cmd {
 // nil too (the command did nothing; the script meets the cause itself, or
 // not); a failure to reach Redis is returned.
 func (c *Core) plainFailed(can *atomic.Int32, err error) error {
-	var re redis.Error
+	var re port.ServerError
 	if !errors.As(err, &re) || transient(err) {
 		return err
 	}
@@ -263,9 +258,9 @@ func notOffered(msg string) bool {
 	return false
 }
 
-// sentArg is a command's argument that counts how often go-redis writes it
-// (it marshals an encoding.BinaryMarshaler argument each time it writes
-// the command): more than once, the command was sent again.
+// sentArg is a command's argument that counts how often the client writes
+// it (it marshals an encoding.BinaryMarshaler argument each time it writes
+// the command: package port): more than once, the command was sent again.
 type sentArg struct {
 	value string
 	sent  atomic.Int32

@@ -2,27 +2,29 @@ package lease
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/leasekit/leasekit/internal/backoff"
+	"github.com/leasekit/leasekit/internal/port"
 	"github.com/leasekit/leasekit/scripts"
-	"github.com/redis/go-redis/v9"
 )
 
-// Script is one of package scripts' Lua scripts, ready to run with
-// go-redis: its SHA1 boxed once, as EVALSHA's argument. It is the one
-// runner of the protocol's scripts; package scripts sends nothing.
+// Script is one of package scripts' Lua scripts, ready to run: its source,
+// and its SHA1 boxed once, as EVALSHA's argument. It is the one runner of
+// the protocol's scripts; package scripts sends nothing.
 type Script struct {
-	src  *redis.Script
+	src  string
 	hash any
 }
 
 // NewScript returns s ready to run.
 func NewScript(s *scripts.Script) Script {
-	src := redis.NewScript(s.Source)
-	return Script{src: src, hash: src.Hash()}
+	sum := sha1.Sum([]byte(s.Source))
+	return Script{src: s.Source, hash: hex.EncodeToString(sum[:])}
 }
 
 // The scripts the engine runs.
@@ -49,12 +51,6 @@ var matchExact, matchPrefix, shardedChannels, plainChannels, notQueued, isProbe 
 // vacant (scripts/wire.go): the empty owner.
 var vacant any = ""
 
-// runner is what runs a script: a client of any kind, or a pipeline.
-type runner interface {
-	redis.Scripter
-	Do(ctx context.Context, args ...any) *redis.Cmd
-}
-
 // Run runs s with keys and args on c: EVALSHA, and when the server does not
 // have the script cached (after a restart or SCRIPT FLUSH) SCRIPT LOAD and
 // EVALSHA again, or EVAL where the load fails. It is the one way leasekit
@@ -67,37 +63,37 @@ type runner interface {
 // growing pause, while ctx lasts and for at most migrationWait. A slot with a
 // few keys moves in milliseconds; a waiter that still meets the migration
 // past that waits on, as through any failure that may pass.
-func (s Script) Run(ctx context.Context, c runner, keys []any, args ...any) *redis.Cmd {
+func (s Script) Run(ctx context.Context, c port.Client, keys []any, args ...any) (any, error) {
 	var deadline time.Time
 	var pause backoff.Backoff
 	for {
-		reply := s.send(ctx, c, keys, args)
-		if !slotMoving(reply.Err()) {
-			return reply
+		reply, err := s.send(ctx, c, keys, args)
+		if !slotMoving(err) {
+			return reply, err
 		}
 		if deadline.IsZero() {
 			deadline = time.Now().Add(migrationWait)
 			pause = backoff.Backoff{First: 10 * time.Millisecond, Max: 500 * time.Millisecond}
 		}
 		if time.Now().After(deadline) || !pause.Sleep(ctx, nil) {
-			return reply
+			return reply, err
 		}
 	}
 }
 
 // send sends s once: EVALSHA; after NOSCRIPT, SCRIPT LOAD and EVALSHA
 // again (load), or EVAL where the load fails.
-func (s Script) send(ctx context.Context, c runner, keys, args []any) *redis.Cmd {
-	reply := s.sendSHA(ctx, c, keys, args)
-	if !noScript(reply.Err()) {
-		return reply
+func (s Script) send(ctx context.Context, c port.Client, keys, args []any) (any, error) {
+	reply, err := c.Do(ctx, s.evalSHA(keys, args)...)
+	if !noScript(err) {
+		return reply, err
 	}
 	if s.load(ctx, c) {
-		if reply = s.sendSHA(ctx, c, keys, args); !noScript(reply.Err()) {
-			return reply
+		if reply, err = c.Do(ctx, s.evalSHA(keys, args)...); !noScript(err) {
+			return reply, err
 		}
 	}
-	return s.sendEval(ctx, c, keys, args)
+	return c.Do(ctx, s.eval(keys, args)...)
 }
 
 // load loads s into the server's script cache with SCRIPT LOAD (in a
@@ -107,39 +103,38 @@ func (s Script) send(ctx context.Context, c runner, keys, args []any) *redis.Cmd
 // the cache grows: leasekit's rarely run scripts (Inspect's, a Break's)
 // would be loaded again and again. A user whom an ACL denies SCRIPT LOAD,
 // but not EVAL, gets EVAL instead (the caller sends it).
-func (s Script) load(ctx context.Context, c runner) bool {
-	return s.src.Load(ctx, c).Err() == nil
+func (s Script) load(ctx context.Context, c port.Client) bool {
+	return c.LoadScript(ctx, s.src) == nil
 }
 
 // migrationWait bounds how long Run waits for the migration of its keys'
 // slot to end.
 const migrationWait = 5 * time.Second
 
-// sendSHA sends (or, to a pipeline, queues) s as EVALSHA, with its keys and
-// SHA1 boxed already, so that only args cost allocations.
-func (s Script) sendSHA(ctx context.Context, c runner, keys, args []any) *redis.Cmd {
+// evalSHA is the command that runs s as EVALSHA, with its keys and SHA1
+// boxed already, so that only args cost allocations. It is a copy: the
+// client keeps the slice, which would make every caller's arguments
+// escape.
+func (s Script) evalSHA(keys, args []any) []any {
 	cmd := make([]any, 0, 3+len(keys)+len(args))
 	cmd = append(cmd, "evalsha", s.hash, len(keys))
 	cmd = append(cmd, keys...)
-	return c.Do(ctx, append(cmd, args...)...)
+	return append(cmd, args...)
 }
 
-// sendEval sends (or queues) s as EVAL.
-func (s Script) sendEval(ctx context.Context, c runner, keys, args []any) *redis.Cmd {
-	names := make([]string, len(keys))
-	for i, k := range keys {
-		names[i] = k.(string)
-	}
-	// A copy: go-redis keeps the slice, which would make every caller's
-	// arguments escape.
-	return s.src.Eval(ctx, c, names, append([]any(nil), args...)...)
+// eval is the command that runs s as EVAL.
+func (s Script) eval(keys, args []any) []any {
+	cmd := make([]any, 0, 3+len(keys)+len(args))
+	cmd = append(cmd, "eval", s.src, len(keys))
+	cmd = append(cmd, keys...)
+	return append(cmd, args...)
 }
 
 func noScript(err error) bool { return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") }
 
 // run runs s on keys with args on the Core's client.
-func (c *Core) run(ctx context.Context, s Script, keys []any, args ...any) *redis.Cmd {
-	return s.Run(ctx, c.cfg.Client, keys, args...)
+func (c *Core) run(ctx context.Context, s Script, keys []any, args ...any) (any, error) {
+	return s.Run(ctx, c.cfg.Conn, keys, args...)
 }
 
 // runConfirmed runs s as run does, followed in the same round trip by WAIT
@@ -148,37 +143,26 @@ func (c *Core) run(ctx context.Context, s Script, keys []any, args ...any) *redi
 // must go, with the script, to the master of the lock's slot). It returns the
 // script's reply and how many replicas confirmed it.
 func (c *Core) runConfirmed(ctx context.Context, s Script, keys []any, args ...any) (any, int64, error) {
-	var node redis.Cmdable = c.cfg.Client
-	if cc, ok := c.cfg.Client.(*redis.ClusterClient); ok {
-		master, err := cc.MasterForKey(ctx, keys[0].(string))
-		if err != nil {
-			return nil, 0, err
-		}
-		node = master
-	}
+	wait := []any{"WAIT", c.cfg.Replicas, Millis(c.cfg.ReplicaWait)}
 	confirm := func(eval bool) (any, int64, error) {
-		pipe := node.Pipeline()
-		var reply *redis.Cmd
+		cmd := s.evalSHA(keys, args)
 		if eval {
-			reply = s.sendEval(ctx, pipe, keys, args)
-		} else {
-			reply = s.sendSHA(ctx, pipe, keys, args)
+			cmd = s.eval(keys, args)
 		}
-		wait := pipe.Do(ctx, "WAIT", c.cfg.Replicas, Millis(c.cfg.ReplicaWait))
-		_, _ = pipe.Exec(ctx) // each command's error is read below
-		if err := reply.Err(); err != nil {
+		replies := c.cfg.Conn.Pipe(ctx, keys[0].(string), cmd, wait)
+		if err := replies[0].Err; err != nil {
 			return nil, 0, err
 		}
-		confirmed, err := wait.Int64()
+		confirmed, err := port.Int64(replies[1].Val, replies[1].Err)
 		if err != nil {
 			return nil, 0, fmt.Errorf("WAIT: %w", err)
 		}
-		return reply.Val(), confirmed, nil
+		return replies[0].Val, confirmed, nil
 	}
 	reply, confirmed, err := confirm(false)
 	if noScript(err) {
 		// SCRIPT LOAD on every master, as Run does; EVAL where it fails.
-		reply, confirmed, err = confirm(!s.load(ctx, c.cfg.Client))
+		reply, confirmed, err = confirm(!s.load(ctx, c.cfg.Conn))
 		if noScript(err) {
 			reply, confirmed, err = confirm(true)
 		}

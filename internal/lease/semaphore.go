@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/leasekit/leasekit/internal/port"
 	"github.com/leasekit/leasekit/internal/telemetry"
 	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
@@ -111,12 +112,12 @@ func (p *permits) attempt(a acquire, probe bool) (found, error) {
 func (p *permits) settle(a acquire) (found, error) { return p.attempt(a, false) }
 
 // refresh restarts the ttl of the permit h; a permit leads no election.
-func (p *permits) refresh(ctx context.Context, h *Held, ttl time.Duration, _ string) *redis.Cmd {
+func (p *permits) refresh(ctx context.Context, h *Held, ttl time.Duration, _ string) (any, error) {
 	return p.c.run(ctx, semRefreshScript, h.keys.keys, h.value, Millis(ttl))
 }
 
 // pttl runs sem_pttl.lua.
-func (p *permits) pttl(ctx context.Context, h *Held) *redis.Cmd {
+func (p *permits) pttl(ctx context.Context, h *Held) (any, error) {
 	return p.c.run(ctx, semPTTLScript, h.keys.keys, h.value)
 }
 
@@ -128,7 +129,7 @@ func (p *permits) busy(lk *keySet) string {
 // refused is the error of a semaphore's script that found its live permits
 // granted under another limit, matching LimitMismatch; nil for any other.
 func (p *permits) refused(lk *keySet, err error) error {
-	var re redis.Error
+	var re port.ServerError
 	if errors.As(err, &re) {
 		if other, ok := scripts.OtherLimit(re.Error()); ok {
 			return fmt.Errorf("%w: %s has permits live under limit %s, and this Semaphore's limit is %d",
@@ -148,14 +149,12 @@ func (p *permits) keyOf(ctx context.Context, lk *keySet, err error) string {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	queue := scripts.QueueKey(lk.key)
-	pipe := p.c.cfg.Client.Pipeline()
 	// Every key of a semaphore is a sorted set.
-	permits, queued := pipe.ZCard(ctx, lk.key), pipe.ZCard(ctx, queue)
-	_, _ = pipe.Exec(ctx) // each command's error is read below
+	cards := p.c.cfg.Conn.Pipe(ctx, lk.key, []any{"ZCARD", lk.key}, []any{"ZCARD", queue})
 	switch {
-	case redis.HasErrorPrefix(permits.Err(), "WRONGTYPE"):
+	case redis.HasErrorPrefix(cards[0].Err, "WRONGTYPE"):
 		return lk.key
-	case redis.HasErrorPrefix(queued.Err(), "WRONGTYPE"):
+	case redis.HasErrorPrefix(cards[1].Err, "WRONGTYPE"):
 		return queue
 	}
 	return lk.key

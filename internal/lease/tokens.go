@@ -64,7 +64,7 @@ func (a *acquire) stamped(l *lock, f found, start, deadline time.Time) (*Held, e
 		counter = "t"
 	}
 	keys := []any{a.keys.keyArg, l.counter, scripts.StampKey(a.keys.key, value)}
-	reply, err := c.run(a.ctx, refreshScript, keys, f.value, Millis(a.ttl), counter, value).Result()
+	reply, err := c.run(a.ctx, refreshScript, keys, f.value, Millis(a.ttl), counter, value)
 	var r scripts.Refreshed
 	if err == nil {
 		r, err = scripts.ReadRefresh(reply)
