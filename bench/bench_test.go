@@ -238,11 +238,7 @@ func checkOrder(t *testing.T, r row, n int, stderr string) {
 // cold convoy every contender arrives at once on a free lock, so one
 // worker's first contender may take it at its first attempt: it neither
 // subscribes nor queues, and another of its contenders may have dialled
-// first (at least procs-1 then). Its subscription is found by when its
-// connection was dialled, between the arrival and the queueing attempt: a
-// worker's subscription is one for all its contenders, and under load
-// another contender may have dialled it outside that window, so a cold
-// row may find any number of them, none included.
+// first (at least procs-1 then).
 func checkPhases(t *testing.T, r row, procs int, stderr string) {
 	t.Helper()
 	want := map[string]int{"dial": 0, "first attempt": procs, "subscribe": 0, "queue": procs}
@@ -251,14 +247,11 @@ func checkPhases(t *testing.T, r row, procs int, stderr string) {
 		want["dial"], want["subscribe"], slack = procs, procs, 1
 	}
 	for _, p := range r.Phases {
-		short, allowed := want[p.Name]-p.Of, slack
-		switch {
-		case p.Name == "first attempt":
+		short := want[p.Name] - p.Of
+		if p.Name == "first attempt" {
 			short *= 1 + slack // every first contender attempts
-		case p.Name == "subscribe" && r.Cold:
-			allowed = procs
 		}
-		if short < 0 || short > allowed || p.Of > 0 && (p.Start <= 0 || p.End < p.Start) {
+		if short < 0 || short > slack || p.Of > 0 && (p.Start <= 0 || p.End < p.Start) {
 			t.Errorf("%s/%s, %s: phase %s: got %d of %d workers, %d–%d ns; want %d, and a span; stderr:\n%s",
 				r.Scenario, r.Lib, startName(r.Cold), p.Name, p.Of, r.N, p.Start, p.End, want[p.Name], stderr)
 		}

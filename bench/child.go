@@ -456,7 +456,14 @@ func (c contention) contend(ctx context.Context, arrival time.Time, first bool) 
 		return pc
 	}
 	if phases != nil {
-		f := phases.phases(log, time.Unix(0, pc.Arrival))
+		// From the contender's scheduled arrival, when that came first: a
+		// cold worker opens its library after "go", and the subscription
+		// that serves all its contenders may start with another's call.
+		from := time.Unix(0, pc.Arrival)
+		if arrival.Before(from) {
+			from = arrival
+		}
+		f := phases.phases(log, from)
 		pc.Phases = &f
 	}
 	time.Sleep(c.hold)
