@@ -15,7 +15,7 @@ import (
 // concurrent use; create one per process and Close it when done.
 type Locker struct {
 	client redis.UniversalClient
-	conn   port.Client // client's
+	conn   port.Conn // client's
 	opts   options
 	core   *lease.Core
 

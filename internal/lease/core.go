@@ -60,11 +60,10 @@ type Config struct {
 	// Kind is "efficiency" or "correctness": the prefix of every error and
 	// log message.
 	Kind string
-	// Client is the go-redis client the Core listens for releases on;
-	// Conn, what it sends its commands through (port.GoRedis(Client)
-	// when nil).
+	// Conn is what the Core sends its commands and subscribes through;
+	// port.GoRedis(Client) when nil.
 	Client      redis.UniversalClient
-	Conn        port.Client
+	Conn        port.Conn
 	Prefix      string
 	DriftFactor float64
 	Owners      io.Reader // nil: crypto/rand

@@ -8,14 +8,14 @@ import (
 	"sync/atomic"
 
 	"github.com/leasekit/leasekit/internal/notify"
+	"github.com/leasekit/leasekit/internal/port"
 	"github.com/leasekit/leasekit/scripts"
-	"github.com/redis/go-redis/v9"
 )
 
-// listener is how a Core's waiters hear of a release. On a *redis.Client
+// listener is how a Core's waiters hear of a release. On a Single server
 // (one server, or a Sentinel-managed master) the Core has one grant channel
 // for every lock, on which a release that hands a lock to one of its waiters
-// says so. On a ClusterClient (Redis 7 and later) it has one sharded grant
+// says so. On a Cluster (Redis 7 and later) it has one sharded grant
 // channel per lock, which hashes to the lock's slot: the release runs on the
 // slot's master and counts and reaches that node's subscribers only. Where
 // waiters cannot queue (a Ring; a Redis 6 cluster, found when SSUBSCRIBE is
@@ -42,21 +42,18 @@ type listener struct {
 
 func newListener(c *Core) *listener {
 	l := &listener{c: c, channels: plainChannels}
-	l.notifier = notify.New(c.cfg.Client, c.strays.heard)
-	switch client := c.cfg.Client.(type) {
-	case *redis.Client:
+	l.notifier = notify.New(c.cfg.Conn, c.strays.heard)
+	switch c.cfg.Conn.Topology() {
+	case port.Single:
 		l.grants = scripts.GrantChannel(c.cfg.Prefix, rand.Text())
-	case *redis.ClusterClient:
+	case port.Cluster:
 		l.channels = shardedChannels
-		o := client.Options()
-		switch {
-		case o.ReadOnly || o.RouteByLatency || o.RouteRandomly:
-			c.logger().Info(c.cfg.Kind + ": the cluster client reads from replicas, where its subscriptions would be too: waiters do not queue, and a release wakes one waiter per Locker")
-		default:
-			l.id = rand.Text()
-			l.sharded.Store(true)
-		}
-	case *redis.Ring:
+		l.id = rand.Text()
+		l.sharded.Store(true)
+	case port.ClusterReplicas:
+		l.channels = shardedChannels
+		c.logger().Info(c.cfg.Kind + ": the cluster client reads from replicas, where its subscriptions would be too: waiters do not queue, and a release wakes one waiter per Locker")
+	case port.Ring:
 		c.logger().Info(c.cfg.Kind + ": waiters on a Ring do not queue: a release wakes one waiter per Locker, which tries again")
 	}
 	return l

@@ -9,13 +9,13 @@ import (
 	"time"
 
 	"github.com/leasekit/leasekit/internal/backoff"
-	"github.com/redis/go-redis/v9"
+	"github.com/leasekit/leasekit/internal/port"
 )
 
 // The connections. A channel's connection key says which subscription
 // connection serves it:
 //
-//   - plainKey: the one connection of a *redis.Client, and a ClusterClient's
+//   - plainKey: the one connection of a Single server, and a Cluster's
 //     connection for plain channels (wake-up channels: PUBLISH in a cluster
 //     reaches every node, so any node will do).
 //   - "slot:N": a ClusterClient's connection for the sharded channels of
@@ -33,7 +33,7 @@ const plainKey = ""
 // conn is one subscription connection and its receive loop.
 type conn struct {
 	key      string
-	ps       *redis.PubSub
+	ps       port.Subscription
 	sharded  bool // SSUBSCRIBE, on a slot's master
 	channels int  // channelSubs on it; under Notifier.mu
 	// reopens paces the first subscription of a connection that replaces
@@ -48,12 +48,12 @@ type conn struct {
 // connKey is the key of the connection that serves channel (with waiter
 // ids: a grant channel).
 func (n *Notifier) connKey(channel, id string) string {
-	switch n.client.(type) {
-	case *redis.ClusterClient:
+	switch n.sub.Topology() {
+	case port.Cluster, port.ClusterReplicas:
 		if id != "" {
 			return "slot:" + strconv.Itoa(Slot(channel))
 		}
-	case *redis.Ring:
+	case port.Ring:
 		return "tag:" + hashTag(channel)
 	}
 	return plainKey
@@ -72,35 +72,22 @@ func (n *Notifier) open(key, channel string) *conn {
 	return cn
 }
 
-// pubsub makes the go-redis subscription for the connection with key, one
-// of whose channels is channel, and says whether it is sharded (SSUBSCRIBE,
-// on a slot's master). It fails only on a Ring without a shard up.
-func (n *Notifier) pubsub(key, channel string) (ps *redis.PubSub, sharded bool, err error) {
-	switch c := n.client.(type) {
-	case *redis.ClusterClient:
-		if key != plainKey {
-			return c.SSubscribe(context.Background()), true, nil
-		}
-		return c.Subscribe(context.Background()), false, nil
-	case *redis.Ring:
-		// The shard of the channel's hash tag, which is the lock's: the
-		// release script runs and PUBLISHes there.
-		shard, err := c.GetShardClientForKey(channel)
-		if err != nil {
-			return nil, false, err
-		}
-		return shard.Subscribe(context.Background()), false, nil
+// pubsub makes the subscription for the connection with key, one of whose
+// channels is channel, and says whether it is sharded (SSUBSCRIBE, on a
+// slot's master). It fails only on a Ring without a shard up.
+func (n *Notifier) pubsub(key, channel string) (ps port.Subscription, sharded bool, err error) {
+	switch n.sub.Topology() {
+	case port.Cluster, port.ClusterReplicas:
+		sharded = key != plainKey
 	}
-	return n.client.Subscribe(context.Background()), false, nil
+	ps, err = n.sub.Subscription(channel, sharded)
+	return ps, sharded, err
 }
 
 // subscribe sends SUBSCRIBE, or SSUBSCRIBE on a sharded connection.
 func (cn *conn) subscribe(ctx context.Context, channels ...string) error {
 	if cn.err != nil {
 		return cn.err
-	}
-	if cn.sharded {
-		return cn.ps.SSubscribe(ctx, channels...)
 	}
 	return cn.ps.Subscribe(ctx, channels...)
 }
@@ -109,9 +96,6 @@ func (cn *conn) subscribe(ctx context.Context, channels ...string) error {
 func (cn *conn) unsubscribe(ctx context.Context, channel string) error {
 	if cn.err != nil {
 		return nil
-	}
-	if cn.sharded {
-		return cn.ps.SUnsubscribe(ctx, channel)
 	}
 	return cn.ps.Unsubscribe(ctx, channel)
 }
@@ -141,7 +125,7 @@ func (n *Notifier) receive(cn *conn) {
 	pause := retryPause()
 	h := health{heard: time.Now()}
 	for {
-		msg, err := cn.ps.ReceiveTimeout(context.Background(), h.deadline())
+		msg, err := cn.ps.Receive(context.Background(), h.deadline())
 		if quietRead(err) {
 			reopened, pingErr := n.check(cn, &h)
 			if reopened {
@@ -174,17 +158,14 @@ func (n *Notifier) receive(cn *conn) {
 }
 
 // handle acts on what cn received, and reports whether it reopened cn.
-func (n *Notifier) handle(cn *conn, msg any) bool {
-	switch m := msg.(type) {
-	case *redis.Subscription:
-		switch m.Kind {
-		case "subscribe", "ssubscribe":
-			n.confirm(cn, m.Channel)
-		case "sunsubscribe":
-			return n.unsubscribed(cn, m.Channel)
-		}
-	case *redis.Message:
-		n.deliver(m)
+func (n *Notifier) handle(cn *conn, ev port.Event) bool {
+	switch ev.Kind {
+	case "subscribe", "ssubscribe":
+		n.confirm(cn, ev.Channel)
+	case "sunsubscribe":
+		return n.unsubscribed(cn, ev.Channel)
+	case "message":
+		n.deliver(ev)
 	}
 	return false
 }
@@ -192,7 +173,7 @@ func (n *Notifier) handle(cn *conn, msg any) bool {
 // deliver hands a message to the channel's waiters: a wake-up to the first
 // without one pending, a grant to the waiter it names, or to stray when it
 // names none; on a watched channel, a wake-up to every waiter.
-func (n *Notifier) deliver(m *redis.Message) {
+func (n *Notifier) deliver(m port.Event) {
 	n.mu.Lock()
 	sub := n.subs[m.Channel]
 	if sub != nil && sub.watched {
@@ -227,7 +208,7 @@ func (n *Notifier) ended(cn *conn) bool {
 // re-dials and resubscribes on the next receive (reconnected); a sharded one
 // is reopened.
 func (n *Notifier) refused(cn *conn, err error) bool {
-	var reply redis.Error
+	var reply port.ServerError
 	if !errors.As(err, &reply) {
 		if cn.sharded {
 			// Not go-redis's re-dial: after a failover its slot map may
@@ -381,11 +362,10 @@ func (n *Notifier) reopen(cn *conn) bool {
 	n.loops.Add(1)
 	go func() {
 		defer n.loops.Done()
-		cluster, _ := n.client.(*redis.ClusterClient)
 		if sharded {
-			cluster.ReloadState(context.Background()) // lazily: during the backoff
+			n.sub.Reload(context.Background()) // lazily: during the backoff
 		}
-		if !n.sleep(pause) || sharded && !n.locate(cluster, moved[0].channel) {
+		if !n.sleep(pause) || sharded && !n.locate(moved[0].channel) {
 			return
 		}
 		n.send.Lock()
@@ -440,24 +420,19 @@ const locateTries = 10
 // locate waits until the cluster client's slot map names as the master of
 // channel's slot a node that serves the slot, so that a SSUBSCRIBE dialled by
 // that map goes to the master: a replica, or a master the slot has left,
-// would accept the subscription, where no release counts or reaches it. A
-// node serves the slot when a read of a key in it there is not MOVED (PTTL
-// of the channel's name as a key, which leasekit's keys pattern allows);
-// while the map lags, it is reloaded, with growing pauses. It reports false
-// if the Notifier was closed meanwhile; after locateTries it gives up and
-// lets the subscription go where the map says.
-func (n *Notifier) locate(cluster *redis.ClusterClient, channel string) bool {
+// would accept the subscription, where no release counts or reaches it
+// (port.Subscriber's Serves); while the map lags, it is reloaded, with
+// growing pauses. It reports false if the Notifier was closed meanwhile;
+// after locateTries it gives up and lets the subscription go where the map
+// says.
+func (n *Notifier) locate(channel string) bool {
 	ctx := context.Background()
 	pause := retryPause()
 	for range locateTries {
-		node, err := cluster.MasterForKey(ctx, channel)
-		if err == nil {
-			err = node.PTTL(ctx, channel).Err()
-			if err == nil || !movedOn(err) {
-				return true
-			}
+		if n.sub.Serves(ctx, channel) {
+			return true
 		}
-		cluster.ReloadState(ctx)
+		n.sub.Reload(ctx)
 		if !pause.Sleep(ctx, n.done) {
 			return false
 		}

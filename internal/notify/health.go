@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/leasekit/leasekit/internal/port"
 )
 
 // The health check. A subscription connection can die without an error:
@@ -157,23 +157,7 @@ func (n *Notifier) probe(cn *conn, channel string) <-chan bool {
 // sharded one's slot master, a Ring's shard; any node of a cluster for its
 // plain channels, which any node serves.
 func (n *Notifier) ping(ctx context.Context, cn *conn, channel string) error {
-	switch c := n.client.(type) {
-	case *redis.ClusterClient:
-		if cn.sharded {
-			node, err := c.MasterForKey(ctx, channel)
-			if err != nil {
-				return err
-			}
-			return node.Ping(ctx).Err()
-		}
-	case *redis.Ring:
-		shard, err := c.GetShardClientForKey(channel)
-		if err != nil {
-			return err
-		}
-		return shard.Ping(ctx).Err()
-	}
-	return n.client.Ping(ctx).Err()
+	return n.sub.Ping(ctx, channel, cn.sharded)
 }
 
 // quietRead reports whether err is a read that heard nothing before its
@@ -183,7 +167,7 @@ func quietRead(err error) bool { return errors.Is(err, os.ErrDeadlineExceeded) }
 // answer reports whether a receive that returned err heard from the server:
 // a message, a confirmation, a PONG, or an error reply.
 func answer(err error) bool {
-	var reply redis.Error
+	var reply port.ServerError
 	return err == nil || errors.As(err, &reply)
 }
 

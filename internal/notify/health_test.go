@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/leasekit/leasekit/internal/notify"
+	"github.com/leasekit/leasekit/internal/port"
 	"github.com/leasekit/leasekit/internal/testkit/faultproxy"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
 	"github.com/redis/go-redis/v9"
@@ -49,7 +50,7 @@ func subscribers(t *testing.T, c *redis.Client, channel string) int64 {
 // waiter on its channel "grants" with id "ticket", which leaves first.
 func grantWaiter(t *testing.T, client *redis.Client) (*notify.Notifier, *notify.Waiter) {
 	t.Helper()
-	n := notify.New(client, nil)
+	n := notify.New(port.GoRedis(client), nil)
 	t.Cleanup(func() { _ = n.Close() })
 	w, err := n.Join(t.Context(), "grants", "ticket")
 	if err != nil {
@@ -117,7 +118,7 @@ func pingCalls(t *testing.T, c *redis.Client) int { return redistest.Calls(t, c,
 func TestIdleConnectionSendsNothing(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
-		n := notify.New(b.Client, nil)
+		n := notify.New(port.GoRedis(b.Client), nil)
 		defer n.Close()
 		w, err := n.Join(ctx, "grants", "ticket")
 		if err != nil {

@@ -40,8 +40,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/leasekit/leasekit/internal/port"
 	"github.com/leasekit/leasekit/scripts"
-	"github.com/redis/go-redis/v9"
 )
 
 // ErrClosed is returned to waiters when the Notifier is closed under them.
@@ -58,8 +58,8 @@ const maxIdle = 32
 
 // Notifier serves wake-ups for every lock one Locker waits on.
 type Notifier struct {
-	client redis.UniversalClient
-	stray  func(msg string) // gets the grants for no waiter
+	sub   port.Subscriber
+	stray func(msg string) // gets the grants for no waiter
 
 	// send orders SUBSCRIBE and UNSUBSCRIBE of a channel with the counts
 	// below, so that a confirmation can be matched to the request it answers.
@@ -121,15 +121,15 @@ type channelSub struct {
 	waiters   []*Waiter
 }
 
-// New returns a Notifier that subscribes through client, and passes every
+// New returns a Notifier that subscribes through sub, and passes every
 // grant message that names no waiter to stray (nil: dropped), on its receive
 // loop: stray must not block. No connection is opened until the first Join.
-func New(client redis.UniversalClient, stray func(msg string)) *Notifier {
+func New(sub port.Subscriber, stray func(msg string)) *Notifier {
 	if stray == nil {
 		stray = func(string) {}
 	}
 	n := &Notifier{
-		client: client,
+		sub:    sub,
 		stray:  stray,
 		conns:  make(map[string]*conn),
 		subs:   make(map[string]*channelSub),
@@ -220,7 +220,7 @@ func (n *Notifier) join(ctx context.Context, channel, id string, watched bool) (
 	sub.waiters = append(sub.waiters, w)
 	n.mu.Unlock()
 	var err error
-	if fresh != nil && fresh.sharded && !n.locate(n.client.(*redis.ClusterClient), channel) {
+	if fresh != nil && fresh.sharded && !n.locate(channel) {
 		err = ErrClosed
 	} else if !ok {
 		// Not the caller's deadline: go-redis puts it on the socket write

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasekit/leasekit/internal/notify"
+	"github.com/leasekit/leasekit/internal/port"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
 )
 
@@ -17,7 +18,7 @@ func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
 func TestWakesAfterResubscribe(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
-		n := notify.New(b.Client, nil)
+		n := notify.New(port.GoRedis(b.Client), nil)
 		defer n.Close()
 		// Subscribe and unsubscribe the channel many times: each Join must
 		// wait for its own confirmation, not an earlier one, or a release
@@ -39,7 +40,7 @@ func TestWakesAfterResubscribe(t *testing.T) {
 func TestWakesOneWaiterPerMessage(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
-		n := notify.New(b.Client, nil)
+		n := notify.New(port.GoRedis(b.Client), nil)
 		defer n.Close()
 		first, err := n.Join(ctx, "ch", "")
 		if err != nil {
@@ -81,7 +82,7 @@ func TestWakesOneWaiterPerMessage(t *testing.T) {
 
 func TestCloseReleasesJoin(t *testing.T) {
 	b := redistest.Mini(t)
-	n := notify.New(b.Client, nil)
+	n := notify.New(port.GoRedis(b.Client), nil)
 	w, err := n.Join(t.Context(), "ch", "")
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +112,7 @@ func awaitPending(t *testing.T, w *notify.Waiter) {
 func TestGrantGoesToItsOwner(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
-		n := notify.New(b.Client, nil)
+		n := notify.New(port.GoRedis(b.Client), nil)
 		defer n.Close()
 		a, err := n.Join(ctx, "ch", "ticket-a")
 		if err != nil {
@@ -155,7 +156,7 @@ func TestGrantGoesToItsOwner(t *testing.T) {
 func TestNoGrantIsDropped(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := t.Context()
-		n := notify.New(b.Client, nil)
+		n := notify.New(port.GoRedis(b.Client), nil)
 		defer n.Close()
 		a, err := n.Join(ctx, "ch", "ticket-a")
 		if err != nil {
@@ -192,7 +193,7 @@ func TestNoGrantIsDropped(t *testing.T) {
 func TestGrantChannelsStaySubscribed(t *testing.T) {
 	b := redistest.Real(t)
 	ctx := t.Context()
-	n := notify.New(b.Client, nil)
+	n := notify.New(port.GoRedis(b.Client), nil)
 	defer n.Close()
 	subscribers := func(channel string) int64 {
 		t.Helper()
@@ -253,7 +254,7 @@ func settled(count func(string) int64, channel string, want int64) int64 {
 func TestJoinRacingClose(t *testing.T) {
 	redistest.Run(t, func(t *testing.T, b *redistest.Backend) {
 		for i := range 200 {
-			n := notify.New(b.Client, nil)
+			n := notify.New(port.GoRedis(b.Client), nil)
 			joined := make(chan error, 1)
 			go func() {
 				w, err := n.Join(t.Context(), "ch", "id")

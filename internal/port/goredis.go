@@ -2,16 +2,18 @@ package port
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// GoRedis returns the Client that sends through the go-redis client c: a
-// *redis.Client, a *redis.ClusterClient, a *redis.Ring or a type of one's
-// own. It adds nothing to a command but its key's position (KeyPos), so
-// that a cluster client routes even a command its COMMAND table lacks.
-func GoRedis(c redis.UniversalClient) Client { return goRedis{c} }
+// GoRedis returns the Conn that sends and subscribes through the go-redis
+// client c: a *redis.Client, a *redis.ClusterClient, a *redis.Ring or a
+// type of one's own (Other). It adds nothing to a command but
+// its key's position (KeyPos), so that a cluster client routes even a
+// command its COMMAND table lacks.
+func GoRedis(c redis.UniversalClient) Conn { return goRedis{c} }
 
 type goRedis struct{ c redis.UniversalClient }
 
@@ -95,3 +97,131 @@ func (g goRedis) RetryWindow() time.Duration {
 	}
 	return dial + read + write + max(pause, 0)
 }
+
+func (g goRedis) Topology() Topology {
+	switch c := g.c.(type) {
+	case *redis.ClusterClient:
+		if o := c.Options(); o.ReadOnly || o.RouteByLatency || o.RouteRandomly {
+			return ClusterReplicas
+		}
+		return Cluster
+	case *redis.Ring:
+		return Ring
+	case *redis.Client:
+		return Single
+	}
+	return Other
+}
+
+func (g goRedis) Subscription(channel string, sharded bool) (Subscription, error) {
+	ctx := context.Background()
+	switch c := g.c.(type) {
+	case *redis.ClusterClient:
+		if sharded {
+			return goRedisSub{c.SSubscribe(ctx), true}, nil
+		}
+		return goRedisSub{c.Subscribe(ctx), false}, nil
+	case *redis.Ring:
+		// The shard of the channel's hash tag, where a script on a key
+		// with that tag runs and PUBLISHes.
+		shard, err := c.GetShardClientForKey(channel)
+		if err != nil {
+			return nil, err
+		}
+		return goRedisSub{shard.Subscribe(ctx), false}, nil
+	}
+	return goRedisSub{g.c.Subscribe(ctx), false}, nil
+}
+
+func (g goRedis) Ping(ctx context.Context, channel string, sharded bool) error {
+	switch c := g.c.(type) {
+	case *redis.ClusterClient:
+		if sharded {
+			node, err := c.MasterForKey(ctx, channel)
+			if err != nil {
+				return err
+			}
+			return node.Ping(ctx).Err()
+		}
+	case *redis.Ring:
+		shard, err := c.GetShardClientForKey(channel)
+		if err != nil {
+			return err
+		}
+		return shard.Ping(ctx).Err()
+	}
+	return g.c.Ping(ctx).Err()
+}
+
+// Serves reads channel as a key (PTTL, which leasekit's key pattern
+// allows) on the master the slot map names, which answers MOVED while it
+// does not serve the slot.
+func (g goRedis) Serves(ctx context.Context, channel string) bool {
+	c, ok := g.c.(*redis.ClusterClient)
+	if !ok {
+		return true
+	}
+	node, err := c.MasterForKey(ctx, channel)
+	if err != nil {
+		return false
+	}
+	err = node.PTTL(ctx, channel).Err()
+	return err == nil || !redirected(err)
+}
+
+func (g goRedis) Reload(ctx context.Context) {
+	if c, ok := g.c.(*redis.ClusterClient); ok {
+		c.ReloadState(ctx)
+	}
+}
+
+// redirected reports whether err is a cluster redirection or a slot not
+// served for now.
+func redirected(err error) bool {
+	for _, p := range []string{"MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"} {
+		if strings.HasPrefix(err.Error(), p) {
+			return true
+		}
+	}
+	return false
+}
+
+// goRedisSub is a go-redis PubSub, sharded or not.
+type goRedisSub struct {
+	ps      *redis.PubSub
+	sharded bool
+}
+
+func (s goRedisSub) Subscribe(ctx context.Context, channels ...string) error {
+	if s.sharded {
+		return s.ps.SSubscribe(ctx, channels...)
+	}
+	return s.ps.Subscribe(ctx, channels...)
+}
+
+func (s goRedisSub) Unsubscribe(ctx context.Context, channel string) error {
+	if s.sharded {
+		return s.ps.SUnsubscribe(ctx, channel)
+	}
+	return s.ps.Unsubscribe(ctx, channel)
+}
+
+func (s goRedisSub) Ping(ctx context.Context) error { return s.ps.Ping(ctx) }
+
+// Receive: go-redis keeps the connection after a read deadline
+// (ReceiveTimeout), and re-dials a dropped one on the next receive,
+// subscribing its channels again.
+func (s goRedisSub) Receive(ctx context.Context, timeout time.Duration) (Event, error) {
+	msg, err := s.ps.ReceiveTimeout(ctx, timeout)
+	switch m := msg.(type) {
+	case *redis.Subscription:
+		return Event{Kind: m.Kind, Channel: m.Channel}, err
+	case *redis.Message:
+		return Event{Kind: "message", Channel: m.Channel, Payload: m.Payload}, err
+	case *redis.Pong:
+		return Event{Kind: "pong"}, err
+	}
+	return Event{}, err
+}
+
+func (s goRedisSub) Close() error { return s.ps.Close() }

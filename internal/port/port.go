@@ -1,8 +1,8 @@
 // Package port is the one face through which leasekit's engine sends
-// commands to Redis: a Client, sized by what the engine sends and not by
-// what a client library offers. GoRedis adapts a go-redis client, the
-// default; an adapter for another client implements Client and speaks
-// these conventions:
+// commands to Redis and subscribes: a Conn, a Client and a Subscriber,
+// sized by what the engine sends and not by what a client library offers.
+// GoRedis adapts a go-redis client, the default; an adapter for another
+// client implements Conn and speaks these conventions (and Subscription's):
 //
 //   - A reply is nil, an int64, a string or a []any of replies, as RESP2
 //     gives them; a nil reply comes with the error Nil, and an error reply

@@ -3,6 +3,7 @@ package port_test
 import (
 	"context"
 	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -89,3 +90,57 @@ func TestGoRedis(t *testing.T) {
 		t.Errorf("RetryWindow with no read deadline: got %v, want 0 (cannot tell)", got)
 	}
 }
+
+// TestGoRedisSubscription checks the go-redis adapter's subscriptions: a
+// confirmation and a message come as Events, a quiet read matches
+// os.ErrDeadlineExceeded, and each client type has its Topology.
+func TestGoRedisSubscription(t *testing.T) {
+	m := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	c, ctx := port.GoRedis(rdb), context.Background()
+	if got := c.Topology(); got != port.Single {
+		t.Errorf("a *redis.Client's Topology: got %v, want Single", got)
+	}
+	sub, err := c.Subscription("ch", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Close() })
+	if err := sub.Subscribe(ctx, "ch"); err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := sub.Receive(ctx, 5*time.Second); err != nil || ev != (port.Event{Kind: "subscribe", Channel: "ch"}) {
+		t.Fatalf("after SUBSCRIBE: got %+v, %v; want its confirmation", ev, err)
+	}
+	if _, err := sub.Receive(ctx, 50*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a quiet read: got %v, want os.ErrDeadlineExceeded", err)
+	}
+	if err := rdb.Publish(ctx, "ch", "hello").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if ev, err := sub.Receive(ctx, 5*time.Second); err != nil || ev != (port.Event{Kind: "message", Channel: "ch", Payload: "hello"}) {
+		t.Fatalf("after PUBLISH: got %+v, %v; want the message", ev, err)
+	}
+	if err := c.Ping(ctx, "ch", false); err != nil {
+		t.Errorf("Ping: %v", err)
+	}
+	if !c.Serves(ctx, "ch") {
+		t.Error("Serves on one server: got false, want true")
+	}
+	ring := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": m.Addr()}})
+	t.Cleanup(func() { _ = ring.Close() })
+	cluster := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{m.Addr()}, ReadOnly: true})
+	t.Cleanup(func() { _ = cluster.Close() })
+	for _, tc := range []struct {
+		c    redis.UniversalClient
+		want port.Topology
+	}{{ring, port.Ring}, {cluster, port.ClusterReplicas}, {ownType{rdb}, port.Other}} {
+		if got := port.GoRedis(tc.c).Topology(); got != tc.want {
+			t.Errorf("%T's Topology: got %v, want %v", tc.c, got, tc.want)
+		}
+	}
+}
+
+// ownType is a go-redis client of a type of its own.
+type ownType struct{ *redis.Client }

@@ -34,7 +34,8 @@ const seamHolds = 4
 // they are: each matches a request chunk that carries one.
 var seamCommands = map[string]func([]byte) bool{
 	"SET NX": func(c []byte) bool {
-		return bytes.Contains(bytes.ToLower(c), []byte("\r\nset\r\n")) && bytes.Contains(c, []byte("\r\nnx\r\n"))
+		c = bytes.ToLower(c)
+		return bytes.Contains(c, []byte("\r\nset\r\n")) && bytes.Contains(c, []byte("\r\nnx\r\n"))
 	},
 	"fenced acquire": scriptRequest(scripts.FencedAcquire),
 	"wait":           scriptRequest(scripts.Wait),
