@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/leasekit/leasekit/internal/lease"
+	"github.com/leasekit/leasekit/internal/port"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -78,32 +79,34 @@ type Finding struct {
 // StatusUnverified, never OK. The error is for a Redis that cannot be reached
 // or will not serve this client at all (wrong credentials, still loading).
 func (l *Locker) Audit(ctx context.Context) ([]Finding, error) {
-	if cc, ok := l.client.(*redis.ClusterClient); ok {
-		return l.auditCluster(ctx, cc)
+	masters, err := l.conn.Masters(ctx)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("correctness: audit: %w", err)
+	case masters == nil:
+		return l.auditNode(ctx, l.conn)
 	}
-	return l.auditNode(ctx, l.client)
+	return l.auditCluster(ctx, masters)
 }
 
 // auditNode runs every check against one server, in one pipeline.
-func (l *Locker) auditNode(ctx context.Context, node redis.Cmdable) ([]Finding, error) {
-	pipe := node.Pipeline()
-	aof := pipe.ConfigGet(ctx, "appendonly")
-	fsync := pipe.ConfigGet(ctx, "appendfsync")
-	policy := pipe.ConfigGet(ctx, "maxmemory-policy")
-	repl := pipe.Info(ctx, "replication")
-	eval := pipe.Eval(ctx, probeScript, nil)
-	evalsha := pipe.EvalSha(ctx, unknownSHA, nil)
+func (l *Locker) auditNode(ctx context.Context, node port.Client) ([]Finding, error) {
+	replies := node.Pipe(ctx, "",
+		[]any{"CONFIG", "GET", "appendonly"},
+		[]any{"CONFIG", "GET", "appendfsync"},
+		[]any{"CONFIG", "GET", "maxmemory-policy"},
+		[]any{"INFO", "replication"},
+		[]any{"EVAL", probeScript, 0},
+		[]any{"EVALSHA", unknownSHA, 0})
 	// A command Redis refused is a finding ("could not verify"); a pipeline
-	// that failed as a whole (the connection, or a handshake Redis refused,
-	// which go-redis reports on Exec alone) is the audit's error.
-	if _, err := pipe.Exec(ctx); err != nil && !refused(err) {
-		return nil, fmt.Errorf("correctness: audit: %w", err)
-	}
-	for _, cmd := range []redis.Cmder{aof, fsync, policy, repl, eval, evalsha} {
-		if e := cmd.Err(); e != nil && !refused(e) {
+	// that failed as a whole (the connection, or a handshake Redis refused)
+	// is the audit's error.
+	for _, r := range replies {
+		if e := r.Err; e != nil && !refused(e) {
 			return nil, fmt.Errorf("correctness: audit: %w", e)
 		}
 	}
+	aof, fsync, policy, repl, eval, evalsha := replies[0], replies[1], replies[2], replies[3], replies[4], replies[5]
 	return []Finding{
 		persistence(aof, fsync),
 		eviction(policy),
@@ -115,21 +118,26 @@ func (l *Locker) auditNode(ctx context.Context, node redis.Cmdable) ([]Finding, 
 
 // auditCluster audits every master and reports, per check, the worst status
 // any of them has, naming the masters whose findings differ.
-func (l *Locker) auditCluster(ctx context.Context, cc *redis.ClusterClient) ([]Finding, error) {
+func (l *Locker) auditCluster(ctx context.Context, masters map[string]port.Client) ([]Finding, error) {
 	var mu sync.Mutex
 	perNode := make(map[string][]Finding)
-	err := cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
-		fs, err := l.auditNode(ctx, node)
-		if err != nil {
-			return err
-		}
-		mu.Lock()
-		perNode[node.Options().Addr] = fs
-		mu.Unlock()
-		return nil
-	})
-	if err != nil {
-		return nil, err
+	var wg sync.WaitGroup
+	errs := make([]error, 0, len(masters))
+	for addr, node := range masters {
+		wg.Go(func() {
+			fs, err := l.auditNode(ctx, node)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			perNode[addr] = fs
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		return nil, errs[0]
 	}
 	addrs := slices.Sorted(maps.Keys(perNode))
 	if len(addrs) == 0 {
@@ -188,19 +196,33 @@ func unverified(check string, err error) Finding {
 	return Finding{check, StatusUnverified, "could not verify: " + err.Error()}
 }
 
-func configValue(cmd *redis.MapStringStringCmd, name string) (string, error) {
-	m, err := cmd.Result()
-	if err != nil {
-		return "", err
+// configValue reads CONFIG GET name's reply: pairs, or a map (RESP3).
+func configValue(r port.Reply, name string) (string, error) {
+	if r.Err != nil {
+		return "", r.Err
 	}
-	v, ok := m[name]
-	if !ok {
-		return "", fmt.Errorf("CONFIG GET %s returned nothing", name)
+	switch m := r.Val.(type) {
+	case map[any]any:
+		if v, ok := m[name].(string); ok {
+			return v, nil
+		}
+	case map[string]any:
+		if v, ok := m[name].(string); ok {
+			return v, nil
+		}
+	case []any:
+		for i := 0; i+1 < len(m); i += 2 {
+			if k, _ := m[i].(string); k == name {
+				if v, ok := m[i+1].(string); ok {
+					return v, nil
+				}
+			}
+		}
 	}
-	return v, nil
+	return "", fmt.Errorf("CONFIG GET %s returned nothing", name)
 }
 
-func persistence(aof, fsync *redis.MapStringStringCmd) Finding {
+func persistence(aof, fsync port.Reply) Finding {
 	const check = "persistence"
 	on, err := configValue(aof, "appendonly")
 	if err != nil {
@@ -220,7 +242,7 @@ func persistence(aof, fsync *redis.MapStringStringCmd) Finding {
 	return Finding{check, StatusOK, "AOF with appendfsync always"}
 }
 
-func eviction(policy *redis.MapStringStringCmd) Finding {
+func eviction(policy port.Reply) Finding {
 	const check = "eviction"
 	p, err := configValue(policy, "maxmemory-policy")
 	if err != nil {
@@ -233,11 +255,13 @@ func eviction(policy *redis.MapStringStringCmd) Finding {
 	return Finding{check, StatusOK, "noeviction: a full server refuses writes instead of evicting locks"}
 }
 
-func replication(info *redis.StringCmd, want int, wait time.Duration) Finding {
+func replication(info port.Reply, want int, wait time.Duration) Finding {
 	const check = "replication"
-	text, err := info.Result()
-	if err != nil {
+	text, ok := info.Val.(string)
+	if err := info.Err; err != nil {
 		return unverified(check, err)
+	} else if !ok {
+		return unverified(check, fmt.Errorf("INFO replication answered %T, not text", info.Val))
 	}
 	fields := infoFields(text)
 	role, replicas := fields["role"], fields["connected_slaves"]
@@ -268,18 +292,18 @@ const (
 	unknownSHA  = "0000000000000000000000000000000000000000"
 )
 
-func scripting(eval, evalsha *redis.Cmd) Finding {
+func scripting(eval, evalsha port.Reply) Finding {
 	const check = "scripting"
-	evalErr := eval.Err()
-	if n, err := eval.Int64(); evalErr == nil && (err != nil || n != 1) {
-		evalErr = fmt.Errorf("EVAL %q answered %v, not 1", probeScript, eval.Val())
+	evalErr := eval.Err
+	if n, err := port.Int64(eval.Val, eval.Err); evalErr == nil && (err != nil || n != 1) {
+		evalErr = fmt.Errorf("EVAL %q answered %v, not 1", probeScript, eval.Val)
 	}
-	shaErr := evalsha.Err()
+	shaErr := evalsha.Err
 	switch {
 	case redis.HasErrorPrefix(shaErr, "NOSCRIPT"):
 		shaErr = nil
 	case shaErr == nil:
-		shaErr = fmt.Errorf("EVALSHA %s answered %v, not NOSCRIPT", unknownSHA, evalsha.Val())
+		shaErr = fmt.Errorf("EVALSHA %s answered %v, not NOSCRIPT", unknownSHA, evalsha.Val)
 	}
 	var risks []string
 	if redis.IsPermissionError(evalErr) {

@@ -3,6 +3,7 @@ package port
 import (
 	"context"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -62,11 +63,36 @@ func (g goRedis) Pipe(ctx context.Context, key string, cmds ...[]any) []Reply {
 	for i, args := range cmds {
 		sent[i] = pipe.Do(ctx, args...)
 	}
-	_, _ = pipe.Exec(ctx) // each command's error is read below
+	// Exec's error is the first command's that failed, or the whole
+	// pipeline's, which go-redis does not always set on its commands.
+	_, err := pipe.Exec(ctx)
+	whole := err != nil
 	for i, cmd := range sent {
 		replies[i] = Reply{Val: cmd.Val(), Err: cmd.Err()}
+		whole = whole && replies[i].Err == nil
+	}
+	if whole {
+		for i := range replies {
+			replies[i].Err = err
+		}
 	}
 	return replies
+}
+
+func (g goRedis) Masters(ctx context.Context) (map[string]Client, error) {
+	cc, ok := g.c.(*redis.ClusterClient)
+	if !ok {
+		return nil, nil
+	}
+	var mu sync.Mutex
+	masters := make(map[string]Client)
+	err := cc.ForEachMaster(ctx, func(_ context.Context, node *redis.Client) error {
+		mu.Lock()
+		defer mu.Unlock()
+		masters[node.Options().Addr] = goRedis{node}
+		return nil
+	})
+	return masters, err
 }
 
 func (g goRedis) LoadScript(ctx context.Context, src string) error {

@@ -5,7 +5,9 @@
 // client implements Conn and speaks these conventions (and Subscription's):
 //
 //   - A reply is nil, an int64, a string or a []any of replies, as RESP2
-//     gives them; a nil reply comes with the error Nil, and an error reply
+//     gives them (a map reply, CONFIG GET's, may also come as a map, as
+//     RESP3 gives it: its readers take both); a nil reply comes with the
+//     error Nil, and an error reply
 //     of the server's with an error that has the method RedisError (the
 //     interface ServerError), whose text is the server's own.
 //   - A Client that its owner closed fails with ErrClosed, and one whose
@@ -43,13 +45,17 @@ type Client interface {
 	// LoadScript loads the Lua script src into the script cache of every
 	// master (SCRIPT LOAD).
 	LoadScript(ctx context.Context, src string) error
+	// Masters returns a Client for each master of a cluster, by its
+	// address, and nil for a client that is not a cluster's.
+	Masters(ctx context.Context) (map[string]Client, error)
 	// RetryWindow is how long after a command's first write the client
 	// may write it again, after its reply was lost or its connection
 	// broke; 0 where it cannot tell.
 	RetryWindow() time.Duration
 }
 
-// Reply is one command's reply in a Pipe.
+// Reply is one command's reply in a Pipe. A Pipe that failed as a whole
+// (no connection, a handshake refused) has that error in every Reply.
 type Reply struct {
 	Val any
 	Err error

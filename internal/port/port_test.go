@@ -144,3 +144,18 @@ func TestGoRedisSubscription(t *testing.T) {
 
 // ownType is a go-redis client of a type of its own.
 type ownType struct{ *redis.Client }
+
+// TestPipeFailedAsAWhole checks that a pipeline that could not run (no
+// server) has its error in every reply, not only in Exec's.
+func TestPipeFailedAsAWhole(t *testing.T) {
+	m := miniredis.RunT(t)
+	addr := m.Addr()
+	m.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { _ = rdb.Close() })
+	for i, r := range port.GoRedis(rdb).Pipe(context.Background(), "k", []any{"GET", "k"}, []any{"PTTL", "k"}) {
+		if r.Err == nil {
+			t.Errorf("reply %d: got no error from a pipeline with no server", i)
+		}
+	}
+}
