@@ -233,31 +233,29 @@ func checkOrder(t *testing.T, r row, n int, stderr string) {
 }
 
 // checkPhases checks a row of convoy-procs's first acquires, of procs
-// workers: each stamped its first attempt and its queueing; a cold one also
-// its dial and its subscription, which a warm one made in its warm-up. In a
-// cold convoy every contender arrives at once on a free lock, so one
-// worker's first contender may take it at its first attempt: it neither
-// subscribes nor queues, and another of its contenders may have dialled
-// first (at least procs-1 then).
+// workers: each stamped its first attempt; a warm one also its queueing
+// (the parent holds the lock while they arrive). A cold one's other
+// phases are counted but not required: in a cold convoy every contender
+// of every worker arrives at once on a free lock, so a worker's first
+// contender may take it at its first attempt (it neither subscribes nor
+// queues), and a sibling may have dialled the connection, or started the
+// subscription, that it then uses; any number of them, none included,
+// may show each phase, and none may have been handed the lock.
 func checkPhases(t *testing.T, r row, procs int, stderr string) {
 	t.Helper()
 	want := map[string]int{"dial": 0, "first attempt": procs, "subscribe": 0, "queue": procs}
-	slack := 0
-	if r.Cold {
-		want["dial"], want["subscribe"], slack = procs, procs, 1
-	}
 	for _, p := range r.Phases {
 		short := want[p.Name] - p.Of
-		if p.Name == "first attempt" {
-			short *= 1 + slack // every first contender attempts
+		if r.Cold && p.Name != "first attempt" {
+			short = 0 // any number (see above)
 		}
-		if short < 0 || short > slack || p.Of > 0 && (p.Start <= 0 || p.End < p.Start) {
+		if short != 0 || p.Of < 0 || p.Of > procs || p.Of > 0 && (p.Start <= 0 || p.End < p.Start) {
 			t.Errorf("%s/%s, %s: phase %s: got %d of %d workers, %d–%d ns; want %d, and a span; stderr:\n%s",
 				r.Scenario, r.Lib, startName(r.Cold), p.Name, p.Of, r.N, p.Start, p.End, want[p.Name], stderr)
 		}
 	}
-	if r.N != procs || len(r.Phases) != len(phaseNames) || r.HandoffP50 <= 0 {
-		t.Errorf("%s/%s, %s: got %d workers, %d phases, handoff %dns; want %d, %d and a handoff",
+	if r.N != procs || len(r.Phases) != len(phaseNames) || r.HandoffP50 <= 0 && !r.Cold || r.HandoffP50 < 0 {
+		t.Errorf("%s/%s, %s: got %d workers, %d phases, handoff %dns; want %d, %d and a handoff (warm)",
 			r.Scenario, r.Lib, startName(r.Cold), r.N, len(r.Phases), r.HandoffP50, procs, len(phaseNames))
 	}
 }
