@@ -63,7 +63,28 @@ type Script struct {
 	// Keys and Args say what each of KEYS and ARGV holds, in order, as the
 	// script's header lists them.
 	Keys, Args []string
-	hash       string
+	// ReadOnly says the script never writes: a runner sends it flagged
+	// (Flagged) where the server takes script flags.
+	ReadOnly bool
+	hash     string
+}
+
+// NoWrites is the shebang line that flags a script as one that never
+// writes (Redis 7.0 and later, Valkey): the server then knows so before it
+// runs, lets it run where writes are refused (a read-only replica, EVAL_RO,
+// an out-of-memory server), and refuses any write it would try. A server
+// before 7.0, or miniredis, refuses to compile a script that starts with
+// it.
+const NoWrites = "#!lua flags=no-writes\n"
+
+// Flagged is the source of a ReadOnly script flagged NoWrites: what a
+// runner sends where the server takes script flags.
+func (s *Script) Flagged() string { return NoWrites + s.Source }
+
+// readOnly marks s as a script that never writes.
+func readOnly(s *Script) *Script {
+	s.ReadOnly = true
+	return s
 }
 
 // Hash is the hex SHA1 digest of the source, as EVALSHA takes it.
@@ -248,7 +269,7 @@ var (
 	Refresh = newScript(prelude, refreshSrc)
 
 	// PTTL reports the remaining ttl of a lock the caller holds. See pttl.lua.
-	PTTL = newScript(prelude, pttlSrc)
+	PTTL = readOnly(newScript(prelude, pttlSrc))
 
 	// FencedAcquire takes a free correctness lock with a new fencing token, or
 	// replies with the holder's remaining ttl. See fenced_acquire.lua.
@@ -272,7 +293,7 @@ var (
 
 	// ElectionLeader reads an election's leader with its lock. See
 	// election_leader.lua.
-	ElectionLeader = newScript(prelude, leaseSrc, electionLeaderSrc)
+	ElectionLeader = readOnly(newScript(prelude, leaseSrc, electionLeaderSrc))
 
 	// ElectionResign clears the leader key of a term that has ended, and
 	// tells the observers when nobody holds the lock. See
@@ -282,11 +303,11 @@ var (
 	// Inspect reads whether a lock is held, for how long, by which token,
 	// and how many live waiters queue for it, changing nothing. See
 	// inspect.lua.
-	Inspect = newScript(prelude, leaseSrc, queueSrc, inspectSrc)
+	Inspect = readOnly(newScript(prelude, leaseSrc, queueSrc, inspectSrc))
 
 	// SemInspect reads a semaphore's limit, live permits and live waiters,
 	// changing nothing. See sem_inspect.lua.
-	SemInspect = newScript(prelude, queueSrc, semaphoreSrc, semInspectSrc)
+	SemInspect = readOnly(newScript(prelude, queueSrc, semaphoreSrc, semInspectSrc))
 
 	// ElectionProclaim changes the value the election reports for the
 	// leader of a term, while it is in office. See election_proclaim.lua.
@@ -312,7 +333,7 @@ var (
 
 	// SemPTTL reports the remaining ttl of a permit the caller holds. See
 	// sem_pttl.lua.
-	SemPTTL = newScript(prelude, semPTTLSrc)
+	SemPTTL = readOnly(newScript(prelude, semPTTLSrc))
 
 	// DelIfEq deletes a lock holding exactly the caller's bare grant, as
 	// DELEX IFEQ does where the server has it. See del_if_eq.lua.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -222,7 +223,11 @@ type argvRecorder struct {
 func (r *argvRecorder) of(s Script) []int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.sent[s.hash.(string)]
+	sent := r.sent[s.hash.(string)]
+	if s.bare != nil { // a read-only script, run unflagged on miniredis
+		sent = append(slices.Clone(sent), r.sent[s.bare.hash.(string)]...)
+	}
+	return sent
 }
 
 func (r *argvRecorder) record(cmd redis.Cmder) {

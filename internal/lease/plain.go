@@ -223,7 +223,7 @@ func (c *Core) delIfEq(ctx context.Context, lk *keySet, v *sentArg) (any, error)
 	if !noScript(err) {
 		return reply, err
 	}
-	if delIfEqScript.load(ctx, c.cfg.Conn) {
+	if delIfEqScript.load(ctx, c.cfg.Conn) == nil {
 		v.sent.Store(0)
 	}
 	return c.run(ctx, delIfEqScript, keys, v)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -16,15 +17,33 @@ import (
 // Script is one of package scripts' Lua scripts, ready to run: its source,
 // and its SHA1 boxed once, as EVALSHA's argument. It is the one runner of
 // the protocol's scripts; package scripts sends nothing.
+//
+// A read-only script (scripts.Script.ReadOnly) runs flagged no-writes
+// (scripts.NoWrites), and unflagged (bare) on a server that refuses to
+// compile the flag: Redis before 7.0, miniredis. A Client that remembers
+// (port.Remembering) is sent the unflagged one from then on; any other
+// tries the flag on each call.
 type Script struct {
 	src  string
 	hash any
+	bare *Script
 }
 
 // NewScript returns s ready to run.
 func NewScript(s *scripts.Script) Script {
-	sum := sha1.Sum([]byte(s.Source))
-	return Script{src: s.Source, hash: hex.EncodeToString(sum[:])}
+	if !s.ReadOnly {
+		return script(s.Source)
+	}
+	bare := script(s.Source)
+	flagged := script(s.Flagged())
+	flagged.bare = &bare
+	return flagged
+}
+
+// script is the Script of source src.
+func script(src string) Script {
+	sum := sha1.Sum([]byte(src))
+	return Script{src: src, hash: hex.EncodeToString(sum[:])}
 }
 
 // The scripts the engine runs.
@@ -81,17 +100,56 @@ func (s Script) Run(ctx context.Context, c port.Client, keys []any, args ...any)
 	}
 }
 
-// send sends s once: EVALSHA; after NOSCRIPT, SCRIPT LOAD and EVALSHA
-// again (load), or EVAL where the load fails.
+// send sends s once (a read-only script unflagged where the server
+// refuses the flag: see Script).
 func (s Script) send(ctx context.Context, c port.Client, keys, args []any) (any, error) {
+	if s.bare == nil {
+		return s.sendSource(ctx, c, keys, args)
+	}
+	var memory *port.Memory
+	if r, ok := c.(port.Remembering); ok {
+		memory = r.Memory()
+	}
+	if memory != nil && memory.NoScriptFlags.Load() {
+		return s.bare.sendSource(ctx, c, keys, args)
+	}
+	reply, err := s.sendSource(ctx, c, keys, args)
+	if !flagRefused(err) {
+		return reply, err
+	}
+	if memory != nil {
+		memory.NoScriptFlags.Store(true)
+	}
+	return s.bare.sendSource(ctx, c, keys, args)
+}
+
+// flagRefused reports whether err is a server's refusal to compile a
+// script for its shebang line: "Error compiling script (new function):
+// user_script:1: unexpected symbol near '#'" (Redis 6), "... line:1(column:1)
+// near '#': syntax error" (miniredis).
+func flagRefused(err error) bool {
+	var re port.ServerError
+	if err == nil || !errors.As(err, &re) {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "Error compiling script") && strings.Contains(msg, "near '#'")
+}
+
+// sendSource sends s's own source once: EVALSHA; after NOSCRIPT, SCRIPT
+// LOAD and EVALSHA again (load), or EVAL where the load fails.
+func (s Script) sendSource(ctx context.Context, c port.Client, keys, args []any) (any, error) {
 	reply, err := c.Do(ctx, s.evalSHA(keys, args)...)
 	if !noScript(err) {
 		return reply, err
 	}
-	if s.load(ctx, c) {
+	switch loadErr := s.load(ctx, c); {
+	case loadErr == nil:
 		if reply, err = c.Do(ctx, s.evalSHA(keys, args)...); !noScript(err) {
 			return reply, err
 		}
+	case flagRefused(loadErr):
+		return nil, loadErr // EVAL would be refused the same
 	}
 	return c.Do(ctx, s.eval(keys, args)...)
 }
@@ -103,8 +161,8 @@ func (s Script) send(ctx context.Context, c port.Client, keys, args []any) (any,
 // the cache grows: leasekit's rarely run scripts (Inspect's, a Break's)
 // would be loaded again and again. A user whom an ACL denies SCRIPT LOAD,
 // but not EVAL, gets EVAL instead (the caller sends it).
-func (s Script) load(ctx context.Context, c port.Client) bool {
-	return c.LoadScript(ctx, s.src) == nil
+func (s Script) load(ctx context.Context, c port.Client) error {
+	return c.LoadScript(ctx, s.src)
 }
 
 // migrationWait bounds how long Run waits for the migration of its keys'
@@ -162,7 +220,7 @@ func (c *Core) runConfirmed(ctx context.Context, s Script, keys []any, args ...a
 	reply, confirmed, err := confirm(false)
 	if noScript(err) {
 		// SCRIPT LOAD on every master, as Run does; EVAL where it fails.
-		reply, confirmed, err = confirm(!s.load(ctx, c.cfg.Conn))
+		reply, confirmed, err = confirm(s.load(ctx, c.cfg.Conn) != nil)
 		if noScript(err) {
 			reply, confirmed, err = confirm(true)
 		}

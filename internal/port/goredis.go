@@ -14,9 +14,16 @@ import (
 // type of one's own (Other). It adds nothing to a command but
 // its key's position (KeyPos), so that a cluster client routes even a
 // command its COMMAND table lacks.
-func GoRedis(c redis.UniversalClient) Conn { return goRedis{c} }
+// The Conn is Remembering: a Core keeps its Conn, and with it what it
+// learnt of the server.
+func GoRedis(c redis.UniversalClient) Conn { return goRedis{c, new(Memory)} }
 
-type goRedis struct{ c redis.UniversalClient }
+type goRedis struct {
+	c redis.UniversalClient
+	m *Memory
+}
+
+func (g goRedis) Memory() *Memory { return g.m }
 
 // ok is the reply OK, boxed once.
 var ok any = "OK"
@@ -89,7 +96,7 @@ func (g goRedis) Masters(ctx context.Context) (map[string]Client, error) {
 	err := cc.ForEachMaster(ctx, func(_ context.Context, node *redis.Client) error {
 		mu.Lock()
 		defer mu.Unlock()
-		masters[node.Options().Addr] = goRedis{node}
+		masters[node.Options().Addr] = goRedis{node, g.m}
 		return nil
 	})
 	return masters, err

@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -52,6 +53,21 @@ type Client interface {
 	// may write it again, after its reply was lost or its connection
 	// broke; 0 where it cannot tell.
 	RetryWindow() time.Duration
+}
+
+// Memory is what a Client remembers of its server for the engine, between
+// calls: a Client that has one (Remembering) saves a failed round trip on
+// each call where the server lacks what the engine tries first.
+type Memory struct {
+	// NoScriptFlags says the server refused to compile a script flagged
+	// with a shebang line (Redis before 7.0, miniredis): the engine sends
+	// its read-only scripts unflagged from then on.
+	NoScriptFlags atomic.Bool
+}
+
+// Remembering is a Client that has a Memory: one per Client, for its life.
+type Remembering interface {
+	Memory() *Memory
 }
 
 // Reply is one command's reply in a Pipe. A Pipe that failed as a whole

@@ -40,6 +40,9 @@ var scriptNames = func() map[string]string {
 	m := make(map[string]string, len(scripts.All))
 	for _, s := range scripts.All {
 		m[s.Hash()] = s.Name
+		if s.ReadOnly { // run flagged where the server takes flags
+			m[redis.NewScript(s.Flagged()).Hash()] = s.Name
+		}
 	}
 	// The plain path's equivalents of SET IFEQ and DELEX are a refresh and
 	// a release, as those commands are (opName).
