@@ -3,13 +3,23 @@ package correctness
 import (
 	"errors"
 	"fmt"
+
+	"github.com/leasekit/leasekit/internal/lease"
 )
 
 var (
-	// ErrNotObtained means the lock is held by another owner: TryAcquire found
-	// it taken, or the context of TryAcquire or Acquire ended first (then the
-	// error also matches ctx.Err()).
+	// ErrNotObtained means the lock was not obtained: another owner holds
+	// it (the error then matches ErrTaken too: TryAcquire found it taken), or
+	// the context of the call ended first (then the error matches ctx.Err()
+	// too, and not ErrTaken). Test for ErrTaken to skip work another worker
+	// is doing: an ended context (a shutdown, a deadline) is not that.
 	ErrNotObtained = errors.New("correctness: lock not obtained")
+
+	// ErrTaken means another owner holds the lock: a TryAcquire found it
+	// taken. It never means the context ended (an Acquire or a Campaign
+	// waits while the lock is held, so they end with ErrNotObtained and
+	// ctx.Err()), and it matches ErrNotObtained too.
+	ErrTaken = lease.NewTaken("correctness: lock taken", ErrNotObtained)
 
 	// ErrLateGrant means Redis granted the lock, but its reply came after the
 	// lease's deadline: the ttl is too short for the round trip. The grant

@@ -59,6 +59,7 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 		Logger:      l.opts.logger,
 		Errors: lease.Errors{
 			NotObtained:   ErrNotObtained,
+			Taken:         ErrTaken,
 			NotHeld:       ErrNotHeld,
 			LockLost:      ErrLockLost,
 			InvalidKey:    ErrInvalidKey,

@@ -3,14 +3,24 @@ package efficiency
 import (
 	"errors"
 	"fmt"
+
+	"github.com/leasekit/leasekit/internal/lease"
 )
 
 var (
-	// ErrNotObtained means the lock is held by another owner: TryObtain found
-	// it taken (or a Semaphore's TryAcquire found every permit held), or the
-	// context of TryObtain or Obtain ended first (then the error also matches
-	// ctx.Err()).
+	// ErrNotObtained means the lock was not obtained: another owner holds
+	// it (the error then matches ErrTaken too: TryObtain found it taken, or
+	// a Semaphore's TryAcquire found every permit held), or the context of
+	// the call ended first (then the error matches ctx.Err() too, and not
+	// ErrTaken). Test for ErrTaken to skip work another worker is doing:
+	// an ended context (a shutdown, a deadline) is not that.
 	ErrNotObtained = errors.New("efficiency: lock not obtained")
+
+	// ErrTaken means another owner holds the lock: a TryObtain found it
+	// taken, a Semaphore's TryAcquire found every permit held, or Once's
+	// lock was taken. It never means the context ended, and it matches
+	// ErrNotObtained too.
+	ErrTaken = lease.NewTaken("efficiency: lock taken", ErrNotObtained)
 
 	// ErrLateGrant means Redis granted the lock, but its reply came after the
 	// lease's deadline: the ttl is too short for the round trip. The grant

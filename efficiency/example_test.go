@@ -53,10 +53,10 @@ func ExampleLocker_TryObtain() {
 
 	fmt.Println("obtained", lock.Key())
 	_, err = locker.TryObtain(ctx, "rebuild-cache", 10*time.Second)
-	fmt.Println("second try:", err, errors.Is(err, efficiency.ErrNotObtained))
+	fmt.Println("second try:", err, errors.Is(err, efficiency.ErrTaken))
 	// Output:
 	// obtained leasekit:{rebuild-cache}
-	// second try: efficiency: lock not obtained: lock "rebuild-cache" is held by another owner true
+	// second try: efficiency: lock taken: lock "rebuild-cache" is held by another owner true
 	// released
 }
 

@@ -37,6 +37,7 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 		Logger:      o.logger,
 		Errors: lease.Errors{
 			NotObtained:   ErrNotObtained,
+			Taken:         ErrTaken,
 			NotHeld:       ErrNotHeld,
 			LockLost:      ErrLockLost,
 			InvalidKey:    ErrInvalidKey,
@@ -57,8 +58,9 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 func (l *Locker) Close() error { return l.core.Close() }
 
 // TryObtain makes one attempt to take the lock called name for ttl. It
-// returns ErrNotObtained when another owner holds it or ctx has ended (then
-// the error matches ctx.Err() too), ErrLateGrant when the grant's reply came
+// returns ErrTaken (which matches ErrNotObtained too) when another owner
+// holds it, an error matching ErrNotObtained and ctx.Err() (not ErrTaken)
+// when ctx has ended, ErrLateGrant when the grant's reply came
 // after its lease deadline, ErrInvalidKey or ErrInvalidTTL for bad input,
 // ErrClosed after Close, and a Redis failure wrapped with the lock's name.
 func (l *Locker) TryObtain(ctx context.Context, name string, ttl time.Duration) (*Lock, error) {

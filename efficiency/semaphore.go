@@ -33,8 +33,9 @@ func (l *Locker) Semaphore(name string, limit int) *Semaphore {
 }
 
 // TryAcquire makes one attempt to take a permit for ttl. It returns
-// ErrNotObtained when every permit is held (the waiters queued for one are
-// served first) or ctx has ended (then the error matches ctx.Err() too);
+// ErrTaken (which matches ErrNotObtained too) when every permit is held (the
+// waiters queued for one are served first), an error matching
+// ErrNotObtained and ctx.Err() (not ErrTaken) when ctx has ended;
 // ErrLimitMismatch when the semaphore's live permits were granted under another
 // limit; ErrLateGrant when the grant's reply came after its lease deadline;
 // ErrInvalidKey, ErrInvalidLimit or ErrInvalidTTL for bad input; ErrClosed

@@ -34,11 +34,11 @@ func New(locker *efficiency.Locker, opts ...Option) *Locker {
 }
 
 // Lock takes the lock called name (gocron passes the job's name) for one
-// run, if no other
-// scheduler holds it. It returns an error matching efficiency.ErrNotObtained
-// when another scheduler holds it (gocron then skips the run on this one),
-// efficiency.ErrInvalidKey for an empty name, efficiency.ErrInvalidTTL for a
-// minimum hold under 1 ms, and a Redis failure that names the lock.
+// run, if no other scheduler holds it. It returns an error matching
+// efficiency.ErrTaken (and ErrNotObtained) when another scheduler holds it
+// (gocron then skips the run on this one), efficiency.ErrInvalidKey for an
+// empty name, efficiency.ErrInvalidTTL for a minimum hold under 1 ms, and a
+// Redis failure that names the lock.
 //
 // The lock is kept alive until Unlock, or until ctx ends (gocron passes the
 // job's context, which ends when the job is removed or the scheduler shuts
@@ -64,7 +64,7 @@ func (l *Locker) Lock(ctx context.Context, name string) (gocron.Lock, error) {
 		})
 		switch {
 		case !ran && err == nil:
-			err = fmt.Errorf("gocronlock: lock %q is held by another scheduler: %w", name, efficiency.ErrNotObtained)
+			err = fmt.Errorf("gocronlock: lock %q is held by another scheduler: %w", name, efficiency.ErrTaken)
 		case !ran:
 			err = fmt.Errorf("gocronlock: lock %q: %w", name, err)
 		case err != nil:

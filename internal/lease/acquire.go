@@ -110,7 +110,11 @@ func (a *acquire) try() (*Held, error) {
 	case err != nil:
 		return nil, a.failed(err)
 	case h == nil:
-		return nil, fmt.Errorf("%w: %s", a.c.cfg.Errors.NotObtained, a.keys.kind.busy(a.keys))
+		taken := a.c.cfg.Errors.Taken
+		if taken == nil {
+			taken = a.c.cfg.Errors.NotObtained
+		}
+		return nil, fmt.Errorf("%w: %s", taken, a.keys.kind.busy(a.keys))
 	}
 	return h, nil
 }

@@ -30,10 +30,14 @@ import (
 // callers can test them with errors.Is.
 type Errors struct {
 	NotObtained error
-	NotHeld     error
-	LockLost    error
-	InvalidKey  error
-	InvalidTTL  error
+	// Taken is for an attempt that found the lock (or every permit) held
+	// by another owner, and never for an ended context; it matches
+	// NotObtained too (NewTaken). A Core without it uses NotObtained.
+	Taken      error
+	NotHeld    error
+	LockLost   error
+	InvalidKey error
+	InvalidTTL error
 	// Closed is for a new operation of a closed Locker, and a wait that its
 	// Locker's Close ended.
 	Closed error

@@ -230,3 +230,20 @@ func (j joined) Error() string {
 }
 
 func (j joined) Unwrap() []error { return j }
+
+// NewTaken returns a face's sentinel for a lock held by another owner
+// (Errors.Taken): an error with text msg that also matches notObtained, so
+// that a caller who tests for "not obtained" (the lock taken, or the
+// call's context ended) keeps working, and one who must tell the two apart
+// tests for this one.
+func NewTaken(msg string, notObtained error) error {
+	return &takenError{msg: msg, notObtained: notObtained}
+}
+
+type takenError struct {
+	msg         string
+	notObtained error
+}
+
+func (e *takenError) Error() string        { return e.msg }
+func (e *takenError) Is(target error) bool { return target == e.notObtained }
