@@ -79,6 +79,7 @@ type Finding struct {
 // StatusUnverified, never OK. The error is for a Redis that cannot be reached
 // or will not serve this client at all (wrong credentials, still loading).
 func (l *Locker) Audit(ctx context.Context) ([]Finding, error) {
+	l.mustExist("Audit")
 	masters, err := l.conn.Masters(ctx)
 	switch {
 	case err != nil:

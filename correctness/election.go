@@ -63,6 +63,7 @@ const cleanupTimeout = 5 * time.Second
 // takes office gets ErrLockLost without fn having run.
 func (l *Locker) Campaign(ctx context.Context, name string, ttl time.Duration, value []byte,
 	fn func(ctx context.Context, term uint64) error) (err error) {
+	l.mustExist("Campaign")
 	switch {
 	case fn == nil:
 		return fmt.Errorf("correctness: Campaign in election %s: fn is nil", lease.Quote(name))
@@ -97,6 +98,7 @@ func (l *Locker) Campaign(ctx context.Context, name string, ttl time.Duration, v
 // not taken office), ErrInvalidKey for a bad name, ErrClosed after Close,
 // and a Redis failure naming the election. One round trip.
 func (l *Locker) Leader(ctx context.Context, name string) (Leader, error) {
+	l.mustExist("Leader")
 	e, err := l.electionOf("read the leader of", name)
 	if err != nil {
 		return Leader{}, err

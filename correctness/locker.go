@@ -13,6 +13,7 @@ import (
 
 // Locker grants correctness locks, each with a fencing token. It is safe for
 // concurrent use; create one per process and Close it when done.
+// A method of a nil *Locker panics with a message that names it.
 type Locker struct {
 	client redis.UniversalClient
 	conn   port.Conn // client's
@@ -86,6 +87,7 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 // already held are not released. It also ends the Observe calls under way:
 // their channels close.
 func (l *Locker) Close() error {
+	l.mustExist("Close")
 	l.closeAll()
 	return l.core.Close()
 }
@@ -128,6 +130,7 @@ const auditTimeout = 5 * time.Second
 // (WithReplicas: too few replicas confirmed) and ErrNoToken (WithTokens: no
 // token from the source).
 func (l *Locker) TryAcquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
+	l.mustExist("TryAcquire")
 	h, err := l.core.Try(ctx, name, ttl)
 	l.auditOnce(ctx, err)
 	if err != nil {
@@ -143,6 +146,7 @@ func (l *Locker) TryAcquire(ctx context.Context, name string, ttl time.Duration)
 // waiter does not wait out an outage of its token source). A lock that its
 // holder's release hands over comes with a new token.
 func (l *Locker) Acquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
+	l.mustExist("Acquire")
 	h, err := l.core.Obtain(ctx, name, ttl)
 	l.auditOnce(ctx, err)
 	if err != nil {
@@ -160,6 +164,7 @@ func (l *Locker) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 // its last check, and the fence is what rejects a write made after the lease
 // was lost.
 func (l *Locker) Do(ctx context.Context, name string, ttl time.Duration, fn func(ctx context.Context, token uint64) error) error {
+	l.mustExist("Do")
 	if fn == nil {
 		return nilFunc("Do")
 	}
@@ -169,4 +174,12 @@ func (l *Locker) Do(ctx context.Context, name string, ttl time.Duration, fn func
 		return err
 	}
 	return h.HoldAs(ctx, "Do", func(ctx context.Context, h *lease.Held) error { return fn(ctx, h.Token()) })
+}
+
+// mustExist panics, naming the method op, when l is nil: a method of a nil
+// *Locker would otherwise die of a bare nil dereference.
+func (l *Locker) mustExist(op string) {
+	if l == nil {
+		lease.PanicNil("correctness", "Locker", op)
+	}
 }

@@ -38,6 +38,7 @@ import (
 // Observe calls under way, closing their channels), and a Redis failure
 // naming the election when it cannot subscribe or read the leader.
 func (l *Locker) Observe(ctx context.Context, name string) (<-chan Leader, error) {
+	l.mustExist("Observe")
 	e, err := l.electionOf("observe", name)
 	if err != nil {
 		return nil, err

@@ -24,6 +24,7 @@ type Info struct {
 // fails as that does, and also with ErrInvalidToken, naming the counter,
 // when the lock's fence counter holds no token.
 func (l *Locker) Inspect(ctx context.Context, name string) (Info, error) {
+	l.mustExist("Inspect")
 	i, err := l.core.Inspect(ctx, name)
 	return Info{Held: i.Held, TTL: i.TTL, Waiters: i.Waiters, Token: i.Token}, err
 }
@@ -38,6 +39,7 @@ func (l *Locker) Inspect(ctx context.Context, name string) (Info, error) {
 // of the break at its next refresh, as a Do or Hold does. Errors as
 // Inspect's.
 func (l *Locker) Break(ctx context.Context, name string) (broken bool, err error) {
+	l.mustExist("Break")
 	return l.core.Break(ctx, name, scripts.LeaderKey(scripts.LockKey(l.opts.prefix, name)))
 }
 
@@ -51,6 +53,7 @@ var proclaimScript = lease.NewScript(scripts.ElectionProclaim)
 // Campaign (at most MaxLeaderValue bytes), and returns ErrInvalidKey for a
 // bad name, ErrClosed after Close, and a Redis failure naming the election.
 func (l *Locker) Proclaim(ctx context.Context, name string, term uint64, value []byte) error {
+	l.mustExist("Proclaim")
 	e, err := l.electionOf("proclaim in", name)
 	switch {
 	case err != nil:

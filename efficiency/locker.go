@@ -11,6 +11,7 @@ import (
 
 // Locker grants efficiency locks. It is safe for concurrent use; create one per
 // process and Close it when done.
+// A method of a nil *Locker panics with a message that names it.
 type Locker struct {
 	core *lease.Core
 }
@@ -55,7 +56,10 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 // with ErrClosed, and stops the Locker's wake-up subscription. Locks already
 // held are not released, and can still be refreshed and released. Close does
 // not close the client.
-func (l *Locker) Close() error { return l.core.Close() }
+func (l *Locker) Close() error {
+	l.mustExist("Close")
+	return l.core.Close()
+}
 
 // TryObtain makes one attempt to take the lock called name for ttl. It
 // returns ErrTaken (which matches ErrNotObtained too) when another owner
@@ -64,6 +68,7 @@ func (l *Locker) Close() error { return l.core.Close() }
 // after its lease deadline, ErrInvalidKey or ErrInvalidTTL for bad input,
 // ErrClosed after Close, and a Redis failure wrapped with the lock's name.
 func (l *Locker) TryObtain(ctx context.Context, name string, ttl time.Duration) (*Lock, error) {
+	l.mustExist("TryObtain")
 	h, err := l.core.Try(ctx, name, ttl)
 	if err != nil {
 		return nil, err
@@ -87,6 +92,7 @@ func (l *Locker) TryObtain(ctx context.Context, name string, ttl time.Duration) 
 // ContextTimeoutEnabled: without it, a wait whose ctx ends while Redis is
 // stalled returns when the call under way does (docs/waiting.md).
 func (l *Locker) Obtain(ctx context.Context, name string, ttl time.Duration) (*Lock, error) {
+	l.mustExist("Obtain")
 	h, err := l.core.Obtain(ctx, name, ttl)
 	if err != nil {
 		return nil, err
@@ -111,6 +117,7 @@ func (l *Locker) Obtain(ctx context.Context, name string, ttl time.Duration) (*L
 // lock is released, and the panic goes on up the stack unchanged. A nil fn is
 // an error, before anything is acquired.
 func (l *Locker) Do(ctx context.Context, name string, ttl time.Duration, fn func(ctx context.Context) error) error {
+	l.mustExist("Do")
 	if fn == nil {
 		return nilFunc("Do")
 	}
@@ -133,8 +140,17 @@ func (l *Locker) Do(ctx context.Context, name string, ttl time.Duration, fn func
 // and goes on up the stack. A nil fn is an error, before anything is
 // acquired.
 func (l *Locker) Once(ctx context.Context, name string, period time.Duration, fn func(ctx context.Context) error) (ran bool, err error) {
+	l.mustExist("Once")
 	if fn == nil {
 		return false, nilFunc("Once")
 	}
 	return l.core.Once(ctx, name, period, func(ctx context.Context, _ *lease.Held) error { return fn(ctx) })
+}
+
+// mustExist panics, naming the method op, when l is nil: a method of a nil
+// *Locker would otherwise die of a bare nil dereference.
+func (l *Locker) mustExist(op string) {
+	if l == nil {
+		lease.PanicNil("efficiency", "Locker", op)
+	}
 }

@@ -24,6 +24,7 @@ type Info struct {
 // and a Redis failure naming the lock and its key (a key that holds what
 // leasekit never writes: WRONGTYPE).
 func (l *Locker) Inspect(ctx context.Context, name string) (Info, error) {
+	l.mustExist("Inspect")
 	i, err := l.core.Inspect(ctx, name)
 	return Info{Held: i.Held, TTL: i.TTL, Waiters: i.Waiters}, err
 }
@@ -40,6 +41,7 @@ func (l *Locker) Inspect(ctx context.Context, name string) (Info, error) {
 // the lock's name and counted (leasekit.lock.breaks, and a span). Errors as
 // Inspect's.
 func (l *Locker) Break(ctx context.Context, name string) (broken bool, err error) {
+	l.mustExist("Break")
 	return l.core.Break(ctx, name, "")
 }
 

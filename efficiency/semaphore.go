@@ -29,6 +29,7 @@ type Semaphore struct {
 // another thing: a lock and a semaphore of one name do not exclude each
 // other.
 func (l *Locker) Semaphore(name string, limit int) *Semaphore {
+	l.mustExist("Semaphore")
 	return &Semaphore{s: l.core.Semaphore(name, limit)}
 }
 

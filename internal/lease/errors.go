@@ -247,3 +247,9 @@ type takenError struct {
 
 func (e *takenError) Error() string        { return e.msg }
 func (e *takenError) Is(target error) bool { return target == e.notObtained }
+
+// PanicNil panics with a message that names the method op of a nil *typ of
+// package pkg, and how to make one.
+func PanicNil(pkg, typ, op string) {
+	panic(fmt.Sprintf("%s: %s called on a nil *%s: make one with %s.New", pkg, op, typ, pkg))
+}
