@@ -33,6 +33,10 @@ func breakLock(ctx context.Context, client *redis.Client, cfg config, std stdio)
 	case err != nil:
 		return fail(std.err, failed(cfg, errs, err))
 	case !broken:
+		if _, held, ok := semaphoreHeld(ctx, client, cfg); ok {
+			return fail(std.err, exitf(exitUsage, "%s is a semaphore, not a lock (%d permits held): -break breaks locks; "+
+				"a permit whose holder died returns at its ttl (lockrun -n LIMIT -status %s shows them)", cfg.name, held, cfg.name))
+		}
 		fmt.Fprintf(std.out, "lock %s: nobody held it; nothing broken\n", cfg.name)
 		return exitNotBroken
 	}

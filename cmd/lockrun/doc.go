@@ -65,7 +65,9 @@
 //	-status NAME    print whether NAME is held, its remaining ttl, its live
 //	                waiters and its last fencing token, and exit (with
 //	                -redis and -prefix); with -n, the semaphore's limit,
-//	                holders and waiters
+//	                holders and waiters. A NAME that is no lock's but a
+//	                semaphore's with permits held gets the semaphore's
+//	                status without -n (and -break refuses it, exit 64)
 //	-break NAME     end the lease on the lock NAME at once, whoever holds
 //	                it, and exit: the first live waiter gets the lock, as the
 //	                holder's release would hand it. The holder is not asked

@@ -24,6 +24,17 @@ type semaphoreState struct {
 	foreign []string        // keys that hold what leasekit does not write
 }
 
+// semaphoreHeld reports whether the name is a semaphore's with permits held,
+// its limit and how many: a name -status and -break find no lock of.
+func semaphoreHeld(ctx context.Context, client *redis.Client, cfg config) (limit, held int, ok bool) {
+	s, err := readSemaphore(ctx, client, scripts.PermitsKey(cfg.prefix, cfg.name))
+	if err != nil || len(s.holders) == 0 {
+		return 0, 0, false
+	}
+	limit, err = strconv.Atoi(s.limit)
+	return limit, len(s.holders), err == nil
+}
+
 // printSemaphoreStatus prints the semaphore's limit, its holders (each
 // permit's remaining ttl), how many live waiters queue, and every queue
 // entry (how long each has been queued; an entry of a waiter that is gone

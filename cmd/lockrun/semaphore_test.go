@@ -48,6 +48,20 @@ func TestSemaphoreRuns(t *testing.T) {
 	if n := strings.Count(r.stdout, "holder: ttl "); n != 2 {
 		t.Errorf("-status: got %q, want a holder line for each permit", r.stdout)
 	}
+	// Without -n, -status and -break find the semaphore rather than call
+	// the name free.
+	r = h.run("-status", "pool")
+	wantCode(t, r, 0)
+	for _, want := range []string{"pool is a semaphore, not a lock (2 permits held)", "limit: 2\n", "held: 2\n"} {
+		if !strings.Contains(r.stdout, want) || strings.Contains(r.stdout, "held: no") {
+			t.Errorf("-status without -n: got %q, want it to contain %q and never say held: no", r.stdout, want)
+		}
+	}
+	r = h.run("-break", "pool")
+	wantCode(t, r, exitUsage)
+	if !strings.Contains(r.stderr, "pool is a semaphore, not a lock (2 permits held)") {
+		t.Errorf("-break of a semaphore: stderr %q, want it to say the name is a semaphore's", r.stderr)
+	}
 	// The permits' owners: the members scored at or above 0 (the header
 	// is below).
 	owners := h.client.ZRangeArgs(ctx, redis.ZRangeArgs{Key: scripts.PermitsKey(lease.DefaultPrefix, "pool"), ByScore: true, Start: "0", Stop: "+inf"}).Val()

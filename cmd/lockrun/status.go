@@ -39,6 +39,18 @@ func printStatus(ctx context.Context, client *redis.Client, cfg config, out io.W
 	if err != nil {
 		return unavailable(cfg.redis, err)
 	}
+	if s.lockType == "none" {
+		// No lock of that name: it may be a semaphore's, which -status
+		// without -n would report free.
+		if limit, held, ok := semaphoreHeld(ctx, client, cfg); ok {
+			if _, err := fmt.Fprintf(out, "%s is a semaphore, not a lock (%d permits held): its status, as -n %d -status gives it\n",
+				cfg.name, held, limit); err != nil {
+				return err
+			}
+			cfg.limit = limit
+			return printSemaphoreStatus(ctx, client, cfg, out)
+		}
+	}
 	held, ttl, token := s.describe()
 	waiters := liveWaiters(ctx, client, cfg)
 	if _, err := fmt.Fprintf(out, "lock: %s\nkey: %s\nheld: %s\nttl: %s\nwaiters: %s\nlast token: %s\n", cfg.name, s.key, held, ttl, waiters, token); err != nil {
