@@ -44,6 +44,22 @@ func TestBreak(t *testing.T) {
 	wantCode(t, h.run("-status", "stuck", "-break", "stuck"), exitUsage)
 }
 
+// TestBrokenHolderSaysItMayHaveBeenBroken: the holder whose lease -break
+// ended stops its command at its next refresh (exit 74), saying the lease
+// expired or was broken, not only that the key is gone.
+func TestBrokenHolderSaysItMayHaveBeenBroken(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	holder := h.start(nil, "-ttl", "3s", "broken", "--", "sh", "-c", blockingScript)
+	h.waitFile("started")
+	wantCode(t, h.run("-break", "broken"), 0)
+	r := holder.wait(t)
+	wantCode(t, r, exitLost)
+	if !strings.Contains(r.stderr, "broke") {
+		t.Errorf("the broken holder's stderr: %q, want it to say the lease may have been broken", r.stderr)
+	}
+}
+
 // TestBreakFencedDeposesTheLeader: -fenced -break breaks an election's
 // lock: its leader is deposed, and Leader says so.
 func TestBreakFencedDeposesTheLeader(t *testing.T) {

@@ -246,11 +246,11 @@ func (h *Held) notHeld(n scripts.LeaseState) error {
 func (c *Core) why(n scripts.LeaseState) string {
 	switch n {
 	case scripts.LeaseGone:
-		return "the key is gone (it expired or was deleted)"
+		return "the key is gone (the lease expired, the key was deleted, or an operator broke the lease)"
 	case scripts.LeaseBroken:
 		return "an operator broke it (Break)"
 	}
-	return "another owner holds it"
+	return "another owner holds it (the lease expired, or an operator broke it, and another took it)"
 }
 
 // TTL asks Redis how long the lease has left.
