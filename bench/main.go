@@ -240,6 +240,9 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) ([]row, erro
 	for _, note := range b.notes {
 		fmt.Fprintf(header, "\n%s\n", note)
 	}
+	if !cfg.json {
+		writeSummary(stdout, rows)
+	}
 	if cfg.chart != "" {
 		if err := writeChart(cfg.chart, rows); err != nil {
 			return rows, fmt.Errorf("-chart: %w", err)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -412,13 +413,19 @@ func fmtOpt(v *float64, format string) string {
 	return fmt.Sprintf(format, *v)
 }
 
-// progress keeps one status line on stderr while the bench runs: rewritten in
-// place on a terminal, one line per scenario elsewhere.
+// progress keeps one status line on stderr while the bench runs, with the
+// step ("run 2/3") and the time since its scenario began: rewritten in
+// place on a terminal, and elsewhere (a log, CI) a line when a scenario
+// begins and then at most one every progressEvery.
 type progress struct {
-	w        io.Writer
-	tty      bool
-	scenario string
+	w           io.Writer
+	tty         bool
+	scenario    string
+	start, last time.Time // the scenario's start, and the last line out
 }
+
+// progressEvery is the most often a progress line goes to a non-terminal.
+const progressEvery = 5 * time.Second
 
 func newProgress(w io.Writer) *progress {
 	f, ok := w.(*os.File)
@@ -432,18 +439,54 @@ func newProgress(w io.Writer) *progress {
 }
 
 func (p *progress) say(scenario, detail string) {
+	now := time.Now()
+	if scenario != p.scenario {
+		p.scenario, p.start, p.last = scenario, now, time.Time{}
+	}
+	line := fmt.Sprintf("%s: %s, %v", scenario, detail, now.Sub(p.start).Round(time.Second))
 	if p.tty {
-		fmt.Fprintf(p.w, "\r\033[K%s: %s", scenario, detail)
+		fmt.Fprintf(p.w, "\r\033[K%s", line)
 		return
 	}
-	if scenario != p.scenario {
-		p.scenario = scenario
-		fmt.Fprintf(p.w, "bench: running %s\n", scenario)
+	if !p.last.IsZero() && now.Sub(p.last) < progressEvery {
+		return
 	}
+	p.last = now
+	fmt.Fprintf(p.w, "bench: %s\n", line)
 }
 
 func (p *progress) clear() {
 	if p.tty {
 		fmt.Fprint(p.w, "\r\033[K")
+	}
+}
+
+// writeSummary ends a run's tables with its headline ratios, one line per
+// table (and, in convoy-procs, per process count and start): each
+// subject's ratio to the table's reference, as its ratio column has it.
+func writeSummary(w io.Writer, rows []row) {
+	type group struct{ title, to string }
+	var order []group
+	libs := map[group][]string{}
+	for _, r := range rows {
+		if r.Reference || r.RatioTo == "" || r.Ratio == 0 {
+			continue
+		}
+		title := r.Scenario
+		if r.Procs > 0 {
+			title = fmt.Sprintf("%s P=%d %s", r.Scenario, r.Procs, startName(r.Cold))
+		}
+		g := group{title, r.RatioTo}
+		if _, seen := libs[g]; !seen {
+			order = append(order, g)
+		}
+		libs[g] = append(libs[g], fmt.Sprintf("%s %.2f", r.Lib, r.Ratio))
+	}
+	if len(order) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nsummary (each subject ÷ its table's reference)\n")
+	for _, g := range order {
+		fmt.Fprintf(w, "  %s, ÷ %s: %s\n", g.title, g.to, strings.Join(libs[g], ", "))
 	}
 }
