@@ -79,6 +79,10 @@ func TestBreakFencedDeposesTheLeader(t *testing.T) {
 		})
 	}()
 	<-led
+	r := h.run("-status", "elected")
+	if !strings.Contains(r.stdout, "kind: election") || !strings.Contains(r.stdout, "held: yes") {
+		t.Errorf("-status of an election's name: got %q, want kind: election, held: yes", r.stdout)
+	}
 	wantCode(t, h.run("-fenced", "-break", "elected"), 0)
 	if _, err := l.Leader(ctx, "elected"); err == nil {
 		t.Fatalf("Leader after -fenced -break: got a leader, want ErrNoLeader")

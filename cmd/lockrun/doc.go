@@ -163,21 +163,22 @@
 // -break exits 0 when it broke a lease, 1 when nobody held the lock
 // (nothing was broken), and 65, 69, 77 as above.
 //
-// -status prints key: value lines (lock, key, held, ttl, waiters, last token)
-// and exits 0. waiters counts the live waiters queued (an entry whose process
-// is gone is not counted); it reads "unknown" for a user who may only read
-// keys. With -n it prints the semaphore's (semaphore, key, limit, held, a
-// "holder: ttl D" line per permit, waiting: the live waiters, a "waiter: queued
-// D ago" line per queue entry) instead. A lock whose holder's lease lapsed with
-// waiters queued reads as not held: the first live waiter takes it at its next
-// attempt. It never prints the holder's owner id: that id is what releases the
-// lock. When the lock's key is not a string, or the fence counter is not a
-// string holding a non-negative integer below the largest 64-bit one, the held
-// or last token line says what is there ("held: unknown: the key holds a list,
-// not a lock", `last token: "x" (not a fencing token: the counter is corrupt)`)
-// and lockrun exits 65, so that a script watching its locks notices the key: a
-// lock key that is not a string keeps every run out, and a corrupt counter
-// every -fenced run, which exit 65 too. Seeing what a foreign lock key holds
-// takes TYPE, beyond the ACL the README gives leasekit; without it such a key
-// reads as held.
+// -status prints key: value lines (lock, kind, key, held, ttl, waiters, last
+// token) and exits 0; kind is "lock", "fenced lock (-fenced)" or "election
+// (-fenced)", as the name's keys show. waiters counts the live waiters queued
+// (an entry whose process is gone is not counted); it reads "unknown" for a
+// user who may only read keys. With -n it prints the semaphore's (semaphore,
+// key, limit, held, a "holder: ttl D" line per permit, waiting: the live
+// waiters, a "waiter: queued D ago" line per queue entry) instead. A lock whose
+// holder's lease lapsed with waiters queued reads as not held: the first live
+// waiter takes it at its next attempt. It never prints the holder's owner id:
+// that id is what releases the lock. When the lock's key is not a string, or
+// the fence counter is not a string holding a non-negative integer below the
+// largest 64-bit one, the held or last token line says what is there ("held:
+// unknown: the key holds a list, not a lock", `last token: "x" (not a fencing
+// token: the counter is corrupt)`) and lockrun exits 65, so that a script
+// watching its locks notices the key: a lock key that is not a string keeps
+// every run out, and a corrupt counter every -fenced run, which exit 65 too.
+// Seeing what a foreign lock key holds takes TYPE, beyond the ACL the README
+// gives leasekit; without it such a key reads as held.
 package main

@@ -418,7 +418,7 @@ func TestStatusNeverShowsTheOwner(t *testing.T) {
 	for _, flags := range [][]string{{"-status", "report"}, {"-fenced", "-status", "report"}} {
 		r := h.run(flags...)
 		wantCode(t, r, 0)
-		for _, want := range []string{"held: yes", "last token: " + token, "key: leasekit:{report}"} {
+		for _, want := range []string{"held: yes", "kind: fenced lock", "last token: " + token, "key: leasekit:{report}"} {
 			if !strings.Contains(r.stdout, want) {
 				t.Errorf("%v: got %q, want it to contain %q", flags, r.stdout, want)
 			}
@@ -435,7 +435,7 @@ func TestStatusNeverShowsTheOwner(t *testing.T) {
 		t.Errorf("after release: got %q, want held: no and the last token", r.stdout)
 	}
 	r = h.run("-status", "never-taken")
-	if !strings.Contains(r.stdout, "held: no") || !strings.Contains(r.stdout, "last token: none") {
+	if !strings.Contains(r.stdout, "held: no") || !strings.Contains(r.stdout, "last token: none") || !strings.Contains(r.stdout, "kind: lock\n") {
 		t.Errorf("a lock never taken: got %q, want held: no and no token", r.stdout)
 	}
 }

@@ -25,6 +25,7 @@ type lockState struct {
 	ttl                 time.Duration // of the lease
 	token               string        // the fence counter, when it is a string
 	now                 time.Time     // the server's clock, if TIME may be read
+	leader              bool          // an election's leader key is there
 	// lapsed says the holder's lease ran out with waiters queued: the key
 	// stays until the first live waiter takes it (scripts/wire.go).
 	lapsed bool
@@ -53,13 +54,26 @@ func printStatus(ctx context.Context, client *redis.Client, cfg config, out io.W
 	}
 	held, ttl, token := s.describe()
 	waiters := liveWaiters(ctx, client, cfg)
-	if _, err := fmt.Fprintf(out, "lock: %s\nkey: %s\nheld: %s\nttl: %s\nwaiters: %s\nlast token: %s\n", cfg.name, s.key, held, ttl, waiters, token); err != nil {
+	if _, err := fmt.Fprintf(out, "lock: %s\nkind: %s\nkey: %s\nheld: %s\nttl: %s\nwaiters: %s\nlast token: %s\n",
+		cfg.name, s.kind(), s.key, held, ttl, waiters, token); err != nil {
 		return err
 	}
 	if problems := s.problems(); len(problems) > 0 {
 		return exitf(exitDataErr, "lock %q: %s", cfg.name, strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// kind is what the name is, as its keys say: an election's lock (its leader
+// key is there), a fenced lock (its fence counter is), or a plain lock.
+func (s lockState) kind() string {
+	switch {
+	case s.leader:
+		return "election (-fenced)"
+	case s.token != "":
+		return "fenced lock (-fenced)"
+	}
+	return "lock"
 }
 
 // readState reads both keys in one round trip.
@@ -74,6 +88,7 @@ func readState(ctx context.Context, client *redis.Client, key, fenceKey string) 
 	lockType := pipe.Type(ctx, key)
 	fenceType := pipe.Type(ctx, fenceKey)
 	clock := pipe.Time(ctx)
+	leader := pipe.Exists(ctx, scripts.LeaderKey(key))
 	_, _ = pipe.Exec(ctx)
 	if err := pttl.Err(); err != nil {
 		return lockState{}, fmt.Errorf("reading %s: %w", lease.Quote(key), err)
@@ -89,6 +104,7 @@ func readState(ctx context.Context, client *redis.Client, key, fenceKey string) 
 			s.lapsed = true
 		}
 	}
+	s.leader = leader.Val() > 0
 	if clock.Err() == nil {
 		// Like TYPE, optional: a user who may only read keys still gets
 		// the status, without the clock's check of the counter.
