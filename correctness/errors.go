@@ -8,17 +8,16 @@ import (
 )
 
 var (
-	// ErrNotObtained means the lock was not obtained: another owner holds
-	// it (the error then matches ErrTaken too: TryAcquire found it taken), or
-	// the context of the call ended first (then the error matches ctx.Err()
-	// too, and not ErrTaken). Test for ErrTaken to skip work another worker
-	// is doing: an ended context (a shutdown, a deadline) is not that.
+	// ErrNotObtained means the lock was not obtained: another owner holds it
+	// (the error then matches ErrTaken too: TryAcquire found it taken), or the
+	// context of the call ended first (then the error matches ctx.Err() too,
+	// and not ErrTaken). Test for ErrTaken to skip work another worker is
+	// doing: an ended context (a shutdown, a deadline) is not that.
 	ErrNotObtained = errors.New("correctness: lock not obtained")
 
-	// ErrTaken means another owner holds the lock: a TryAcquire found it
-	// taken. It never means the context ended (an Acquire or a Campaign
-	// waits while the lock is held, so they end with ErrNotObtained and
-	// ctx.Err()), and it matches ErrNotObtained too.
+	// ErrTaken means another owner holds the lock: a TryAcquire found it taken.
+	// It never means the context ended (a wait ends that way, with
+	// ErrNotObtained and ctx.Err()), and it matches ErrNotObtained too.
 	ErrTaken = lease.NewTaken("correctness: lock taken", ErrNotObtained)
 
 	// ErrLateGrant means Redis granted the lock, but its reply came after the

@@ -8,18 +8,18 @@ import (
 )
 
 var (
-	// ErrNotObtained means the lock was not obtained: another owner holds
-	// it (the error then matches ErrTaken too: TryObtain found it taken, or
-	// a Semaphore's TryAcquire found every permit held), or the context of
-	// the call ended first (then the error matches ctx.Err() too, and not
-	// ErrTaken). Test for ErrTaken to skip work another worker is doing:
-	// an ended context (a shutdown, a deadline) is not that.
+	// ErrNotObtained means the lock was not obtained: another owner holds it
+	// (the error then matches ErrTaken too: TryObtain found it taken, or a
+	// Semaphore's TryAcquire found every permit held), or the context of the
+	// call ended first (then the error matches ctx.Err() too, and not
+	// ErrTaken). Test for ErrTaken to skip work another worker is doing: an
+	// ended context (a shutdown, a deadline) is not that.
 	ErrNotObtained = errors.New("efficiency: lock not obtained")
 
-	// ErrTaken means another owner holds the lock: a TryObtain found it
-	// taken, a Semaphore's TryAcquire found every permit held, or Once's
-	// lock was taken. It never means the context ended, and it matches
-	// ErrNotObtained too.
+	// ErrTaken means another owner holds the lock: a TryObtain found it taken
+	// (or a Semaphore's TryAcquire found every permit held). It never means the
+	// context ended (a wait ends that way, with ErrNotObtained and ctx.Err()),
+	// and it matches ErrNotObtained too.
 	ErrTaken = lease.NewTaken("efficiency: lock taken", ErrNotObtained)
 
 	// ErrLateGrant means Redis granted the lock, but its reply came after the
