@@ -163,17 +163,21 @@
 // -break exits 0 when it broke a lease, 1 when nobody held the lock
 // (nothing was broken), and 65, 69, 77 as above.
 //
-// -status prints key: value lines (lock, kind, key, held, ttl, waiters, last
-// token) and exits 0; kind is "lock", "fenced lock (-fenced)" or "election
-// (-fenced)", as the name's keys show. waiters counts the live waiters queued
-// (an entry whose process is gone is not counted); it reads "unknown" for a
-// user who may only read keys. With -n it prints the semaphore's (semaphore,
-// key, limit, held, a "holder: ttl D" line per permit, waiting: the live
-// waiters, a "waiter: queued D ago" line per queue entry) instead. A lock whose
-// holder's lease lapsed with waiters queued reads as not held: the first live
-// waiter takes it at its next attempt. It never prints the holder's owner id:
-// that id is what releases the lock. When the lock's key is not a string, or
-// the fence counter is not a string holding a non-negative integer below the
+// -status prints key: value lines (lock, kind, key, held, ttl, refreshing,
+// waiters, last token) and exits 0; kind is "lock", "fenced lock (-fenced)" or
+// "election (-fenced)", as the name's keys show. Given the runs' -ttl,
+// refreshing says whether the holder still refreshes its lease, as a live
+// lockrun does every ttl/3, or has stopped (killed, crashed, paused) and blocks
+// the name until its lease runs out; without -ttl it reads "unknown", since a
+// guess could call a live holder stopped. waiters counts the live waiters
+// queued (an entry whose process is gone is not counted); it reads "unknown"
+// for a user who may only read keys. With -n it prints the semaphore's
+// (semaphore, key, limit, held, a "holder: ttl D" line per permit, waiting: the
+// live waiters, a "waiter: queued D ago" line per queue entry) instead. A lock
+// whose holder's lease lapsed with waiters queued reads as not held: the first
+// live waiter takes it at its next attempt. It never prints the holder's owner
+// id: that id is what releases the lock. When the lock's key is not a string,
+// or the fence counter is not a string holding a non-negative integer below the
 // largest 64-bit one, the held or last token line says what is there ("held:
 // unknown: the key holds a list, not a lock", `last token: "x" (not a fencing
 // token: the counter is corrupt)`) and lockrun exits 65, so that a script

@@ -36,6 +36,7 @@ type config struct {
 	quiet   bool     // say nothing when the run is skipped (exit 75)
 	name    string   // the lock's name (or -status's)
 	status  bool     // print the lock's state instead of running a command
+	ttlSet  bool     // -ttl was given (-status: the runs' ttl)
 	breaks  bool     // break the lock's lease instead of running a command
 	command []string // argv of the command to run
 }
@@ -108,7 +109,10 @@ func parseArgs(args, env []string, stderr io.Writer) (config, error) {
 	case set["break"] && set["n"]:
 		return c, usagef("-break cannot be combined with -n: a semaphore has no single holder to break; a permit whose holder died returns at its ttl")
 	case set["status"], set["break"]:
-		c.name, c.status, c.breaks = status, set["status"], set["break"]
+		c.name, c.status, c.breaks, c.ttlSet = status, set["status"], set["break"], set["ttl"]
+		if c.ttlSet && c.ttl < minTTL {
+			return c, usagef("-ttl %v is shorter than %v", c.ttl, minTTL)
+		}
 		flag := "-status"
 		if c.breaks {
 			c.name, flag = breakName, "-break"

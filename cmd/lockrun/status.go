@@ -54,14 +54,39 @@ func printStatus(ctx context.Context, client *redis.Client, cfg config, out io.W
 	}
 	held, ttl, token := s.describe()
 	waiters := liveWaiters(ctx, client, cfg)
-	if _, err := fmt.Fprintf(out, "lock: %s\nkind: %s\nkey: %s\nheld: %s\nttl: %s\nwaiters: %s\nlast token: %s\n",
-		cfg.name, s.kind(), s.key, held, ttl, waiters, token); err != nil {
+	if _, err := fmt.Fprintf(out, "lock: %s\nkind: %s\nkey: %s\nheld: %s\nttl: %s\nrefreshing: %s\nwaiters: %s\nlast token: %s\n",
+		cfg.name, s.kind(), s.key, held, ttl, s.refreshing(cfg), waiters, token); err != nil {
 		return err
 	}
 	if problems := s.problems(); len(problems) > 0 {
 		return exitf(exitDataErr, "lock %q: %s", cfg.name, strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// refreshing says whether the holder still refreshes its lease, as a live
+// lockrun does every ttl/3: the lease has run for ttl less what is left
+// since its grant or last refresh. A holder that has missed a refresh by
+// half the interval has stopped (killed, crashed, paused), and the name
+// stays blocked until its lease runs out. It takes the runs' ttl, from
+// -ttl: a guess would call a live holder with a shorter ttl stopped, and an
+// operator might break it.
+func (s lockState) refreshing(cfg config) string {
+	switch {
+	case s.lockType != "string" || s.lapsed:
+		return "-"
+	case !cfg.ttlSet:
+		return "unknown: pass the runs' -ttl to tell a holder that stopped from a live one"
+	case s.ttl < 0 || s.ttl > cfg.ttl+time.Second:
+		return fmt.Sprintf("unknown: the lease is longer than -ttl %v; its runs use another -ttl (or -once)", cfg.ttl)
+	}
+	every, since := cfg.ttl/3, cfg.ttl-s.ttl
+	if since > every+every/2 {
+		return fmt.Sprintf("no: its last refresh was about %v ago, and a live lockrun refreshes every %v: "+
+			"the holder has stopped (killed, crashed or paused); the name frees in %v, or at once with -break",
+			since.Round(100*time.Millisecond), every.Round(time.Millisecond), s.ttl.Round(100*time.Millisecond))
+	}
+	return "yes"
 }
 
 // kind is what the name is, as its keys say: an election's lock (its leader

@@ -3,6 +3,7 @@ package main
 import (
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -125,4 +126,43 @@ func TestCorruptKeysExit65(t *testing.T) {
 		})
 	}
 	t.Cleanup(func() { h.wantNoFile("ran") })
+}
+
+// TestStatusTellsAStoppedHolder: given the runs' -ttl, -status says a live
+// holder refreshes, and one that stopped (SIGSTOP here, as a crash or a
+// pause) does not, while its lease still blocks the name; without -ttl it
+// does not guess.
+func TestStatusTellsAStoppedHolder(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	holder := h.start(nil, "-ttl", "10s", "stops", "--", "sh", "-c", blockingScript)
+	h.waitFile("started")
+	status := func(want string) string {
+		t.Helper()
+		for deadline := time.Now().Add(hang); ; time.Sleep(100 * time.Millisecond) {
+			r := h.run("-ttl", "10s", "-status", "stops")
+			switch {
+			case strings.Contains(r.stdout, want):
+				return r.stdout
+			case !strings.Contains(r.stdout, "held: yes"):
+				t.Fatalf("-status: %q, want %q while the lease is held", r.stdout, want)
+			case time.Now().After(deadline):
+				t.Fatalf("-status never said %q: %q", want, r.stdout)
+			}
+		}
+	}
+	status("refreshing: yes\n")
+	if r := h.run("-status", "stops"); !strings.Contains(r.stdout, "refreshing: unknown: pass the runs' -ttl") {
+		t.Errorf("-status without -ttl: %q, want it not to guess", r.stdout)
+	}
+	if err := holder.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	out := status("refreshing: no: ")
+	if !strings.Contains(out, "the name frees in") {
+		t.Errorf("-status of a stopped holder: %q, want it to say when the name frees", out)
+	}
+	_ = holder.cmd.Process.Signal(syscall.SIGCONT)
+	h.touch("release")
+	holder.wait(t)
 }
