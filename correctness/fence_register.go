@@ -47,9 +47,24 @@ func NewRegister(client redis.UniversalClient, opts ...Option) *Register {
 	if lease.IsNilClient(client) {
 		panic("correctness: NewRegister: nil redis client")
 	}
+	return newRegister(port.GoRedis(client), opts)
+}
+
+// NewRegisterConn returns a Register over conn, a client of another library
+// than go-redis (see Conn), as NewRegister does over a go-redis client. It
+// panics if conn is nil.
+func NewRegisterConn(conn Conn, opts ...Option) *Register {
+	if conn == nil {
+		panic("correctness: NewRegisterConn: nil Conn")
+	}
+	return newRegister(conn, opts)
+}
+
+// newRegister is NewRegister's and NewRegisterConn's Register, on conn.
+func newRegister(conn port.Client, opts []Option) *Register {
 	o := newOptions(opts)
 	o.tel.Kind = "correctness"
-	r := &Register{conn: port.GoRedis(client), prefix: o.prefix, tel: telemetry.New(o.tel)}
+	r := &Register{conn: conn, prefix: o.prefix, tel: telemetry.New(o.tel)}
 	if o.clockFloor {
 		r.check = "c"
 	}

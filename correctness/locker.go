@@ -15,10 +15,9 @@ import (
 // concurrent use; create one per process and Close it when done.
 // A method of a nil *Locker panics with a message that names it.
 type Locker struct {
-	client redis.UniversalClient
-	conn   port.Conn // client's
-	opts   options
-	core   *lease.Core
+	conn port.Conn
+	opts options
+	core *lease.Core
 
 	audit   sync.Mutex
 	audited bool
@@ -41,10 +40,30 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 	if lease.IsNilClient(client) {
 		panic("correctness: New: nil redis client")
 	}
-	l := &Locker{client: client, conn: port.GoRedis(client), opts: newOptions(opts)}
+	return newLocker("New", port.GoRedis(client), opts)
+}
+
+// Conn is a client of another Redis library than go-redis, adapted for
+// leasekit, as [github.com/leasekit/leasekit/efficiency.Conn] says: the
+// same type, which serves both kinds. Pass it to NewConn or NewRegisterConn.
+type Conn = port.Conn
+
+// NewConn returns a Locker that runs its locks through conn, a client of
+// another library than go-redis (see Conn): the Locker is New's in all but
+// the client. It panics if conn is nil, and where New would.
+func NewConn(conn Conn, opts ...Option) *Locker {
+	if conn == nil {
+		panic("correctness: NewConn: nil Conn")
+	}
+	return newLocker("NewConn", conn, opts)
+}
+
+// newLocker is New's and NewConn's Locker (fn names which), on conn.
+func newLocker(fn string, conn port.Conn, opts []Option) *Locker {
+	l := &Locker{conn: conn, opts: newOptions(opts)}
 	l.closing, l.closeAll = context.WithCancel(context.Background())
 	if l.opts.expiringCounter && !l.opts.clockFloor {
-		panic("correctness: New: WithExpiringCounter needs the clock floor, and WithClockFloor(false) turns it off")
+		panic("correctness: " + fn + ": WithExpiringCounter needs the clock floor, and WithClockFloor(false) turns it off")
 	}
 	l.opts.tel.Kind = "correctness"
 	l.core = lease.New(lease.Config{
@@ -52,7 +71,6 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 		Telemetry:   telemetry.New(l.opts.tel),
 		TryOp:       "TryAcquire",
 		WaitOp:      "Acquire",
-		Client:      client,
 		Conn:        l.conn,
 		Prefix:      l.opts.prefix,
 		DriftFactor: l.opts.drift,

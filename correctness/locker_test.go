@@ -499,8 +499,9 @@ func replicatedHandoff(t *testing.T, client *redis.Client, wait time.Duration, w
 	}
 }
 
-// TestNilClient: New and NewRegister refuse a nil client where it is passed,
-// with a panic that says so, rather than a nil dereference at first use.
+// TestNilClient: New, NewRegister and their Conn twins refuse a nil client
+// where it is passed, with a panic that says so, rather than a nil
+// dereference at first use.
 func TestNilClient(t *testing.T) {
 	for _, tc := range []struct {
 		name, want string
@@ -509,6 +510,8 @@ func TestNilClient(t *testing.T) {
 		{"New(nil)", "correctness: New: nil redis client", func() { correctness.New(nil) }},
 		{"New((*redis.Client)(nil))", "correctness: New: nil redis client", func() { correctness.New((*redis.Client)(nil)) }},
 		{"NewRegister(nil)", "correctness: NewRegister: nil redis client", func() { correctness.NewRegister(nil) }},
+		{"NewConn(nil)", "correctness: NewConn: nil Conn", func() { correctness.NewConn(nil) }},
+		{"NewRegisterConn(nil)", "correctness: NewRegisterConn: nil Conn", func() { correctness.NewRegisterConn(nil) }},
 	} {
 		func() {
 			defer func() {

@@ -106,8 +106,9 @@ func (sameOwner) Read(p []byte) (int, error) {
 // take effect in Redis but whose replies are lost keeps trying until its
 // context ends, then returns the error, and leaves neither its queue entry
 // (which a release would hand the lock to) nor a grant behind.
-// TestNilClient: New refuses a nil client where it is passed, with a panic
-// that says so, rather than a nil dereference at the first lock.
+// TestNilClient: New and NewConn refuse a nil client where it is passed,
+// with a panic that says so, rather than a nil dereference at the first
+// lock.
 func TestNilClient(t *testing.T) {
 	for name, client := range map[string]redis.UniversalClient{"nil": nil, "nil *redis.Client": (*redis.Client)(nil)} {
 		func() {
@@ -119,6 +120,12 @@ func TestNilClient(t *testing.T) {
 			efficiency.New(client)
 		}()
 	}
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "efficiency: NewConn: nil Conn") {
+			t.Errorf("NewConn(nil): got panic %v, want one that names the nil Conn", r)
+		}
+	}()
+	efficiency.NewConn(nil)
 }
 
 func TestZeroValuesAndOddOptions(t *testing.T) {

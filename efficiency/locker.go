@@ -5,9 +5,20 @@ import (
 	"time"
 
 	"github.com/leasekit/leasekit/internal/lease"
+	"github.com/leasekit/leasekit/internal/port"
 	"github.com/leasekit/leasekit/internal/telemetry"
 	"github.com/redis/go-redis/v9"
 )
+
+// Conn is a client of another Redis library than go-redis, adapted for
+// leasekit: package
+// [github.com/leasekit/leasekit/efficiency/rueidisconn] makes one of a
+// rueidis client, and
+// [github.com/leasekit/leasekit/efficiency/valkeyconn] of a valkey-go
+// client, each a module of its own. Pass it to NewConn (or to
+// correctness.NewConn: a Conn serves both kinds). Its methods are the
+// engine's; call none of them.
+type Conn = port.Conn
 
 // Locker grants efficiency locks. It is safe for concurrent use; create one per
 // process and Close it when done.
@@ -24,6 +35,21 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 	if lease.IsNilClient(client) {
 		panic("efficiency: New: nil redis client")
 	}
+	return newLocker(port.GoRedis(client), opts)
+}
+
+// NewConn returns a Locker that runs its locks through conn, a client of
+// another library than go-redis (see Conn): the Locker is New's in all but
+// the client. It panics if conn is nil, and where New would.
+func NewConn(conn Conn, opts ...Option) *Locker {
+	if conn == nil {
+		panic("efficiency: NewConn: nil Conn")
+	}
+	return newLocker(conn, opts)
+}
+
+// newLocker is New's and NewConn's Locker, on conn.
+func newLocker(conn port.Conn, opts []Option) *Locker {
 	o := newOptions(opts)
 	o.tel.Kind = "efficiency"
 	return &Locker{core: lease.New(lease.Config{
@@ -31,7 +57,7 @@ func New(client redis.UniversalClient, opts ...Option) *Locker {
 		Telemetry:   telemetry.New(o.tel),
 		TryOp:       "TryObtain",
 		WaitOp:      "Obtain",
-		Client:      client,
+		Conn:        conn,
 		Prefix:      o.prefix,
 		DriftFactor: o.drift,
 		Owners:      o.owners,
