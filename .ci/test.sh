@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # The full test suite. Every pass runs, even after one fails, and a summary
 # of each pass's result and duration ends the output; the exit status is
-# non-zero if any pass failed. Every pass covers the four modules, the
+# non-zero if any pass failed. Every pass covers the six modules, the
 # library's (./...), the bench's (./bench/...), the reliability tests'
-# (./internal/reliability/...) and the etcd token source's
-# (./correctness/etcdtokens/...): go.work joins the nested three to the
-# library, and a pattern from the root stops at a nested module, so each is
-# named.
+# (./internal/reliability/...), the etcd token source's
+# (./correctness/etcdtokens/...) and the client adapters'
+# (./efficiency/rueidisconn/..., ./efficiency/valkeyconn/...): go.work
+# joins the nested five to the library, and a pattern from the root stops
+# at a nested module, so each is named.
 # The passes:
-#   vet       go vet ./... ./bench/... ./internal/reliability/...
+#   vet       go vet on the six modules' packages
 #   gofmt     gofmt -l . lists nothing
-#   staticcheck  honnef.co/go/tools' staticcheck, pinned, on the three
+#   staticcheck  honnef.co/go/tools' staticcheck, pinned, on the six
 #   race      every test with the race detector, on miniredis and on real
 #             redis-server processes that the tests start themselves on free
 #             loopback ports (and stop), LEASEKIT_REQUIRE_REDIS=1
@@ -109,8 +110,8 @@ check_gofmt() {
 	fi
 }
 
-# The packages of the four modules; go.work makes them one build.
-packages=(./... ./bench/... ./internal/reliability/... ./correctness/etcdtokens/...)
+# The packages of the six modules; go.work makes them one build.
+packages=(./... ./bench/... ./internal/reliability/... ./correctness/etcdtokens/... ./efficiency/rueidisconn/... ./efficiency/valkeyconn/...)
 
 # real_packages prints the packages whose tests link the harness that starts
 # real servers (internal/testkit/redistest), directly or through a helper;

@@ -2,7 +2,6 @@ package port
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"time"
 
@@ -199,24 +198,13 @@ func (g goRedis) Serves(ctx context.Context, channel string) bool {
 		return false
 	}
 	err = node.PTTL(ctx, channel).Err()
-	return err == nil || !redirected(err)
+	return err == nil || !Redirected(err)
 }
 
 func (g goRedis) Reload(ctx context.Context) {
 	if c, ok := g.c.(*redis.ClusterClient); ok {
 		c.ReloadState(ctx)
 	}
-}
-
-// redirected reports whether err is a cluster redirection or a slot not
-// served for now.
-func redirected(err error) bool {
-	for _, p := range []string{"MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"} {
-		if strings.HasPrefix(err.Error(), p) {
-			return true
-		}
-	}
-	return false
 }
 
 // goRedisSub is a go-redis PubSub, sharded or not.
