@@ -29,6 +29,8 @@ var snippetImports = map[string]string{
 	"gocronlock":  "github.com/leasekit/leasekit/cron/gocronlock",
 	"leasetest":   "github.com/leasekit/leasekit/leasetest",
 	"etcdtokens":  "github.com/leasekit/leasekit/correctness/etcdtokens",
+	"rueidis":     "github.com/redis/rueidis",
+	"rueidisconn": "github.com/leasekit/leasekit/efficiency/rueidisconn",
 }
 
 // What the Go blocks assume their reader has, by file and block, in
@@ -54,6 +56,7 @@ var snippetContext = map[string][]string{
 		"", // a test function, at file level
 		hasEfficient,
 	},
+	"docs/compat.md":    {""},
 	"docs/election.md":  {hasCorrect},
 	"docs/fencing.md":   {"var endpoints []string\nvar rdb *redis.Client\n"},
 	"docs/semaphore.md": {hasEfficient + "var runImport func(context.Context) error\n"},
