@@ -7,16 +7,19 @@
 package conformance
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/leasekit/leasekit/correctness"
 	"github.com/leasekit/leasekit/efficiency"
 	"github.com/leasekit/leasekit/internal/port"
+	"github.com/leasekit/leasekit/internal/testkit/faultproxy"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -40,10 +43,14 @@ type target struct {
 	admin redis.UniversalClient
 	// kill drops every subscription connection of the deployment's clients.
 	kill func(t testing.TB)
+	// proxy, for the faulty cases alone, stands between the Conns and the
+	// server.
+	proxy *faultproxy.Proxy
 }
 
 // Run runs the suite on a's Conns: every case on a real redis-server, and
-// then on a 3-master cluster.
+// then on a 3-master cluster; and the faulty cases on a server behind a
+// proxy that loses replies and half-opens subscriptions.
 func Run(t *testing.T, a Adapter) {
 	t.Run("single", func(t *testing.T) {
 		b := redistest.Real(t)
@@ -70,11 +77,174 @@ func Run(t *testing.T, a Adapter) {
 			},
 		})
 	})
+	t.Run("faults", func(t *testing.T) {
+		b := redistest.Real(t)
+		p, err := faultproxy.New(b.Server.Addr)
+		if err != nil {
+			t.Fatalf("faultproxy: %v", err)
+		}
+		t.Cleanup(func() { _ = p.Close() })
+		tg := target{
+			conn:  func(t testing.TB) port.Conn { return a.Single(t, p.Addr()) },
+			admin: b.Client,
+			proxy: p,
+		}
+		for _, c := range faulty {
+			t.Run(c.name, func(t *testing.T) { c.run(t, tg) })
+		}
+	})
 }
 
 func run(t *testing.T, tg target) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.run(t, tg) })
+	}
+}
+
+// faulty are the cases run behind the proxy, one after another.
+var faulty = []struct {
+	name string
+	run  func(t *testing.T, tg target)
+}{
+	{"LostAcquireReply", lostAcquireReply},
+	{"LostReleaseReply", lostReleaseReply},
+	{"HalfOpenSubscription", halfOpenSubscription},
+}
+
+// cutAfter arms the proxy to lose the reply to the next request that names
+// key by one of the commands (any case), and returns a check, for after the
+// call, that fails the test unless it fired.
+func cutAfter(t *testing.T, p *faultproxy.Proxy, key string, commands ...string) (fired func()) {
+	var hit atomic.Bool
+	p.CutAfterRequest(func(chunk []byte) bool {
+		if !bytes.Contains(chunk, []byte(key)) {
+			return false
+		}
+		upper := bytes.ToUpper(chunk)
+		for _, c := range commands {
+			if bytes.Contains(upper, []byte("\r\n"+c+"\r\n")) {
+				hit.Store(true)
+				return true
+			}
+		}
+		return false
+	})
+	return func() {
+		t.Helper()
+		p.CutAfterRequest(nil)
+		if !hit.Load() {
+			t.Fatalf("the proxy saw no %v of %s to lose the reply of", commands, key)
+		}
+	}
+}
+
+// lostAcquireReply: the server grants a lock whose reply is lost. The
+// acquire returns the grant, or an error that is no "taken" (the key holds
+// the caller's own grant); and a failed one leaves the lock free, or held
+// by the caller's next try, never stuck for its ttl.
+func lostAcquireReply(t *testing.T, tg target) {
+	ctx := ctxFor(t)
+	for _, kind := range []string{"efficiency", "correctness"} {
+		t.Run(kind, func(t *testing.T) {
+			name := "lost-acquire-" + kind
+			key := "leasekit:{" + name + "}"
+			var try func() (func() error, error)
+			if kind == "efficiency" {
+				l := efficiencyLocker(t, tg)
+				try = func() (func() error, error) {
+					lk, err := l.TryObtain(ctx, name, time.Minute)
+					if err != nil {
+						return nil, err
+					}
+					return func() error { return lk.Release(ctx) }, nil
+				}
+			} else {
+				l := correctnessLocker(t, tg)
+				try = func() (func() error, error) {
+					ls, err := l.TryAcquire(ctx, name, time.Minute)
+					if err != nil {
+						return nil, err
+					}
+					return func() error { return ls.Release(ctx) }, nil
+				}
+			}
+			fired := cutAfter(t, tg.proxy, key, "SET", "EVALSHA", "EVAL")
+			release, err := try()
+			fired()
+			if errors.Is(err, efficiency.ErrTaken) || errors.Is(err, correctness.ErrTaken) {
+				t.Fatalf("an acquire whose reply was lost: %v, while the key holds the caller's grant", err)
+			}
+			if err != nil {
+				// Not reported: the grant must not block the lock.
+				release, err = try()
+				if err != nil {
+					t.Fatalf("after an acquire that failed with a lost reply, the next try: %v", err)
+				}
+			}
+			if err := release(); err != nil {
+				t.Fatalf("Release: %v", err)
+			}
+			if n, err := tg.admin.Exists(ctx, key).Result(); err != nil || n != 0 {
+				t.Fatalf("EXISTS %s after the release = %d, %v; want 0", key, n, err)
+			}
+		})
+	}
+}
+
+// lostReleaseReply: a release whose reply is lost took effect. Release
+// returns nil, or an error that is no lost lease (ErrNotHeld, ErrLockLost);
+// a second Release then finds its own release and returns nil; the key is
+// gone.
+func lostReleaseReply(t *testing.T, tg target) {
+	ctx := ctxFor(t)
+	l := efficiencyLocker(t, tg)
+	lk, err := l.TryObtain(ctx, "lost-release", time.Minute)
+	if err != nil {
+		t.Fatalf("TryObtain: %v", err)
+	}
+	fired := cutAfter(t, tg.proxy, lk.Key(), "EVALSHA", "EVAL", "DELEX", "DELIFEQ")
+	err = lk.Release(ctx)
+	fired()
+	if errors.Is(err, efficiency.ErrNotHeld) || errors.Is(err, efficiency.ErrLockLost) {
+		t.Fatalf("a release whose reply was lost: %v, want nil or a Redis failure", err)
+	}
+	if err != nil {
+		if err := lk.Release(ctx); err != nil {
+			t.Fatalf("Release again after its reply was lost: %v, want nil (its own release)", err)
+		}
+	}
+	if n, err := tg.admin.Exists(ctx, lk.Key()).Result(); err != nil || n != 0 {
+		t.Fatalf("EXISTS %s after the release = %d, %v; want 0", lk.Key(), n, err)
+	}
+}
+
+// halfOpenSubscription: the waiter's subscription goes half-open (the
+// server forgets it; the client hears nothing, and its writes vanish), and
+// the engine's health check finds it, subscribes again and checks the lock:
+// the waiter gets the lock that was released meanwhile, long before the
+// holder's ttl (a minute) would free it.
+func halfOpenSubscription(t *testing.T, tg target) {
+	ctx := ctxFor(t)
+	holder, waiter := efficiencyLocker(t, tg), efficiencyLocker(t, tg)
+	lk, err := holder.TryObtain(ctx, "half-open", time.Minute)
+	if err != nil {
+		t.Fatalf("TryObtain: %v", err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		l, err := waiter.Obtain(ctx, "half-open", time.Minute)
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		got <- err
+	}()
+	waitQueued(t, ctx, holder, "half-open", 1)
+	tg.proxy.HalfOpenSubscriptions()
+	if err := lk.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("the waiter: %v", err)
 	}
 }
 
