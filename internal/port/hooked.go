@@ -137,6 +137,10 @@ type hooked struct {
 	// Line's.
 	qmu   sync.Mutex
 	queue []arrival
+
+	// omu guards last, the end of the command sent last.
+	omu  sync.Mutex
+	last chan struct{}
 }
 
 // arrival is what the hooks or a command heard, for Receive.
@@ -183,11 +187,23 @@ func (s *hooked) current() Line {
 
 // send runs cmd in the background, as go-redis writes a SUBSCRIBE and lets
 // Receive hear its answer: an error reply comes to Receive, and so does a
-// dropped connection (through the hooks' end). A Line's command needs no
-// deadline: it ends with the Line, which Close ends.
+// dropped connection (through the hooks' end). The commands run one at a
+// time, in the order they were sent, as go-redis writes them on its one
+// connection: an UNSUBSCRIBE overtaken by the SUBSCRIBE after it would
+// leave the channel unsubscribed. A Line's command needs no deadline: it
+// ends with the Line, which Close ends.
 func (s *hooked) send(cmd func(context.Context) error, pong bool) {
+	done := make(chan struct{})
+	s.omu.Lock()
+	prev := s.last
+	s.last = done
+	s.omu.Unlock()
 	go func() {
+		if prev != nil {
+			<-prev
+		}
 		err := cmd(context.Background())
+		close(done)
 		var reply ServerError
 		switch {
 		case err == nil && pong:
