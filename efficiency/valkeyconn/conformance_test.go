@@ -10,29 +10,23 @@ import (
 	"github.com/leasekit/leasekit/efficiency/valkeyconn"
 	"github.com/leasekit/leasekit/internal/conformance"
 	"github.com/leasekit/leasekit/internal/port"
-	"github.com/leasekit/leasekit/internal/testkit/redistest"
 	"github.com/valkey-io/valkey-go"
 )
 
-func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
-
-// client is a valkey-go client on addrs, with its defaults (client-side
-// caching on, as a service has it), closed when t ends.
-func client(t testing.TB, addrs ...string) valkey.Client {
-	t.Helper()
-	c, err := valkey.NewClient(valkey.ClientOption{InitAddress: addrs})
-	if err != nil {
-		t.Fatalf("valkey.NewClient(%v): %v", addrs, err)
-	}
-	t.Cleanup(c.Close)
-	return c
+// adapter is a valkey-go client on addrs with its defaults (client-side
+// caching on, as a service has it).
+var adapter = conformance.Adapter{
+	Name: "valkey-go",
+	Dial: func(addrs ...string) (port.Conn, func(), error) {
+		c, err := valkey.NewClient(valkey.ClientOption{InitAddress: addrs})
+		if err != nil {
+			return nil, nil, err
+		}
+		return valkeyconn.New(c), c.Close, nil
+	},
 }
+
+func TestMain(m *testing.M) { os.Exit(conformance.Main(m, adapter)) }
 
 // TestConformance: the valkey-go adapter passes the suite.
-func TestConformance(t *testing.T) {
-	conformance.Run(t, conformance.Adapter{
-		Name:    "valkey-go",
-		Single:  func(t testing.TB, addr string) port.Conn { return valkeyconn.New(client(t, addr)) },
-		Cluster: func(t testing.TB, addrs []string) port.Conn { return valkeyconn.New(client(t, addrs...)) },
-	})
-}
+func TestConformance(t *testing.T) { conformance.Run(t, adapter) }

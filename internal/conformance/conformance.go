@@ -1,9 +1,11 @@
 // Package conformance is the suite every client adapter of leasekit passes
 // (port.GoRedis, and the rueidis and valkey-go ones in their modules): the
 // same cases, through the faces a user calls (efficiency.NewConn,
-// correctness.NewConn, correctness.NewRegisterConn), on a real redis-server
-// and on a 3-master cluster. A new adapter is an Adapter value and a test
-// that calls Run with it.
+// correctness.NewConn, correctness.NewRegisterConn), on a real redis-server,
+// on a 3-master cluster, behind a proxy that loses replies, and in worker
+// processes frozen, killed and restarted (package chaos). A new adapter is
+// an Adapter value, a TestMain that calls Main with it and a test that
+// calls Run with it.
 package conformance
 
 import (
@@ -19,7 +21,9 @@ import (
 	"github.com/leasekit/leasekit/correctness"
 	"github.com/leasekit/leasekit/efficiency"
 	"github.com/leasekit/leasekit/internal/port"
+	"github.com/leasekit/leasekit/internal/testkit/chaos"
 	"github.com/leasekit/leasekit/internal/testkit/faultproxy"
+	"github.com/leasekit/leasekit/internal/testkit/proc"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -28,11 +32,35 @@ import (
 type Adapter struct {
 	// Name names the adapter in the subtests.
 	Name string
-	// Single returns a Conn on the server at addr, and Cluster one on the
-	// cluster whose nodes are addrs, through a client of the adapter's
-	// library that the test's end closes.
-	Single  func(t testing.TB, addr string) port.Conn
-	Cluster func(t testing.TB, addrs []string) port.Conn
+	// Dial returns a Conn through a new client of the adapter's library on
+	// the server at addrs[0], or on the cluster whose nodes are addrs when
+	// there are several, and the func that closes the client.
+	Dial func(addrs ...string) (port.Conn, func(), error)
+}
+
+// conn is a Conn of a's on addrs, its client closed when t ends.
+func (a Adapter) conn(t testing.TB, addrs ...string) port.Conn {
+	t.Helper()
+	c, closeClient, err := a.Dial(addrs...)
+	if err != nil {
+		t.Fatalf("%s: dial %v: %v", a.Name, addrs, err)
+	}
+	t.Cleanup(closeClient)
+	return c
+}
+
+// mainRan says that the test binary's TestMain called Main, so that the
+// chaos workers run.
+var mainRan bool
+
+// Main is an adapter test binary's TestMain, m.Run's status: in a worker
+// process of the chaos cases it runs the worker, on Conns of a's, instead.
+func Main(m *testing.M, a Adapter) int {
+	proc.Main(map[string]func() int{
+		chaos.Role: chaos.Worker(func(addr string) (port.Conn, func(), error) { return a.Dial(addr) }),
+	})
+	mainRan = true
+	return redistest.Main(m)
 }
 
 // target is one deployment a case runs on: a Conn factory (a new client
@@ -49,13 +77,19 @@ type target struct {
 }
 
 // Run runs the suite on a's Conns: every case on a real redis-server, and
-// then on a 3-master cluster; and the faulty cases on a server behind a
-// proxy that loses replies and half-opens subscriptions.
+// then on a 3-master cluster; the faulty cases on a server behind a proxy
+// that loses replies and half-opens subscriptions; and the chaos test of
+// every kind of lock, whose workers run on a's Conns (LEASEKIT_CHAOS sets
+// each phase's length, default 2s). The test binary's TestMain must call
+// Main.
 func Run(t *testing.T, a Adapter) {
+	if !mainRan {
+		t.Fatal("conformance: the test binary's TestMain must call conformance.Main, which runs the chaos workers")
+	}
 	t.Run("single", func(t *testing.T) {
 		b := redistest.Real(t)
 		run(t, target{
-			conn:  func(t testing.TB) port.Conn { return a.Single(t, b.Server.Addr) },
+			conn:  func(t testing.TB) port.Conn { return a.conn(t, b.Server.Addr) },
 			admin: b.Client,
 			kill:  func(t testing.TB) { killPubSub(t, b.Client) },
 		})
@@ -68,7 +102,7 @@ func Run(t *testing.T, a Adapter) {
 		}
 		admin := c.Client(t)
 		run(t, target{
-			conn:  func(t testing.TB) port.Conn { return a.Cluster(t, addrs) },
+			conn:  func(t testing.TB) port.Conn { return a.conn(t, addrs...) },
 			admin: admin,
 			kill: func(t testing.TB) {
 				for _, s := range c.Masters() {
@@ -85,12 +119,18 @@ func Run(t *testing.T, a Adapter) {
 		}
 		t.Cleanup(func() { _ = p.Close() })
 		tg := target{
-			conn:  func(t testing.TB) port.Conn { return a.Single(t, p.Addr()) },
+			conn:  func(t testing.TB) port.Conn { return a.conn(t, p.Addr()) },
 			admin: b.Client,
 			proxy: p,
 		}
 		for _, c := range faulty {
 			t.Run(c.name, func(t *testing.T) { c.run(t, tg) })
+		}
+	})
+	t.Run("processes", func(t *testing.T) {
+		d := chaos.Duration(t, 2*time.Second)
+		for _, kind := range chaos.Kinds {
+			t.Run(kind, func(t *testing.T) { chaos.Run(t, kind, d) })
 		}
 	})
 }

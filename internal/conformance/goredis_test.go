@@ -6,25 +6,25 @@ import (
 
 	"github.com/leasekit/leasekit/internal/conformance"
 	"github.com/leasekit/leasekit/internal/port"
-	"github.com/leasekit/leasekit/internal/testkit/redistest"
 	"github.com/redis/go-redis/v9"
 )
 
-func TestMain(m *testing.M) { os.Exit(redistest.Main(m)) }
+// goRedis is the default adapter: a Client on one server, a ClusterClient
+// on several.
+var goRedis = conformance.Adapter{
+	Name: "go-redis",
+	Dial: func(addrs ...string) (port.Conn, func(), error) {
+		var c redis.UniversalClient
+		if len(addrs) > 1 {
+			c = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+		} else {
+			c = redis.NewClient(&redis.Options{Addr: addrs[0]})
+		}
+		return port.GoRedis(c), func() { _ = c.Close() }, nil
+	},
+}
+
+func TestMain(m *testing.M) { os.Exit(conformance.Main(m, goRedis)) }
 
 // TestGoRedis: the default adapter passes the suite.
-func TestGoRedis(t *testing.T) {
-	conformance.Run(t, conformance.Adapter{
-		Name: "go-redis",
-		Single: func(t testing.TB, addr string) port.Conn {
-			c := redis.NewClient(&redis.Options{Addr: addr})
-			t.Cleanup(func() { _ = c.Close() })
-			return port.GoRedis(c)
-		},
-		Cluster: func(t testing.TB, addrs []string) port.Conn {
-			c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-			t.Cleanup(func() { _ = c.Close() })
-			return port.GoRedis(c)
-		},
-	})
-}
+func TestGoRedis(t *testing.T) { conformance.Run(t, goRedis) }

@@ -1,285 +1,33 @@
 package processes_test
 
 import (
-	"context"
-	"fmt"
-	"math/rand/v2"
-	"os"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/leasekit/leasekit/internal/lease"
-	"github.com/leasekit/leasekit/internal/testkit/proc"
-	"github.com/leasekit/leasekit/internal/testkit/redistest"
-	"github.com/leasekit/leasekit/scripts"
+	"github.com/leasekit/leasekit/internal/port"
+	"github.com/leasekit/leasekit/internal/testkit/chaos"
 	"github.com/redis/go-redis/v9"
 )
 
-// checkGrant runs on the server, as soon as an acquire returns: it reports
-// whether the lock holds the caller's grant, and whether another grant's
-// record is still live; if all is well it records the caller's grant, to
-// expire with it. A record is cleared by its holder before it releases, so
-// a live record of another grant means two grants live at once. The epoch
-// key changes with every restart of the server (which loses grants without
-// a double grant): a check across one reports "restart".
-//
-// KEYS: lock, record, epoch. ARGV: the grant's value, the epoch read before
-// the acquire. Reply: {"held"}, {"restart"}, {"gone"}, {"other"}, {"overlap"}.
-var checkGrant = redis.NewScript(`
-local epoch = redis.call('GET', KEYS[3])
-if not epoch or epoch ~= ARGV[2] then
-  return {'restart'}
-end
-local v = redis.call('GET', KEYS[1])
-if not v then
-  return {'gone'}
-end
--- The mark of waiters carries the lease's expiry, which lapses once the
--- clock in ms reaches it (the key outlives it): the record then expires
--- at the same ms (PXAT expiry - 1: Redis expires a key once past its time).
-local ttl, expiry = redis.call('PTTL', KEYS[1]), nil
-local star = string.find(v, '*', 1, true)
-if star then
-  expiry = tonumber(string.sub(v, star + 1))
-  v = string.sub(v, 1, star - 1)
-  if expiry then
-    local now = redis.call('TIME')
-    if expiry <= tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) then
-      return {'gone'}
-    end
-  end
-end
-if v ~= ARGV[1] then
-  return {'other'}
-end
-local prev = redis.call('GET', KEYS[2])
-if prev and prev ~= ARGV[1] then
-  return {'overlap'}
-end
-if expiry then
-  redis.call('SET', KEYS[2], ARGV[1], 'PXAT', expiry - 1)
-elseif ttl > 0 then
-  redis.call('SET', KEYS[2], ARGV[1], 'PX', ttl)
-end
-return {'held'}
-`)
-
-// clearRecord deletes the caller's record of its grant. KEYS: record.
-// ARGV: the grant's value.
-var clearRecord = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-end
-return 1
-`)
-
-// checkPermit is checkGrant for a permit of a semaphore: it reports whether
-// the caller holds a live permit, and whether more than the limit of
-// permits, or of records of holders, are live; if all is well it records
-// the caller's permit, to expire with it. A holder clears its record before
-// it releases, so more live records than the limit means more holders at
-// once than the limit.
-//
-// KEYS: permits, records (a sorted set of owners by their permit's expiry),
-// epoch. ARGV: the owner, the epoch read before the acquire, the limit.
-// Reply as checkGrant's.
-var checkPermit = redis.NewScript(`
-local epoch = redis.call('GET', KEYS[3])
-if not epoch or epoch ~= ARGV[2] then
-  return {'restart'}
-end
-local now = redis.call('TIME')
-local ms = string.format('%d', tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000))
-local expiry = redis.call('ZSCORE', KEYS[1], ARGV[1])
-if not expiry or tonumber(expiry) <= tonumber(ms) then
-  return {'gone'}
-end
-if redis.call('ZCOUNT', KEYS[1], '(' .. ms, '+inf') > tonumber(ARGV[3]) then
-  return {'overlap'}
-end
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', ms)
-redis.call('ZADD', KEYS[2], expiry, ARGV[1])
-if redis.call('ZCARD', KEYS[2]) > tonumber(ARGV[3]) then
-  return {'overlap'}
-end
-return {'held'}
-`)
-
-// clearPermit deletes the caller's record of its permit. KEYS: records.
-// ARGV: the owner.
-var clearPermit = redis.NewScript(`return redis.call('ZREM', KEYS[1], ARGV[1])`)
-
-// checker checks a grant on the server as soon as its acquire returns, and
-// clears its record before its release: checkGrant and clearRecord for a
-// lock, checkPermit and clearPermit for a permit.
-type checker struct {
-	check, clear *redis.Script
-	keys         []string // the check's; the record's is keys[1]
-	limit        []any    // the check's last ARGV, if any
-}
-
-func newChecker(kind, name string) checker {
-	if n, ok := semaphoreLimit(kind); ok {
-		permits := scripts.PermitsKey(lease.DefaultPrefix, name)
-		return checker{checkPermit, clearPermit, []string{permits, permits + ":record", "epoch"}, []any{n}}
-	}
-	return checker{checkGrant, clearRecord, []string{lockKey(name), lockKey(name) + ":record", "epoch"}, nil}
-}
-
-// workerChild takes one lock, or a permit of one semaphore, again and again
-// (LEASEKIT_WORKER: "addr kind name ttl"): each acquire that returns is
-// checked on the server at once, held for a few milliseconds, and released.
-// It reports "acquired TOKEN STATUS" for each, where STATUS is the check's,
-// or "late" when the check's reply came after the lease's deadline (a pause
-// after the acquire, which proves nothing); and "error ..." for an acquire
-// that failed.
-func workerChild() int {
-	f := strings.Fields(os.Getenv("LEASEKIT_WORKER"))
-	addr, kind, name := f[0], f[1], f[2]
-	ttl, _ := time.ParseDuration(f[3])
-	client := redis.NewClient(&redis.Options{Addr: addr})
-	defer client.Close()
-	owners := &ownerLog{}
-	l := newLocker(kind, client, owners)
-	defer l.close()
-	bg := context.Background()
-	ck := newChecker(kind, name)
-	for {
-		epoch := client.Get(bg, "epoch").Val()
-		ctx, cancel := context.WithTimeout(bg, 5*time.Second)
-		g, err := l.acquire(ctx, name, ttl)
-		cancel()
-		if err != nil {
-			fmt.Println("error", err)
-			time.Sleep(20 * time.Millisecond)
-			continue
-		}
-		value := owners.owner()
-		if g.Token() != 0 {
-			value = fmt.Sprintf("%s:%d", value, g.Token())
-		}
-		status, err := ck.check.Run(bg, client, ck.keys, append([]any{value, epoch}, ck.limit...)...).StringSlice()
-		switch {
-		case err != nil:
-			status = []string{"unknown"}
-		case !time.Now().Before(g.Deadline()):
-			status = []string{"late"}
-		}
-		fmt.Println("acquired", g.Token(), status[0])
-		time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
-		ck.clear.Run(bg, client, ck.keys[1:2], value)
-		_ = g.Release(bg)
-	}
+// dialGoRedis is the chaos workers' Conn: the default go-redis adapter, as
+// efficiency.New and correctness.New make it.
+func dialGoRedis(addr string) (port.Conn, func(), error) {
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	return port.GoRedis(c), func() { _ = c.Close() }, nil
 }
 
 // TestNoDoubleGrantUnderChaos runs worker processes on one lock while a
 // nemesis freezes them (waiting or holding) past their ttl and resumes
 // them, kills them with -9 and starts new ones, and restarts the lock's
-// server without persistence. Every acquire that returns must hold the lock
-// on the server at that moment, and no two grants may be live at once
-// (checkGrant); for a semaphore of 2, no more than two permits or two
-// holders' records (checkPermit). LEASEKIT_CHAOS sets how long each kind
-// runs (default 8s of pauses and kills, then as long with restarts too).
+// server without persistence (package chaos). Every acquire that returns
+// must hold the lock on the server at that moment, and no two grants may be
+// live at once; for a semaphore of 2, no more than two permits or holders.
+// LEASEKIT_CHAOS sets how long each kind runs (default 8s of pauses and
+// kills, then as long with restarts too). The client adapters run the same
+// test, shorter, in the conformance suite.
 func TestNoDoubleGrantUnderChaos(t *testing.T) {
-	d := 8 * time.Second
-	if v := os.Getenv("LEASEKIT_CHAOS"); v != "" {
-		var err error
-		if d, err = time.ParseDuration(v); err != nil {
-			t.Fatalf("LEASEKIT_CHAOS=%q: %v", v, err)
-		}
-	}
-	for _, kind := range []string{"efficiency", "correctness", "semaphore-2"} {
-		t.Run(kind, func(t *testing.T) { testChaos(t, kind, d) })
-	}
-}
-
-// tally counts what the workers reported.
-type tally struct {
-	mu       sync.Mutex
-	statuses map[string]int
-	errors   int
-	bad      []string
-}
-
-func (ty *tally) read(lines <-chan string) {
-	for l := range lines {
-		ty.mu.Lock()
-		switch f := strings.Fields(l); {
-		case len(f) == 3 && f[0] == "acquired":
-			ty.statuses[f[2]]++
-			if f[2] == "other" || f[2] == "gone" || f[2] == "overlap" {
-				ty.bad = append(ty.bad, l)
-			}
-		case len(f) > 0 && f[0] == "error":
-			ty.errors++
-		}
-		ty.mu.Unlock()
-	}
-}
-
-func testChaos(t *testing.T, kind string, d time.Duration) {
-	s := redistest.Start(t)
-	admin := s.Client(t)
-	ctx := t.Context()
-	const name, ttl = "chaos", 300 * time.Millisecond
-	workers := 4
-	if _, ok := semaphoreLimit(kind); ok {
-		workers = 5 // two hold, three wait
-	}
-	epoch := 1
-	admin.Set(ctx, "epoch", epoch, 0)
-	ty := &tally{statuses: map[string]int{}}
-	var readers sync.WaitGroup
-	start := func() *proc.Child {
-		c := proc.Start(t, "worker", fmt.Sprintf("LEASEKIT_WORKER=%s %s %s %s", s.Addr, kind, name, ttl))
-		readers.Go(func() { ty.read(c.Lines()) })
-		return c
-	}
-	procs := make([]*proc.Child, workers)
-	for i := range procs {
-		procs[i] = start()
-	}
-	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
-	var pauses, kills, restarts int
-	end, restartFrom := time.Now().Add(2*d), time.Now().Add(d)
-	nextRestart := restartFrom
-	for time.Now().Before(end) {
-		time.Sleep(time.Duration(20+rng.IntN(150)) * time.Millisecond)
-		i := rng.IntN(workers)
-		switch {
-		case time.Now().After(nextRestart):
-			if err := s.Restart(); err != nil {
-				t.Fatal(err)
-			}
-			epoch++
-			admin.Set(ctx, "epoch", epoch, 0)
-			restarts++
-			nextRestart = time.Now().Add(time.Duration(500+rng.IntN(1000)) * time.Millisecond)
-		case rng.IntN(4) == 0:
-			procs[i].Kill()
-			procs[i] = start()
-			kills++
-		default:
-			// Frozen for up to three ttls: past its lease, or its place
-			// in the queue, or neither.
-			procs[i].Stop()
-			time.Sleep(time.Duration(rng.IntN(int(3*ttl/time.Millisecond))) * time.Millisecond)
-			procs[i].Continue()
-			pauses++
-		}
-	}
-	for _, c := range procs {
-		c.Kill()
-	}
-	readers.Wait()
-	t.Logf("%s: %d pauses, %d kills -9, %d restarts; acquires: %v; failed acquires: %d",
-		kind, pauses, kills, restarts, ty.statuses, ty.errors)
-	if len(ty.bad) > 0 {
-		t.Fatalf("%d acquires returned a grant the server did not hold, or while another was live: %v", len(ty.bad), ty.bad)
-	}
-	if ty.statuses["held"] < 20 {
-		t.Fatalf("only %d acquires were checked holding the lock: the test proved little", ty.statuses["held"])
+	d := chaos.Duration(t, 8*time.Second)
+	for _, kind := range chaos.Kinds {
+		t.Run(kind, func(t *testing.T) { chaos.Run(t, kind, d) })
 	}
 }

@@ -42,17 +42,17 @@ func waiterChild() int {
 	}
 	owners := &ownerLog{}
 	l := newLocker(kind, client, owners)
-	defer l.close()
+	defer l.Close()
 	acquireCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	g, err := l.acquire(acquireCtx, name, ttl)
+	g, err := l.Acquire(acquireCtx, name, ttl)
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
 	}
-	status := checkHeld(ctx, client, name, owners.owner(), g)
+	status := checkHeld(ctx, client, name, owners.Owner(), g)
 	if _, ok := semaphoreLimit(kind); ok {
-		status = checkPermitHeld(ctx, client, name, owners.owner(), g)
+		status = checkPermitHeld(ctx, client, name, owners.Owner(), g)
 	}
 	fmt.Println("acquired", g.Token(), status)
 	if _, err := bufio.NewReader(os.Stdin).ReadString('\n'); err != nil {
@@ -139,8 +139,8 @@ func testPausedWaiter(t *testing.T, kind string) {
 	const name = "paused-waiter"
 	queue := lockKey(name) + ":queue"
 	parent := newLocker(kind, b.Client, &ownerLog{})
-	defer parent.close()
-	first, err := parent.acquire(ctx, name, time.Minute)
+	defer parent.Close()
+	first, err := parent.Acquire(ctx, name, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,16 +165,16 @@ func testPausedWaiter(t *testing.T, kind string) {
 		awaitHeld(t, proxy, 1)
 	}
 	awaitGone(t, b.Client, lockKey(name), childTTL+10*time.Second)
-	second, err := parent.acquire(ctx, name, time.Minute)
+	second, err := parent.Acquire(ctx, name, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A third waiter queues behind the child's old place.
 	third := newLocker(kind, b.Client, &ownerLog{})
-	defer third.close()
+	defer third.Close()
 	thirdGot := make(chan grant, 1)
 	go func() {
-		g, err := third.acquire(ctx, name, time.Minute)
+		g, err := third.Acquire(ctx, name, time.Minute)
 		if err != nil {
 			t.Errorf("third waiter: %v", err)
 			close(thirdGot)

@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/leasekit/leasekit/internal/testkit/chaos"
 	"github.com/leasekit/leasekit/internal/testkit/proc"
 	"github.com/leasekit/leasekit/internal/testkit/redistest"
 )
@@ -13,7 +14,7 @@ func TestMain(m *testing.M) {
 		"waiter":   waiterChild,
 		"give-up":  giveUpChild,
 		"serve":    serveChild,
-		"worker":   workerChild,
+		chaos.Role: chaos.Worker(dialGoRedis),
 		"hold":     holdChild,
 		"line":     lineChild,
 		"features": featuresChild,

@@ -31,8 +31,8 @@ func frozenChild() int {
 	defer client.Close()
 	ctx := context.Background()
 	l := newLocker(kind, client, &ownerLog{})
-	defer l.close()
-	g, err := l.acquire(ctx, name, breakTTL)
+	defer l.Close()
+	g, err := l.Acquire(ctx, name, breakTTL)
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
@@ -70,14 +70,14 @@ func TestBreakAFrozenHolder(t *testing.T) {
 			holder.Stop()
 			count := redistest.Count(b.Client)
 			waiter := newLocker(kind, b.Client, &ownerLog{})
-			defer waiter.close()
+			defer waiter.Close()
 			got := make(chan error, 1)
 			var g grant
 			go func() {
 				wctx, cancel := context.WithTimeout(ctx, breakTTL/2)
 				defer cancel()
 				var err error
-				g, err = waiter.acquire(wctx, name, time.Minute)
+				g, err = waiter.Acquire(wctx, name, time.Minute)
 				got <- err
 			}()
 			count.Await(t, "wait", 1)

@@ -40,7 +40,7 @@ func lineChild() int {
 	switch kind {
 	case "efficiency", "correctness":
 		l = newLocker(kind, client, owners)
-		defer l.close()
+		defer l.Close()
 	default:
 		c = correctness.New(client, correctness.WithAudit(false))
 		defer c.Close()
@@ -62,7 +62,7 @@ func lineChild() int {
 		switch kind {
 		case "efficiency", "correctness":
 			var g grant
-			if g, err = l.acquire(ctx, name, orderTTL); err == nil {
+			if g, err = l.Acquire(ctx, name, orderTTL); err == nil {
 				_ = turn()
 				err = g.Release(ctx)
 			}

@@ -47,7 +47,7 @@ func restartRounds(t *testing.T, s *redistest.Server, keeps bool) (orders []stri
 	for round := range 5 {
 		ctx := t.Context()
 		holder := newLocker("efficiency", admin, &ownerLog{})
-		lease, err := holder.acquire(ctx, name, time.Minute)
+		lease, err := holder.Acquire(ctx, name, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +82,7 @@ func restartRounds(t *testing.T, s *redistest.Server, keeps bool) (orders []stri
 			await(t, "a subscriber on "+channel, func() bool { return admin.PubSubNumSub(ctx, channel).Val()[channel] == 1 })
 		}
 		_ = lease.Release(ctx)
-		holder.close()
+		holder.Close()
 		var order []string
 		for range 3 {
 			select {

@@ -41,8 +41,8 @@ func TestKilledHolderPermitReturnsAtItsTTL(t *testing.T) {
 	const name, kind = "killed", "semaphore-2"
 	permits := scripts.PermitsKey(lease.DefaultPrefix, name)
 	parent := newLocker(kind, b.Client, &ownerLog{})
-	defer parent.close()
-	if _, err := parent.acquire(ctx, name, time.Minute); err != nil {
+	defer parent.Close()
+	if _, err := parent.Acquire(ctx, name, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	child := proc.Start(t, "waiter", fmt.Sprintf("LEASEKIT_WAITER=%s %s %s 800ms", b.Server.Addr, kind, name))
@@ -58,10 +58,10 @@ func TestKilledHolderPermitReturnsAtItsTTL(t *testing.T) {
 	waiterClient := b.Server.Client(t)
 	count := redistest.Count(waiterClient)
 	waiter := newLocker(kind, waiterClient, &ownerLog{})
-	defer waiter.close()
+	defer waiter.Close()
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	g, err := waiter.acquire(wctx, name, time.Minute)
+	g, err := waiter.Acquire(wctx, name, time.Minute)
 	if err != nil {
 		t.Fatalf("the waiter: %v", err)
 	}
@@ -98,10 +98,10 @@ func testSemaphoreGiveUp(t *testing.T, mode string) {
 	permits := scripts.PermitsKey(lease.DefaultPrefix, name)
 	queue := scripts.QueueKey(permits)
 	parent := newLocker(kind, b.Client, &ownerLog{})
-	defer parent.close()
+	defer parent.Close()
 	var holders [2]grant
 	for i := range holders {
-		g, err := parent.acquire(ctx, name, time.Minute)
+		g, err := parent.Acquire(ctx, name, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,7 +136,7 @@ func testSemaphoreGiveUp(t *testing.T, mode string) {
 		go func() {
 			wctx, cancel := context.WithTimeout(ctx, 30*time.Second) // far below the strays' ten minutes
 			defer cancel()
-			g, err := next.acquire(wctx, name, time.Minute)
+			g, err := next.Acquire(wctx, name, time.Minute)
 			if err != nil {
 				t.Errorf("cycle %d: %v", cycle, err)
 			}
@@ -148,7 +148,7 @@ func testSemaphoreGiveUp(t *testing.T, mode string) {
 			t.Fatalf("cycle %d: release: %v", cycle, err)
 		}
 		holders[i] = <-got
-		next.close()
+		next.Close()
 		if holders[i] == nil {
 			t.FailNow()
 		}

@@ -35,7 +35,7 @@ func giveUpChild() int {
 	client := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 	defer client.Close()
 	l := newLocker(kind, client, &ownerLog{})
-	defer l.close()
+	defer l.Close()
 	var ctx context.Context
 	var cancel context.CancelFunc
 	if d, ok := strings.CutPrefix(mode, "deadline:"); ok {
@@ -49,7 +49,7 @@ func giveUpChild() int {
 	var gaveUp, got atomic.Int64
 	for range n {
 		wg.Go(func() {
-			g, err := l.acquire(ctx, name, ttl)
+			g, err := l.Acquire(ctx, name, ttl)
 			if err != nil {
 				gaveUp.Add(1)
 				return
@@ -94,8 +94,8 @@ func testSlowRedisGiveUp(t *testing.T, kind, mode string) {
 	expired := expiries(t, b.Client, lockKey(name))
 
 	parent := newLocker(kind, b.Client, &ownerLog{})
-	defer parent.close()
-	holder, err := parent.acquire(ctx, name, time.Minute)
+	defer parent.Close()
+	holder, err := parent.Acquire(ctx, name, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func testSlowRedisGiveUp(t *testing.T, kind, mode string) {
 		next := newLocker(kind, b.Client, &ownerLog{})
 		got := make(chan grant, 1)
 		go func() {
-			g, err := next.acquire(ctx, name, 2*time.Second)
+			g, err := next.Acquire(ctx, name, 2*time.Second)
 			if err != nil {
 				t.Errorf("cycle %d: %v", cycle, err)
 			}
@@ -139,7 +139,7 @@ func testSlowRedisGiveUp(t *testing.T, kind, mode string) {
 			t.Fatalf("cycle %d: release: %v", cycle, err)
 		}
 		holder = <-got
-		next.close()
+		next.Close()
 		if holder == nil {
 			t.FailNow()
 		}
@@ -195,8 +195,8 @@ func TestManyWaitersGiveUpOnABusyMachine(t *testing.T) {
 	queue := lockKey(name) + ":queue"
 	hogs(t, 2)
 	parent := newLocker("efficiency", b.Client, &ownerLog{})
-	defer parent.close()
-	holder, err := parent.acquire(ctx, name, time.Minute)
+	defer parent.Close()
+	holder, err := parent.Acquire(ctx, name, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,14 +238,14 @@ func serveChild() int {
 	client := redis.NewClient(&redis.Options{Addr: addr})
 	defer client.Close()
 	l := newLocker("efficiency", client, &ownerLog{})
-	defer l.close()
+	defer l.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	var wg sync.WaitGroup
 	var served atomic.Int64
 	for range n {
 		wg.Go(func() {
-			g, err := l.acquire(ctx, name, 10*time.Second)
+			g, err := l.Acquire(ctx, name, 10*time.Second)
 			if err != nil {
 				return
 			}
