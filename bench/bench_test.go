@@ -149,7 +149,7 @@ func TestQuickRunOnRealServer(t *testing.T) {
 			// sleeps until its context ends): the bench reports that as a
 			// failure, and only leasekit's own must have none.
 			wantFailures := r.Failures
-			if r.Lib == "efficiency" || r.Lib == "correctness" {
+			if isLeasekit(r.Lib) {
 				wantFailures = 0
 			}
 			if r.Procs != 2 || r.Contenders != 4 || r.Acquired+r.Failures != 8 || r.Failures != wantFailures || r.Overlaps != 0 {
@@ -272,7 +272,7 @@ func warmAndCold(libs ...string) []string {
 // leasekitOrRef reports whether r is a row of leasekit's locks or of a
 // reference.
 func leasekitOrRef(r row) bool {
-	return r.Reference || r.Lib == "efficiency" || r.Lib == "correctness"
+	return r.Reference || isLeasekit(r.Lib)
 }
 
 // benchRun is what a run of the bench returned and wrote.

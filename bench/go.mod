@@ -8,6 +8,7 @@ require (
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/leasekit/leasekit v0.0.0-00010101000000-000000000000
 	github.com/leasekit/leasekit/correctness/etcdtokens v0.0.0-00010101000000-000000000000
+	github.com/leasekit/leasekit/efficiency/rueidisconn v0.0.0-00010101000000-000000000000
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/redis/rueidis v1.0.79
 	go.etcd.io/etcd/client/v3 v3.6.16
@@ -53,3 +54,5 @@ require (
 replace github.com/leasekit/leasekit => ../
 
 replace github.com/leasekit/leasekit/correctness/etcdtokens => ../correctness/etcdtokens
+
+replace github.com/leasekit/leasekit/efficiency/rueidisconn => ../efficiency/rueidisconn

@@ -14,6 +14,7 @@ import (
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/leasekit/leasekit/correctness"
 	"github.com/leasekit/leasekit/efficiency"
+	"github.com/leasekit/leasekit/efficiency/rueidisconn"
 	"github.com/leasekit/leasekit/scripts"
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
@@ -49,6 +50,10 @@ type library struct {
 	// etcd says the library needs the -etcd cluster: it runs only with
 	// -etcd, and only where etcdRunsIn says.
 	etcd bool
+	// ownClient says the library runs on a rueidis client of its own, whose
+	// commands the go-redis client's hooks (convoy-procs first acquire)
+	// do not see.
+	ownClient bool
 }
 
 // runsIn reports whether the library runs in the scenario called name.
@@ -77,6 +82,36 @@ var libraries = []library{
 			return adapter[*correctness.Lease]{obtain: l.Acquire, stop: l.Close, ttl: ttl}, nil
 		},
 		queue: leasekitQueue,
+	},
+	{
+		name: "efficiency-rueidis",
+		describe: func(ttl time.Duration, t *target) string {
+			return fmt.Sprintf("leasekit efficiency-rueidis (efficiency on rueidis %s): one efficiency.NewConn(rueidisconn.New(client)) per process on a rueidis client of its own, configured as rueidislock's (%s); Obtain(ctx, key, %v), waiting as efficiency's",
+				moduleVersion("github.com/redis/rueidis"), rueidisCache(t), ttl)
+		},
+		open: func(t *target, _ redis.UniversalClient, ttl time.Duration) (locker, error) {
+			return onRueidis(t, ttl, func(conn efficiency.Conn) (obtainFunc[*efficiency.Lock], func() error) {
+				l := efficiency.NewConn(conn)
+				return l.Obtain, l.Close
+			})
+		},
+		queue:     leasekitQueue,
+		ownClient: true,
+	},
+	{
+		name: "correctness-rueidis",
+		describe: func(ttl time.Duration, t *target) string {
+			return fmt.Sprintf("leasekit correctness-rueidis (correctness on rueidis %s): one correctness.NewConn(rueidisconn.New(client), WithAudit(false)) per process on a rueidis client of its own (%s); Acquire(ctx, key, %v)",
+				moduleVersion("github.com/redis/rueidis"), rueidisCache(t), ttl)
+		},
+		open: func(t *target, _ redis.UniversalClient, ttl time.Duration) (locker, error) {
+			return onRueidis(t, ttl, func(conn efficiency.Conn) (obtainFunc[*correctness.Lease], func() error) {
+				l := correctness.NewConn(conn, correctness.WithAudit(false))
+				return l.Acquire, l.Close
+			})
+		},
+		queue:     leasekitQueue,
+		ownClient: true,
 	},
 	{
 		name: "correctness-etcd",
@@ -125,7 +160,8 @@ var libraries = []library{
 			return fmt.Sprintf("rueidislock %s: one rueidislock.NewLocker per process on its own rueidis client (InitAddress the same server%s); KeyMajority 1 (one server: one key, not a majority of three), KeyValidity %v, defaults otherwise (ExtendInterval validity/2, TryNextAfter 20ms); %s; WithContext(ctx, key), release by its CancelFunc",
 				moduleVersion("github.com/redis/rueidis"), map[bool]string{true: "s, cluster mode", false: ""}[t.cluster], ttl, cache)
 		},
-		open: openRueidislock,
+		open:      openRueidislock,
+		ownClient: true,
 	},
 	{
 		name: "etcd-mutex",
@@ -138,29 +174,73 @@ var libraries = []library{
 	},
 }
 
+// isLeasekit reports whether the library called name is one of leasekit's
+// locks (they queue their waiters), on any client.
+func isLeasekit(name string) bool {
+	l, ok := libraryNamed(name)
+	return ok && l.queue != nil
+}
+
 // leasekitQueue is the wait queue of leasekit's lock called name, under the
 // default prefix that both Lockers run with.
 func leasekitQueue(name string) string {
 	return scripts.QueueKey(scripts.LockKey(scripts.DefaultPrefix, name))
 }
 
+// rueidisOption is the rueidis client option of every rueidis subject: the
+// target's server, and client-side caching on where the server tracks keys.
+// On miniredis the client is forced to one server: miniredis answers
+// CLUSTER SLOTS, and rueidis would take it for a cluster.
+func rueidisOption(t *target) rueidis.ClientOption {
+	return rueidis.ClientOption{
+		InitAddress: t.addrs, Username: t.user, Password: t.password, SelectDB: t.db, TLSConfig: t.tls,
+		DisableCache: t.noTracking, ForceSingleClient: t.mini != nil,
+	}
+}
+
+// rueidisCache says how the rueidis clients cache, for the output.
+func rueidisCache(t *target) string {
+	if t.noTracking {
+		return "DisableCache: miniredis has no CLIENT TRACKING"
+	}
+	return "client-side caching on"
+}
+
+// countRueidis makes a rueidis client of opt that counts its commands in
+// t.sent.
+func countRueidis(t *target) func(opt rueidis.ClientOption) (rueidis.Client, error) {
+	return func(opt rueidis.ClientOption) (rueidis.Client, error) {
+		c, err := rueidis.NewClient(opt)
+		if err != nil {
+			return nil, err
+		}
+		return countedRueidis{Client: c, sent: t.sent}, nil
+	}
+}
+
+// onRueidis opens a rueidis client of t's, as openRueidislock's, and the
+// Locker that mk makes on it, which closes the client as it closes.
+func onRueidis[L held](t *target, ttl time.Duration, mk func(efficiency.Conn) (obtainFunc[L], func() error)) (locker, error) {
+	c, err := countRueidis(t)(rueidisOption(t))
+	if err != nil {
+		return nil, fmt.Errorf("rueidis: %w", err)
+	}
+	obtain, stop := mk(rueidisconn.New(c))
+	return adapter[L]{obtain: obtain, ttl: ttl, stop: func() error {
+		err := stop()
+		c.Close()
+		return err
+	}}, nil
+}
+
 // openRueidislock opens a rueidislock Locker on a rueidis client of its own,
 // which counts its commands in t.sent.
 func openRueidislock(t *target, _ redis.UniversalClient, ttl time.Duration) (locker, error) {
 	l, err := rueidislock.NewLocker(rueidislock.LockerOption{
-		ClientOption: rueidis.ClientOption{
-			InitAddress: t.addrs, Username: t.user, Password: t.password, SelectDB: t.db, TLSConfig: t.tls,
-			DisableCache: t.noTracking,
-		},
-		ClientBuilder: func(opt rueidis.ClientOption) (rueidis.Client, error) {
-			c, err := rueidis.NewClient(opt)
-			if err != nil {
-				return nil, err
-			}
-			return countedRueidis{Client: c, sent: t.sent}, nil
-		},
-		KeyMajority: 1,
-		KeyValidity: ttl,
+		ClientOption:  rueidisOption(t),
+		ClientBuilder: countRueidis(t),
+		KeyMajority:   1,
+		KeyValidity:   ttl,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rueidislock: %w", err)
@@ -204,10 +284,13 @@ func moduleVersion(path string) string {
 	return "(version unknown)"
 }
 
+// obtainFunc is a library's waiting acquire.
+type obtainFunc[L held] func(ctx context.Context, key string, ttl time.Duration) (L, error)
+
 // adapter is a locker made of a library's waiting acquire and, for the
 // libraries that have one, its shutdown.
 type adapter[L held] struct {
-	obtain func(ctx context.Context, key string, ttl time.Duration) (L, error)
+	obtain obtainFunc[L]
 	stop   func() error
 	ttl    time.Duration
 }

@@ -139,7 +139,7 @@ func (b *bench) convoyProcs(ctx context.Context) []row {
 			cold := res[1][i].row(scenario, lib.name, p, true, b)
 			cold.ToWarm = ratio(cold.Makespan, warm.Makespan)
 			rows = append(rows, warm, cold)
-			if b.libQueues(lib.name) {
+			if b.libQueues(lib.name) && !lib.lib.ownClient {
 				for _, cold := range starts {
 					phaseRows = append(phaseRows, res[btoi(cold)][i].phases.row(lib.name, p, cold, b))
 				}
