@@ -160,6 +160,10 @@ func TestQuickRunOnRealServer(t *testing.T) {
 				r.Makespan <= 0 || r.IdealNs <= 0 || r.HandoffP50 <= 0 || r.WaitP99 <= 0 {
 				t.Errorf("convoy-procs/%s: a field is missing: %+v", r.Lib, r)
 			}
+			if r.Cold != (r.MadeP50 > 0) || r.MadeP50 > r.Makespan {
+				t.Errorf("convoy-procs/%s, %s: made p50 %v, makespan %v; want it within the makespan of a cold row only",
+					r.Lib, startName(r.Cold), time.Duration(r.MadeP50), time.Duration(r.Makespan))
+			}
 			checkOrder(t, r, 8, stderr)
 		default:
 			if r.ClientCPUPerOp == nil || *r.ClientCPUPerOp <= 0 || r.ServerUsecPerOp == nil || *r.ServerUsecPerOp <= 0 ||

@@ -297,10 +297,16 @@ func runWorker(open openWorker) func(*target, childConfig, io.Reader, io.Writer)
 				return err
 			}
 		}
+		made := time.Now().UnixNano()
 		before := t.sent.counts()
 		seen := contendHere(ctx, c, cc.PerProc, func(i int) time.Time {
 			return start.Add(time.Duration(i*cc.Procs+cc.Index) * cc.Stagger)
 		})()
+		for i := range seen {
+			if cc.Cold {
+				seen[i].Made = made
+			}
+		}
 		return json.NewEncoder(out).Encode(workerReport{Contenders: seen, Sent: t.sent.since(before)})
 	}
 }
@@ -358,6 +364,9 @@ type procContender struct {
 	First [][]byte `json:"first,omitempty"`
 	// Phases are the first contender's, in a worker that stamps them.
 	Phases *firstAcquire `json:"phases,omitempty"`
+	// Made is when a cold worker had made its library's instance (and its
+	// client, for a library with a client of its own); 0 in a warm one.
+	Made int64 `json:"made,omitempty"`
 }
 
 // pool is what the runs of one setting of staggered contenders (a

@@ -91,7 +91,8 @@ const howToReadOn = `; srv µs/op and srv cmds/op come
     the parent, every contender arriving at once at "go", each worker making
     its library's instance (its client, if that dials as it is made) after
     it; the makespan runs from "go", dials included. ÷ warm is the cold
-    makespan over the warm one.
+    makespan over the warm one; made p50 is when a cold worker had made its
+    library's instance (a rueidis client dials as it is made), from "go".
   - convoy-procs first acquire (leasekit): the phases of each worker's first
     acquisition, p50 start–end in µs from its arrival, stamped by its client's
     hooks: dial (the first command's call to its write), first attempt,
@@ -202,6 +203,10 @@ type row struct {
 	// ToWarm is then the makespan's ratio to the warm row's, of the same run.
 	Cold   bool    `json:"cold,omitempty"`
 	ToWarm float64 `json:"cold_to_warm,omitempty"`
+	// MadeP50 is, in a cold row, the p50 time from "go" until a worker had
+	// made its library's instance: a client's dial, for one that dials as
+	// it is made (rueidis), which every acquisition of the worker waits for.
+	MadeP50 int64 `json:"made_p50_ns,omitempty"`
 	// Phases are a worker's first acquisition, by phase (convoy-procs
 	// first acquire; handoff_p50_ns is the handoff that granted it, p50_ns
 	// every other handoff's p50, and ratio its queueing in PINGs).
@@ -362,6 +367,12 @@ func convoyProcsColumns() []column {
 				return ""
 			}
 			return fmt.Sprintf("%.2f×", r.ToWarm)
+		}},
+		{"made p50", func(r row) string {
+			if !r.Cold || r.MadeP50 == 0 {
+				return ""
+			}
+			return fmtDur(time.Duration(r.MadeP50))
 		}},
 		handoffP50, handoffP99, {"wait p99", p99Column.value},
 		{"out of order", func(r row) string { return fmtOf(r.OutOfOrder, r.Arrived) }},

@@ -65,6 +65,9 @@ type procsResult struct {
 	notRun   int // convoys that could not run (a worker failed to start, say)
 	order    orderResult
 	phases   phaseResult
+	// made are the cold workers' times from "go" to their library's
+	// instance made, one per contender.
+	made samples
 }
 
 // orderResult pools the ordering convoys of one library at one P.
@@ -287,6 +290,11 @@ func (r *orderResult) add(cs []procContender, arrivals map[string]arrival, queue
 // add pools one convoy's contenders, released from t0, and its server cost.
 func (r *procsResult) add(cs []procContender, t0 time.Time, c cost) {
 	prev := t0.UnixNano()
+	for _, pc := range cs {
+		if pc.Made != 0 {
+			r.made = append(r.made, time.Duration(pc.Made-t0.UnixNano()))
+		}
+	}
 	for i, pc := range r.pool.add(cs, t0, c) {
 		handoff := time.Duration(pc.Granted - prev)
 		r.handoffs = append(r.handoffs, handoff)
@@ -314,6 +322,9 @@ func (r *procsResult) row(scenario, lib string, p int, cold bool, b *bench) row 
 	out := r.pool.row(time.Duration(r.perRun()) * (r.holds.mean() + b.ping))
 	out.Scenario, out.Lib, out.Procs, out.Contenders, out.Cold = scenario, lib, p, b.cfg.perProc, cold
 	out.HandoffP50, out.HandoffP99 = int64(r.handoffs.p50()), int64(r.handoffs.p99())
+	if len(r.made) > 0 {
+		out.MadeP50 = int64(r.made.p50())
+	}
 	out.Overlaps += r.order.overlaps
 	if o := r.order; o.runs > 0 {
 		out.OutOfOrder, out.Arrived = &o.outOfOrder, o.arrived
