@@ -173,7 +173,7 @@ func (a *acquire) lease(f found, start time.Time) (*Held, error) {
 // probe leaves that to the wait that follows.
 func setNX(a acquire, probe bool) (found, error) {
 	conn := a.c.cfg.Conn
-	_, err := conn.Do(a.ctx, "SET", a.keys.keyArg, a.owner, "PX", Millis(a.ttl), "NX")
+	_, err := conn.Do(a.ctx, "SET", a.keys.keyArg, a.owner, "PX", a.c.pxArg(a.ttl), "NX")
 	ok := err == nil
 	if errors.Is(err, port.Nil) {
 		err = nil

@@ -270,3 +270,19 @@ func (r *argvRecorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 		return next(ctx, cmds)
 	}
 }
+
+// TestPxArgBoxesATTLOnce: SET NX's PX argument is the ttl in ms, whatever
+// ttl came before, and a ttl asked for again is not boxed again (a boxed
+// integer of 256 or more is an allocation on every grant).
+func TestPxArgBoxesATTLOnce(t *testing.T) {
+	c := &Core{}
+	for _, ttl := range []time.Duration{time.Minute, 1500 * time.Millisecond, time.Minute, 10 * time.Second, time.Microsecond} {
+		if got, want := c.pxArg(ttl), Millis(ttl); got != want {
+			t.Errorf("pxArg(%v) = %v, want %d", ttl, got, want)
+		}
+	}
+	c.pxArg(time.Minute)
+	if n := testing.AllocsPerRun(100, func() { _ = c.pxArg(time.Minute) }); n != 0 {
+		t.Errorf("pxArg of the ttl last asked for: %v allocations, want 0", n)
+	}
+}

@@ -114,6 +114,26 @@ type Core struct {
 	// plain is what the Core found of the server's plain compare-and-set
 	// commands (plain.go).
 	plain plain
+	// px is the ttl last granted with SET NX, in ms and boxed (pxArg).
+	px atomic.Pointer[boxedMillis]
+}
+
+// boxedMillis is a ttl, and its milliseconds boxed for a command.
+type boxedMillis struct {
+	ttl time.Duration
+	ms  any
+}
+
+// pxArg is ttl in ms, boxed for SET NX's PX: the box of the ttl last asked
+// for is kept, so that a Locker whose locks share a ttl (the usual case)
+// boxes it once rather than on every grant.
+func (c *Core) pxArg(ttl time.Duration) any {
+	if b := c.px.Load(); b != nil && b.ttl == ttl {
+		return b.ms
+	}
+	b := &boxedMillis{ttl: ttl, ms: Millis(ttl)}
+	c.px.Store(b)
+	return b.ms
 }
 
 // New returns a Core. The caller has validated cfg.
